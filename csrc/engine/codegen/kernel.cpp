@@ -1,0 +1,98 @@
+#include "engine/codegen/kernel.h"
+
+#include <functional>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+namespace tiny {
+namespace {
+
+// Walks every output tree once, leaves (loads) included, children first.
+void walk(const Kernel& k, const std::function<void(const Node*, bool is_load)>& fn) {
+  std::unordered_map<const Node*, bool> seen;
+  std::function<void(const Node*)> rec = [&](const Node* n) {
+    if (seen.count(n)) return;
+    seen[n] = true;
+    bool load = k.loads.count(n) > 0;
+    if (!load)
+      for (auto& s : n->src) rec(s.get());
+    fn(n, load);
+  };
+  for (auto& o : k.outputs) rec(o.value.get());
+}
+
+}  // namespace
+
+std::string Kernel::key() const {
+  std::ostringstream os;
+  std::unordered_map<const Node*, int> ids;
+  os << "S" << shape_str(shape) << ";";
+  walk(*this, [&](const Node* n, bool load) {
+    int id = int(ids.size());
+    ids[n] = id;
+    os << id << "=";
+    if (load) {
+      int b = loads.at(n);
+      os << "L" << b << ":" << dtype_name(buffers[b]->dtype()) << shape_str(n->shape) << ";";
+      return;
+    }
+    os << n->str();
+    for (auto& s : n->src) os << " " << ids[s.get()];
+    os << ";";
+  });
+  for (auto& o : outputs)
+    os << "O" << o.buffer << ":" << dtype_name(buffers[o.buffer]->dtype()) << "<-" << ids[o.value.get()] << "@"
+       << o.store.str() << ";";
+  return os.str();
+}
+
+std::string Kernel::name() const {
+  bool has_reduce = false;
+  walk(*this, [&](const Node* n, bool load) { has_reduce |= !load && n->op == Op::Reduce; });
+  std::ostringstream os;
+  os << (has_reduce ? "r" : "E");
+  for (auto d : shape) os << "_" << d;
+  return os.str();
+}
+
+std::string Kernel::origins() const {
+  std::set<std::string> names;
+  walk(*this, [&](const Node* n, bool load) {
+    if (!load && !n->origin.empty()) names.insert(n->origin);
+  });
+  std::string s;
+  for (auto& n : names) s += (s.empty() ? "" : ",") + n;
+  return s;
+}
+
+std::string Kernel::ast() const {
+  std::ostringstream os;
+  std::unordered_map<const Node*, int> ids;
+  walk(*this, [&](const Node* n, bool load) {
+    int id = int(ids.size());
+    ids[n] = id;
+    os << "  %" << id << " = ";
+    if (load) {
+      os << "LOAD buf" << loads.at(n) << " " << dtype_name(n->dtype) << shape_str(n->shape) << "\n";
+      return;
+    }
+    os << n->str();
+    for (auto& s : n->src) os << " %" << ids[s.get()];
+    os << "\n";
+  });
+  for (auto& o : outputs) os << "  STORE buf" << o.buffer << " <- %" << ids[o.value.get()] << " @ " << o.store.str() << "\n";
+  return os.str();
+}
+
+int64_t Kernel::flops() const {
+  int64_t total = 0;
+  walk(*this, [&](const Node* n, bool load) {
+    if (load) return;
+    if (is_elementwise(n->op)) total += n->numel();
+    if (n->op == Op::Reduce && !n->src.empty()) total += n->src[0]->numel();
+  });
+  return total;
+}
+
+}  // namespace tiny

@@ -1,0 +1,34 @@
+// One kernel as the scheduler hands it to a code generator: a loop over an
+// iteration shape that stores one or more values, each an expression tree of
+// graph nodes whose leaves are buffer loads, constants and random numbers.
+#pragma once
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/graph/node.h"
+
+namespace tiny {
+
+struct KernelOutput {
+  NodeRef value;       // expression root; value->shape == kernel shape
+  ShapeTracker store;  // iteration index -> element of the output buffer
+  int buffer;          // index into Kernel::buffers
+};
+
+struct Kernel {
+  Shape shape;                                   // iteration shape
+  std::vector<KernelOutput> outputs;
+  std::vector<BufferRef> buffers;                // everything read or written
+  std::unordered_map<const Node*, int> loads;    // nodes read from buffers[i] (row-major)
+  std::string reason;                            // why the outputs were stored
+  // Canonical text of the computation with buffers numbered: equal keys
+  // compute the same thing, so they share one compiled program.
+  std::string key() const;
+  std::string name() const;    // short readable name, e.g. r_64_32 / E_1024
+  std::string origins() const; // torch ops that produced this kernel's nodes
+  std::string ast() const;     // readable tree for TINY_DEBUG=3
+  int64_t flops() const;       // rough estimate
+};
+
+}  // namespace tiny

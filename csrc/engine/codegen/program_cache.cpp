@@ -1,0 +1,28 @@
+#include "engine/codegen/program_cache.h"
+
+#include <cstdio>
+#include <mutex>
+#include <unordered_map>
+
+#include "engine/codegen/llvm_codegen.h"
+#include "engine/runtime/counters.h"
+
+namespace tiny {
+
+std::shared_ptr<Program> cpu_program(const Kernel& k) {
+  static std::mutex mu;
+  static auto* cache = new std::unordered_map<std::string, std::shared_ptr<Program>>();
+  std::string key = k.key();
+  {
+    std::lock_guard<std::mutex> g(mu);
+    auto it = cache->find(key);
+    if (it != cache->end()) return it->second;
+  }
+  if (debug_level() >= 4) std::fprintf(stderr, "%s\n", llvm_ir(k).c_str());
+  std::shared_ptr<Program> p = compile_llvm(k);
+  std::lock_guard<std::mutex> g(mu);
+  cache->emplace(key, p);
+  return p;
+}
+
+}  // namespace tiny

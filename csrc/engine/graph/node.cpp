@@ -1,0 +1,122 @@
+#include "engine/graph/node.h"
+
+#include <cstring>
+#include <sstream>
+#include <unordered_map>
+
+namespace tiny {
+namespace {
+
+size_t mix(size_t h, size_t v) { return h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2)); }
+
+size_t hash_scalar(const Scalar& s) {
+  size_t h = s.kind;
+  if (s.kind == Scalar::F) {
+    uint64_t bits;
+    static_assert(sizeof(bits) == sizeof(s.f));
+    std::memcpy(&bits, &s.f, 8);
+    return mix(h, bits);
+  }
+  return mix(h, size_t(s.i));
+}
+
+size_t hash_node(Op op, DType dtype, const Shape& shape, const std::vector<NodeRef>& src, const NodeArgs& a) {
+  size_t h = mix(size_t(op), size_t(dtype));
+  for (auto d : shape) h = mix(h, size_t(d));
+  for (auto& s : src) h = mix(h, reinterpret_cast<size_t>(s.get()));
+  h = mix(h, hash_scalar(a.value));
+  h = mix(h, hash_scalar(a.value2));
+  h = mix(h, a.seed);
+  h = mix(h, a.offset);
+  for (auto x : a.axes) h = mix(h, size_t(x));
+  h = mix(h, size_t(a.rop));
+  h = mix(h, a.st.views().empty() ? 0 : a.st.hash());
+  h = mix(h, reinterpret_cast<size_t>(a.buffer.get()));
+  return h;
+}
+
+bool same(const Node& n, Op op, DType dtype, const Shape& shape, const std::vector<NodeRef>& src, const NodeArgs& a) {
+  return n.op == op && n.dtype == dtype && n.shape == shape && n.src == src && n.args.value == a.value &&
+         n.args.value2 == a.value2 && n.args.seed == a.seed && n.args.offset == a.offset && n.args.axes == a.axes &&
+         n.args.rop == a.rop && n.args.st == a.st && n.args.buffer == a.buffer;
+}
+
+struct Table {
+  std::unordered_multimap<size_t, std::weak_ptr<const Node>> map;
+  size_t inserts_since_sweep = 0;
+  void sweep() {
+    for (auto it = map.begin(); it != map.end();) it = it->second.expired() ? map.erase(it) : std::next(it);
+    inserts_since_sweep = 0;
+  }
+};
+
+Table& table() {
+  static Table* t = new Table();
+  return *t;
+}
+
+thread_local const char* g_origin = "";
+
+}  // namespace
+
+std::recursive_mutex& engine_mutex() {
+  static std::recursive_mutex* m = new std::recursive_mutex();
+  return *m;
+}
+
+void set_origin(const char* origin) { g_origin = origin ? origin : ""; }
+const char* current_origin() { return g_origin; }
+
+BufferRef Node::realized() const {
+  if (op == Op::Buffer) return args.buffer;
+  return realized_;
+}
+
+void Node::set_realized(BufferRef b) const {
+  realized_ = std::move(b);
+  src.clear();  // the value is known; its history can be freed
+}
+
+NodeRef make_node(Op op, DType dtype, Shape shape, std::vector<NodeRef> src, NodeArgs args) {
+  std::lock_guard<std::recursive_mutex> g(engine_mutex());
+  size_t h = hash_node(op, dtype, shape, src, args);
+  Table& t = table();
+  auto range = t.map.equal_range(h);
+  for (auto it = range.first; it != range.second; ++it) {
+    if (auto n = it->second.lock()) {
+      if (same(*n, op, dtype, shape, src, args)) return n;
+    }
+  }
+  auto n = std::make_shared<Node>();
+  n->op = op;
+  n->dtype = dtype;
+  n->shape = std::move(shape);
+  n->src = std::move(src);
+  n->args = std::move(args);
+  n->hash = h;
+  n->origin = g_origin;
+  if (++t.inserts_since_sweep > 4 * (t.map.size() + 1024)) t.sweep();
+  t.map.emplace(h, n);
+  return n;
+}
+
+std::string Node::str() const {
+  std::ostringstream os;
+  os << op_name(op) << " " << dtype_name(dtype) << shape_str(shape);
+  switch (op) {
+    case Op::Const: os << " " << args.value.str(); break;
+    case Op::Arange: os << " start=" << args.value.str() << " step=" << args.value2.str(); break;
+    case Op::Rand: os << " seed=" << args.seed << " off=" << args.offset; break;
+    case Op::Reduce: {
+      os << " " << reduce_name(args.rop) << " axes=(";
+      for (size_t i = 0; i < args.axes.size(); i++) os << (i ? "," : "") << args.axes[i];
+      os << ")";
+      break;
+    }
+    case Op::View: case Op::Write: os << " " << args.st.str(); break;
+    default: break;
+  }
+  return os.str();
+}
+
+}  // namespace tiny

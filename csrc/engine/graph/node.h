@@ -1,0 +1,65 @@
+// An immutable lazy value: op, dtype, shape, sources and arguments. Nodes are
+// hash-consed, so building the same expression twice yields the same node and
+// common subexpressions are shared for free.
+#pragma once
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/dtype/dtype.h"
+#include "engine/graph/ops.h"
+#include "engine/runtime/buffer.h"
+#include "engine/shape/view.h"
+
+namespace tiny {
+
+struct Node;
+using NodeRef = std::shared_ptr<const Node>;
+
+struct NodeArgs {
+  Scalar value;              // Const value; Arange start
+  Scalar value2;             // Arange step
+  uint64_t seed = 0;         // Rand
+  uint64_t offset = 0;       // Rand counter offset
+  std::vector<int> axes;     // Reduce
+  ReduceOp rop = ReduceOp::Sum;
+  ShapeTracker st;           // View, Write (region over the flat base)
+  BufferRef buffer;          // Buffer
+};
+
+struct Node {
+  Op op;
+  DType dtype;
+  Shape shape;
+  mutable std::vector<NodeRef> src;  // cleared once realized (see below)
+  NodeArgs args;
+  size_t hash = 0;
+  // Torch ops this node came from (for debug output); set by the caller.
+  std::string origin;
+
+  // Once a schedule has computed this value, it lives here and the sources
+  // are dropped. The value never changes; this only caches where it is.
+  BufferRef realized() const;
+  void set_realized(BufferRef b) const;
+  const std::vector<NodeRef>& sources() const { return src; }
+
+  int64_t numel() const { return tiny::numel(shape); }
+  std::string str() const;  // one line
+
+ private:
+  mutable BufferRef realized_;
+  friend NodeRef make_node(Op, DType, Shape, std::vector<NodeRef>, NodeArgs);
+};
+
+// Creates (or finds the existing identical) node.
+NodeRef make_node(Op op, DType dtype, Shape shape, std::vector<NodeRef> src, NodeArgs args = {});
+// The engine's one lock: graph building and scheduling happen under it, from
+// any thread (autograd runs backward on its own thread).
+std::recursive_mutex& engine_mutex();
+// A label copied onto nodes made while it is set (the torch op being run).
+void set_origin(const char* origin);
+const char* current_origin();
+
+}  // namespace tiny

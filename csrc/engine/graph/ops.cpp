@@ -1,0 +1,27 @@
+#include "engine/graph/ops.h"
+
+namespace tiny {
+
+const char* op_name(Op op) {
+  static const char* names[] = {
+      "BUFFER", "CONST", "RAND", "ARANGE", "VIEW",
+      "NEG", "NOT", "ABS", "EXP", "LOG", "SIN", "COS", "TAN", "SQRT", "RECIP", "TRUNC", "FLOOR", "CEIL", "ROUND",
+      "ERF", "TANH", "ASIN", "ACOS", "ATAN", "SINH", "COSH", "ASINH", "ACOSH", "ATANH", "EXPM1", "LOG1P", "ERFINV", "SIGN",
+      "ISNAN", "CAST", "BITCAST",
+      "ADD", "SUB", "MUL", "DIV", "MOD", "MAX", "MIN", "POW", "ATAN2", "CMPLT", "CMPLE", "CMPEQ", "CMPNE",
+      "AND", "OR", "XOR", "SHL", "SHR", "FLOORDIV", "FLOORMOD", "FMOD", "COPYSIGN", "HYPOT",
+      "WHERE", "REDUCE", "CONTIGUOUS", "WRITE"};
+  return names[static_cast<int>(op)];
+}
+
+const char* reduce_name(ReduceOp op) {
+  static const char* names[] = {"SUM", "PROD", "MAX", "MIN", "ANY", "ALL"};
+  return names[static_cast<int>(op)];
+}
+
+bool is_unary(Op op) { return op >= Op::Neg && op <= Op::Bitcast; }
+bool is_binary(Op op) { return op >= Op::Add && op <= Op::Hypot; }
+bool is_elementwise(Op op) { return is_unary(op) || is_binary(op) || op == Op::Where; }
+bool is_comparison(Op op) { return op >= Op::CmpLt && op <= Op::CmpNe; }
+
+}  // namespace tiny

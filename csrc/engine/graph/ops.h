@@ -1,0 +1,40 @@
+// The operations a lazy graph node can hold.
+#pragma once
+#include <cstdint>
+
+namespace tiny {
+
+enum class Op : uint8_t {
+  // leaves
+  Buffer,  // an already realized buffer
+  Const,   // one scalar, broadcast to the node's shape
+  Rand,    // uniform [0,1) float32 from Philox(seed, counter = offset + flat index)
+  Arange,  // start + step * flat index (the Const value is start, arg2 is step)
+  // movement: src[0] seen through a ShapeTracker
+  View,
+  // unary
+  Neg, Not, Abs, Exp, Log, Sin, Cos, Tan, Sqrt, Recip, Trunc, Floor, Ceil, Round,
+  Erf, Tanh, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Expm1, Log1p, Erfinv, Sign,
+  IsNan, Cast, Bitcast,
+  // binary
+  Add, Sub, Mul, Div, Mod, Max, Min, Pow, Atan2, CmpLt, CmpLe, CmpEq, CmpNe,
+  And, Or, Xor, Shl, Shr, FloorDiv, FloorMod, Fmod, Copysign, Hypot,
+  // ternary
+  Where,
+  // reductions over `axes` (kept as size-1 dims)
+  Reduce,
+  // scheduling markers
+  Contiguous,  // realize src[0] into its own buffer
+  Write,       // src[0] (flat base) with the region `st` replaced by src[1]
+};
+
+enum class ReduceOp : uint8_t { Sum, Prod, Max, Min, Any, All };
+
+const char* op_name(Op op);
+const char* reduce_name(ReduceOp op);
+bool is_unary(Op op);
+bool is_binary(Op op);
+bool is_elementwise(Op op);  // unary, binary, ternary ALU ops
+bool is_comparison(Op op);
+
+}  // namespace tiny

@@ -1,0 +1,43 @@
+// A Buffer is device memory holding `numel` elements of one dtype. The engine
+// allocates it when a kernel first writes it and frees it with the last owner.
+#pragma once
+#include <cstdint>
+#include <memory>
+
+#include "engine/dtype/dtype.h"
+
+namespace tiny {
+
+class Device;
+
+class Buffer {
+ public:
+  Buffer(Device* device, DType dtype, int64_t numel) : device_(device), dtype_(dtype), numel_(numel) {}
+  // The same memory as `base`, seen as another dtype (a bitcast of a flat buffer).
+  Buffer(std::shared_ptr<Buffer> base, DType dtype, int64_t numel)
+      : device_(base->device()), dtype_(dtype), numel_(numel), base_(std::move(base)) {}
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  Device* device() const { return device_; }
+  DType dtype() const { return dtype_; }
+  int64_t numel() const { return numel_; }
+  size_t nbytes() const { return size_t(numel_) * itemsize(dtype_); }
+  bool allocated() const { return ptr_ != nullptr; }
+  void* ptr();  // allocates on first use
+  // Copy bytes between host memory and this buffer (host side of copies).
+  void copy_in(const void* src, size_t nbytes, size_t offset = 0);
+  void copy_out(void* dst, size_t nbytes, size_t offset = 0);
+
+ private:
+  Device* device_;
+  DType dtype_;
+  int64_t numel_;
+  void* ptr_ = nullptr;
+  std::shared_ptr<Buffer> base_;
+};
+
+using BufferRef = std::shared_ptr<Buffer>;
+
+}  // namespace tiny

@@ -1,0 +1,180 @@
+#include "engine/runtime/llvm_jit.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <mutex>
+#include <sstream>
+
+#include <llvm/Analysis/TargetLibraryInfo.h>
+#include <llvm/ExecutionEngine/Orc/CompileUtils.h>
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/MC/SubtargetFeature.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/Host.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+
+#include "engine/runtime/counters.h"
+
+namespace tiny {
+namespace {
+
+std::string cache_dir() {
+  if (const char* d = std::getenv("TINY_CACHE_DIR")) return d;
+  const char* home = std::getenv("HOME");
+  return std::string(home ? home : "/tmp") + "/.cache/torch_tiny";
+}
+
+// Optimizes a module for the host and emits an object file, or reads the
+// object a previous process wrote for the same IR.
+class CachingCompiler : public llvm::orc::IRCompileLayer::IRCompiler {
+ public:
+  CachingCompiler(std::unique_ptr<llvm::TargetMachine> tm, std::string dir)
+      : IRCompiler(llvm::orc::irManglingOptionsFromTargetOptions(tm->Options)), tm_(std::move(tm)), dir_(std::move(dir)) {}
+
+  llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> operator()(llvm::Module& m) override {
+    std::string path = dir_.empty() ? "" : dir_ + "/" + m.getModuleIdentifier() + ".o";
+    if (!path.empty()) {
+      auto buf = llvm::MemoryBuffer::getFile(path);
+      if (buf) {
+        counters().disk_cache_hits++;
+        return std::move(*buf);
+      }
+    }
+    optimize(m);
+    counters().compiles++;
+    llvm::orc::SimpleCompiler compile(*tm_);
+    auto obj = compile(m);
+    if (obj && !path.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(dir_, ec);
+      std::string tmp = path + ".tmp" + std::to_string(::getpid());
+      std::ofstream f(tmp, std::ios::binary);
+      f.write((*obj)->getBufferStart(), std::streamsize((*obj)->getBufferSize()));
+      f.close();
+      std::filesystem::rename(tmp, path, ec);
+    }
+    return obj;
+  }
+
+ private:
+  void optimize(llvm::Module& m) {
+    llvm::LoopAnalysisManager lam;
+    llvm::FunctionAnalysisManager fam;
+    llvm::CGSCCAnalysisManager cgam;
+    llvm::ModuleAnalysisManager mam;
+    llvm::PipelineTuningOptions pto;
+    pto.LoopVectorization = true;
+    pto.SLPVectorization = true;
+    pto.LoopUnrolling = true;
+    llvm::PassBuilder pb(tm_.get(), pto);
+    // Vectorized libm (glibc's libmvec) so exp/log/sin loops vectorize.
+    llvm::TargetLibraryInfoImpl tlii(llvm::Triple(m.getTargetTriple()));
+    tlii.addVectorizableFunctionsFromVecLib(llvm::TargetLibraryInfoImpl::LIBMVEC_X86);
+    fam.registerPass([&] { return llvm::TargetLibraryAnalysis(tlii); });
+    pb.registerModuleAnalyses(mam);
+    pb.registerCGSCCAnalyses(cgam);
+    pb.registerFunctionAnalyses(fam);
+    pb.registerLoopAnalyses(lam);
+    pb.crossRegisterProxies(lam, fam, cgam, mam);
+    llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+    mpm.run(m, mam);
+  }
+
+  std::unique_ptr<llvm::TargetMachine> tm_;
+  std::string dir_;
+};
+
+}  // namespace
+
+struct LLVMJit::Impl {
+  std::unique_ptr<llvm::orc::LLJIT> jit;
+  std::string triple, layout, cpu, features;
+  std::mutex mu;
+};
+
+LLVMJit& LLVMJit::get() {
+  static LLVMJit* j = new LLVMJit();
+  return *j;
+}
+
+LLVMJit::LLVMJit() : impl_(new Impl) {
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  // libmvec provides the vector math functions the vectorizer calls.
+  dlopen("libmvec.so.1", RTLD_NOW | RTLD_GLOBAL);
+  auto jtmb = llvm::cantFail(llvm::orc::JITTargetMachineBuilder::detectHost());
+  impl_->cpu = llvm::sys::getHostCPUName().str();
+  llvm::StringMap<bool> host_features;
+  llvm::SubtargetFeatures features;
+  if (llvm::sys::getHostCPUFeatures(host_features))
+    for (auto& f : host_features) features.AddFeature(f.first(), f.second);
+  impl_->features = features.getString();
+  jtmb.setCPU(impl_->cpu);
+  jtmb.addFeatures(features.getFeatures());
+  jtmb.setCodeGenOptLevel(llvm::CodeGenOpt::Aggressive);
+  impl_->triple = jtmb.getTargetTriple().str();
+  auto dl = llvm::cantFail(jtmb.getDefaultDataLayoutForTarget());
+  impl_->layout = dl.getStringRepresentation();
+  std::string dir = std::getenv("TINY_NO_DISK_CACHE") ? "" : cache_dir() + "/llvm" TINY_LLVM_VERSION "-" + impl_->cpu;
+  auto builder = llvm::orc::LLJITBuilder();
+  builder.setJITTargetMachineBuilder(jtmb);
+  builder.setCompileFunctionCreator(
+      [dir](llvm::orc::JITTargetMachineBuilder b) -> llvm::Expected<std::unique_ptr<llvm::orc::IRCompileLayer::IRCompiler>> {
+        auto tm = b.createTargetMachine();
+        if (!tm) return tm.takeError();
+        return std::make_unique<CachingCompiler>(std::move(*tm), dir);
+      });
+  impl_->jit = llvm::cantFail(builder.create());
+  impl_->jit->getMainJITDylib().addGenerator(llvm::cantFail(
+      llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(dl.getGlobalPrefix())));
+}
+
+void LLVMJit::configure(llvm::Module& m) const {
+  m.setTargetTriple(impl_->triple);
+  m.setDataLayout(impl_->layout);
+}
+
+const std::string& LLVMJit::cpu_name() const { return impl_->cpu; }
+const std::string& LLVMJit::cpu_features() const { return impl_->features; }
+
+void* LLVMJit::compile(std::unique_ptr<llvm::Module> m, std::unique_ptr<llvm::LLVMContext> ctx, const std::string& fn) {
+  std::lock_guard<std::mutex> g(impl_->mu);
+  // Name the module by its content so the disk cache can find it again.
+  std::string ir;
+  llvm::raw_string_ostream os(ir);
+  m->print(os, nullptr);
+  os.flush();
+  std::ostringstream id;
+  id << std::hex << std::hash<std::string>()(ir + impl_->features) << "_" << fn;
+  m->setModuleIdentifier(id.str());
+  auto& jd = impl_->jit->getMainJITDylib();
+  if (auto err = impl_->jit->addIRModule(jd, llvm::orc::ThreadSafeModule(std::move(m), std::move(ctx)))) {
+    std::string msg;
+    llvm::raw_string_ostream es(msg);
+    es << err;
+    throw std::runtime_error("tiny LLVM JIT: " + es.str());
+  }
+  auto sym = impl_->jit->lookup(fn);
+  if (!sym) {
+    std::string msg;
+    llvm::raw_string_ostream es(msg);
+    es << sym.takeError();
+    throw std::runtime_error("tiny LLVM JIT: " + es.str());
+  }
+  return reinterpret_cast<void*>(sym->getAddress());
+}
+
+}  // namespace tiny

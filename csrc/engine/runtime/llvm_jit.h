@@ -1,0 +1,31 @@
+// The in-process LLVM JIT for the host CPU (ORC LLJIT), with an on-disk
+// object cache keyed by the IR text, the LLVM version and the host CPU.
+#pragma once
+#include <memory>
+#include <string>
+
+namespace llvm {
+class Module;
+class LLVMContext;
+class TargetMachine;
+}  // namespace llvm
+
+namespace tiny {
+
+class LLVMJit {
+ public:
+  static LLVMJit& get();
+  // Target triple, data layout and function attributes for kernels.
+  void configure(llvm::Module& m) const;
+  const std::string& cpu_name() const;
+  const std::string& cpu_features() const;
+  // Optimizes (O3, vectorized for the host) and compiles `m`; returns the address of `fn`.
+  void* compile(std::unique_ptr<llvm::Module> m, std::unique_ptr<llvm::LLVMContext> ctx, const std::string& fn);
+
+ private:
+  LLVMJit();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tiny

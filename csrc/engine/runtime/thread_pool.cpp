@@ -1,0 +1,73 @@
+#include "engine/runtime/thread_pool.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+namespace tiny {
+
+ThreadPool::ThreadPool(int threads) {
+  for (int i = 1; i < threads; i++) workers_.emplace_back([this, i] { worker_loop(i); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  for (auto& w : workers_) w.join();
+}
+
+void ThreadPool::worker_loop(int index) {
+  uint64_t seen = 0;
+  for (;;) {
+    std::pair<int64_t, int64_t> slice;
+    const std::function<void(int64_t, int64_t)>* job;
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      cv_.wait(l, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+      slice = slices_[index];
+      job = job_;
+    }
+    if (slice.first < slice.second) (*job)(slice.first, slice.second);
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      if (--pending_ == 0) done_cv_.notify_all();
+    }
+  }
+}
+
+void ThreadPool::parallel_for(int64_t n, int64_t min_slice, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  int parts = int(std::min<int64_t>(size(), std::max<int64_t>(1, n / std::max<int64_t>(1, min_slice))));
+  if (parts <= 1 || workers_.empty()) {
+    fn(0, n);
+    return;
+  }
+  std::lock_guard<std::mutex> run(run_mu_);
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    slices_.assign(size(), {0, 0});
+    int64_t chunk = (n + parts - 1) / parts;
+    for (int i = 0; i < parts; i++) slices_[i] = {std::min(n, i * chunk), std::min(n, (i + 1) * chunk)};
+    job_ = &fn;
+    pending_ = int(workers_.size());
+    generation_++;
+  }
+  cv_.notify_all();
+  if (slices_[0].first < slices_[0].second) fn(slices_[0].first, slices_[0].second);
+  std::unique_lock<std::mutex> l(mu_);
+  done_cv_.wait(l, [&] { return pending_ == 0; });
+}
+
+ThreadPool& thread_pool() {
+  static ThreadPool pool([] {
+    if (const char* t = std::getenv("TINY_THREADS")) return std::max(1, std::atoi(t));
+    return std::max(1, int(std::thread::hardware_concurrency()));
+  }());
+  return pool;
+}
+
+}  // namespace tiny

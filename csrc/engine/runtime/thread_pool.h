@@ -1,0 +1,35 @@
+// A fixed pool of worker threads that runs one parallel-for at a time.
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace tiny {
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(int threads);
+  ~ThreadPool();
+  int size() const { return int(workers_.size()) + 1; }
+  // Calls fn(begin, end) on disjoint slices covering [0, n); the caller works too.
+  void parallel_for(int64_t n, int64_t min_slice, const std::function<void(int64_t, int64_t)>& fn);
+
+ private:
+  void worker_loop(int index);
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::mutex run_mu_;  // one parallel_for at a time
+  std::condition_variable cv_, done_cv_;
+  const std::function<void(int64_t, int64_t)>* job_ = nullptr;
+  std::vector<std::pair<int64_t, int64_t>> slices_;
+  uint64_t generation_ = 0;
+  int pending_ = 0;
+  bool stop_ = false;
+};
+
+ThreadPool& thread_pool();
+
+}  // namespace tiny

@@ -1,0 +1,58 @@
+#include "engine/schedule/realize.h"
+
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+#include "engine/codegen/program_cache.h"
+#include "engine/runtime/counters.h"
+#include "engine/schedule/scheduler.h"
+
+namespace tiny {
+
+void realize_nodes(const std::vector<NodeRef>& nodes) {
+  std::lock_guard<std::recursive_mutex> g(engine_mutex());
+  std::vector<NodeRef> todo;
+  for (auto& n : nodes)
+    if (n && !n->realized()) todo.push_back(n);
+  if (todo.empty()) return;
+  auto t0 = std::chrono::steady_clock::now();
+  Schedule sched = create_schedule(todo);
+  counters().schedules++;
+  int level = debug_level();
+
+  // Compile everything first: codegen walks the graph, which realizing frees.
+  std::vector<std::shared_ptr<Program>> programs;
+  for (auto& k : sched.kernels) programs.push_back(cpu_program(k));
+  auto t1 = std::chrono::steady_clock::now();
+
+  int64_t kernel_ns = 0;
+  for (size_t i = 0; i < sched.kernels.size(); i++) {
+    Kernel& k = sched.kernels[i];
+    std::vector<void*> ptrs;
+    for (auto& b : k.buffers) ptrs.push_back(b->ptr());
+    auto ks = std::chrono::steady_clock::now();
+    cpu_device()->launch(*programs[i], ptrs.data());
+    auto ke = std::chrono::steady_clock::now();
+    int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(ke - ks).count();
+    kernel_ns += ns;
+    counters().kernels++;
+    counters().flops += k.flops();
+    if (level >= 2)
+      std::fprintf(stderr, "tiny: kernel %3zu %-24s %9.3f ms  reason: %s  ops: %s\n", i, k.name().c_str(), ns / 1e6,
+                   k.reason.c_str(), k.origins().c_str());
+    if (level >= 3) std::fprintf(stderr, "%s", k.ast().c_str());
+  }
+  counters().kernel_ns += kernel_ns;
+  for (auto& [node, buf] : sched.realized) node->set_realized(buf);
+  for (auto& n : todo)
+    if (!n->realized()) throw std::logic_error("tiny engine: schedule left a target unrealized: " + n->str());
+  if (level >= 1) {
+    auto t2 = std::chrono::steady_clock::now();
+    std::fprintf(stderr, "tiny: schedule %zu kernels, schedule+compile %.3f ms, run %.3f ms\n", sched.kernels.size(),
+                 std::chrono::duration<double, std::milli>(t1 - t0).count(),
+                 std::chrono::duration<double, std::milli>(t2 - t1).count());
+  }
+}
+
+}  // namespace tiny

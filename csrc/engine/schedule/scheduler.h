@@ -1,0 +1,20 @@
+// The scheduler cuts a lazy graph into kernels. Every node whose value is
+// stored to memory is a "realize point" and records why.
+#pragma once
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/codegen/kernel.h"
+
+namespace tiny {
+
+struct Schedule {
+  std::vector<Kernel> kernels;  // in execution order
+  // Every node this schedule gives a buffer to (targets, intermediates, aliases).
+  std::vector<std::pair<NodeRef, BufferRef>> realized;
+};
+
+Schedule create_schedule(const std::vector<NodeRef>& targets);
+
+}  // namespace tiny

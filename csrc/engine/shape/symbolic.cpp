@@ -1,0 +1,179 @@
+#include "engine/shape/symbolic.h"
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+
+namespace tiny {
+namespace {
+
+int64_t floordiv_i(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) q--;
+  return q;
+}
+
+Expr make(EOp op, int64_t value, int64_t vmin, int64_t vmax, std::vector<Expr> src) {
+  auto n = std::make_shared<ExprNode>();
+  n->op = op;
+  n->value = value;
+  n->vmin = vmin;
+  n->vmax = vmax;
+  n->src = std::move(src);
+  return n;
+}
+
+// A sum as (term, coefficient) pairs plus a constant.
+struct Linear {
+  std::vector<std::pair<Expr, int64_t>> terms;
+  int64_t constant = 0;
+  void add_term(const Expr& e, int64_t c) {
+    if (c == 0) return;
+    if (e->is_const()) { constant += e->value * c; return; }
+    if (e->op == EOp::Add) { for (auto& s : e->src) add_term(s, c); return; }
+    if (e->op == EOp::Mul) { add_term(e->src[0], c * e->value); return; }
+    for (auto& t : terms) {
+      if (t.first == e) { t.second += c; return; }
+    }
+    terms.emplace_back(e, c);
+  }
+  Expr build() const {
+    std::vector<Expr> src;
+    int64_t lo = constant, hi = constant;
+    for (auto& t : terms) {
+      if (t.second == 0) continue;
+      Expr m = t.second == 1 ? t.first
+                             : make(EOp::Mul, t.second,
+                                    std::min(t.first->vmin * t.second, t.first->vmax * t.second),
+                                    std::max(t.first->vmin * t.second, t.first->vmax * t.second), {t.first});
+      lo += m->vmin;
+      hi += m->vmax;
+      src.push_back(m);
+    }
+    if (src.empty()) return cnst(constant);
+    if (constant != 0) src.push_back(cnst(constant));
+    if (src.size() == 1) return src[0];
+    return make(EOp::Add, 0, lo, hi, std::move(src));
+  }
+};
+
+}  // namespace
+
+Expr cnst(int64_t v) { return make(EOp::Const, v, v, v, {}); }
+
+Expr var(int id, int64_t size) {
+  if (size <= 1) return cnst(0);
+  return make(EOp::Var, id, 0, size - 1, {});
+}
+
+Expr add(const Expr& a, const Expr& b) {
+  if (a->is_const() && b->is_const()) return cnst(a->value + b->value);
+  Linear l;
+  l.add_term(a, 1);
+  l.add_term(b, 1);
+  return l.build();
+}
+
+Expr mul(const Expr& a, int64_t c) {
+  if (c == 0) return cnst(0);
+  if (c == 1) return a;
+  if (a->is_const()) return cnst(a->value * c);
+  Linear l;
+  l.add_term(a, c);
+  return l.build();
+}
+
+Expr floordiv(const Expr& a, int64_t c) {
+  if (c == 1) return a;
+  if (a->is_const()) return cnst(floordiv_i(a->value, c));
+  int64_t lo = floordiv_i(a->vmin, c), hi = floordiv_i(a->vmax, c);
+  if (lo == hi) return cnst(lo);
+  if (a->op == EOp::Div) return floordiv(a->src[0], a->value * c);
+  // Split a sum into the part divisible by c and a remainder; if the remainder
+  // provably stays within [0, c) the division distributes.
+  Linear l;
+  l.add_term(a, 1);
+  Linear quotient, rest;
+  for (auto& t : l.terms) {
+    if (t.second % c == 0) quotient.add_term(t.first, t.second / c);
+    else rest.add_term(t.first, t.second);
+  }
+  quotient.constant = floordiv_i(l.constant, c);
+  rest.constant = l.constant - quotient.constant * c;
+  Expr r = rest.build();
+  if (r->vmin >= 0 && r->vmax < c) return quotient.build();
+  if (!quotient.terms.empty() || quotient.constant != 0) {
+    // (c*q + r) // c == q + r // c
+    Expr rd = make(EOp::Div, c, floordiv_i(r->vmin, c), floordiv_i(r->vmax, c), {r});
+    return add(quotient.build(), rd);
+  }
+  return make(EOp::Div, c, lo, hi, {a});
+}
+
+Expr mod(const Expr& a, int64_t c) {
+  if (c == 1) return cnst(0);
+  if (a->is_const()) return cnst(a->value - floordiv_i(a->value, c) * c);
+  if (a->vmin >= 0 && a->vmax < c) return a;
+  Linear l;
+  l.add_term(a, 1);
+  Linear rest;
+  for (auto& t : l.terms) {
+    int64_t k = ((t.second % c) + c) % c;
+    if (k) rest.add_term(t.first, k);
+  }
+  rest.constant = ((l.constant % c) + c) % c;
+  Expr r = rest.build();
+  if (r->vmin >= 0 && r->vmax < c) return r;
+  if (r->is_const()) return cnst(((r->value % c) + c) % c);
+  return make(EOp::Mod, c, 0, c - 1, {r});
+}
+
+Expr lt(const Expr& a, int64_t c) {
+  if (a->vmax < c) return cnst(1);
+  if (a->vmin >= c) return cnst(0);
+  return make(EOp::Lt, c, 0, 1, {a});
+}
+
+Expr ge(const Expr& a, int64_t c) {
+  if (a->vmin >= c) return cnst(1);
+  if (a->vmax < c) return cnst(0);
+  // a >= c  <=>  !(a < c)  <=>  (1 - lt(a, c))
+  return add(cnst(1), mul(make(EOp::Lt, c, 0, 1, {a}), -1));
+}
+
+Expr land(const Expr& a, const Expr& b) {
+  if (is_false(a) || is_false(b)) return cnst(0);
+  if (is_true(a)) return b;
+  if (is_true(b)) return a;
+  return make(EOp::And, 0, 0, 1, {a, b});
+}
+
+bool is_true(const Expr& e) { return e->vmin == 1 && e->vmax == 1; }
+bool is_false(const Expr& e) { return e->vmin == 0 && e->vmax == 0; }
+
+bool uses_vars(const Expr& e, int lo, int hi) {
+  if (e->op == EOp::Var) return e->value >= lo && e->value < hi;
+  for (auto& s : e->src) if (uses_vars(s, lo, hi)) return true;
+  return false;
+}
+
+std::string to_string(const Expr& e) {
+  std::ostringstream os;
+  switch (e->op) {
+    case EOp::Const: os << e->value; break;
+    case EOp::Var: os << "i" << e->value; break;
+    case EOp::Add:
+      os << "(";
+      for (size_t i = 0; i < e->src.size(); i++) os << (i ? "+" : "") << to_string(e->src[i]);
+      os << ")";
+      break;
+    case EOp::Mul: os << to_string(e->src[0]) << "*" << e->value; break;
+    case EOp::Div: os << "(" << to_string(e->src[0]) << "//" << e->value << ")"; break;
+    case EOp::Mod: os << "(" << to_string(e->src[0]) << "%" << e->value << ")"; break;
+    case EOp::Lt: os << "(" << to_string(e->src[0]) << "<" << e->value << ")"; break;
+    case EOp::And: os << "(" << to_string(e->src[0]) << "&&" << to_string(e->src[1]) << ")"; break;
+  }
+  return os.str();
+}
+
+}  // namespace tiny

@@ -1,0 +1,42 @@
+// Integer index expressions with value ranges. Views produce them, code
+// generators render them; simplification happens as they are built, so a
+// permute or an expand never leaves a division or modulo behind.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tiny {
+
+enum class EOp : uint8_t { Const, Var, Add, Mul, Div, Mod, Lt, And };
+
+struct ExprNode;
+using Expr = std::shared_ptr<const ExprNode>;
+
+struct ExprNode {
+  EOp op;
+  int64_t value = 0;  // Const: the value; Var: the id; Mul/Div/Mod/Lt: the constant operand
+  int64_t vmin = 0, vmax = 0;  // inclusive range of values
+  std::vector<Expr> src;
+  bool is_const() const { return op == EOp::Const; }
+};
+
+Expr cnst(int64_t v);
+// A loop variable `id` ranging over [0, size).
+Expr var(int id, int64_t size);
+Expr add(const Expr& a, const Expr& b);
+Expr mul(const Expr& a, int64_t c);
+Expr floordiv(const Expr& a, int64_t c);  // floor division, c > 0
+Expr mod(const Expr& a, int64_t c);       // floor modulo, c > 0
+Expr lt(const Expr& a, int64_t c);        // 1 if a < c else 0
+Expr ge(const Expr& a, int64_t c);        // 1 if a >= c else 0
+Expr land(const Expr& a, const Expr& b);  // logical and of two 0/1 expressions
+
+bool is_true(const Expr& e);   // provably 1
+bool is_false(const Expr& e);  // provably 0
+// Whether any variable with an id in [lo, hi) appears.
+bool uses_vars(const Expr& e, int lo, int hi);
+std::string to_string(const Expr& e);
+
+}  // namespace tiny

@@ -1,0 +1,359 @@
+#include "engine/shape/view.h"
+
+#include <algorithm>
+#include <functional>
+#include <sstream>
+#include <stdexcept>
+
+namespace tiny {
+
+int64_t numel(const Shape& s) {
+  int64_t n = 1;
+  for (auto d : s) n *= d;
+  return n;
+}
+
+Shape contiguous_strides(const Shape& s) {
+  Shape st(s.size(), 0);
+  int64_t acc = 1;
+  for (int i = int(s.size()) - 1; i >= 0; i--) {
+    st[i] = s[i] == 1 ? 0 : acc;
+    acc *= s[i];
+  }
+  return st;
+}
+
+std::string shape_str(const Shape& s) {
+  std::ostringstream os;
+  os << "(";
+  for (size_t i = 0; i < s.size(); i++) os << (i ? ", " : "") << s[i];
+  os << (s.size() == 1 ? ",)" : ")");
+  return os.str();
+}
+
+View View::contiguous(const Shape& shape) { return make(shape, contiguous_strides(shape), 0, std::nullopt); }
+
+View View::make(Shape shape, Shape strides, int64_t offset, std::optional<Ranges> mask) {
+  View v;
+  // A size-1 dim's stride never matters; zero it so equal views compare equal.
+  for (size_t i = 0; i < shape.size(); i++)
+    if (shape[i] == 1) strides[i] = 0;
+  if (mask) {
+    bool full = true, empty = false;
+    for (size_t i = 0; i < shape.size(); i++) {
+      auto& m = (*mask)[i];
+      m.first = std::max<int64_t>(0, std::min(m.first, shape[i]));
+      m.second = std::max(m.first, std::min(m.second, shape[i]));
+      if (m.first != 0 || m.second != shape[i]) full = false;
+      if (m.first == m.second) empty = true;
+    }
+    if (empty) {
+      // Nothing is valid: keep an all-empty mask, data is never read.
+      for (size_t i = 0; i < shape.size(); i++) (*mask)[i] = {0, 0};
+      std::fill(strides.begin(), strides.end(), 0);
+      offset = 0;
+    }
+    if (full) mask.reset();
+  }
+  v.shape = std::move(shape);
+  v.strides = std::move(strides);
+  v.offset = offset;
+  v.mask = std::move(mask);
+  return v;
+}
+
+bool View::is_contiguous() const {
+  return offset == 0 && !mask && strides == contiguous_strides(shape);
+}
+
+bool View::operator==(const View& o) const {
+  return shape == o.shape && strides == o.strides && offset == o.offset && mask == o.mask;
+}
+
+std::pair<Expr, Expr> View::index_valid(const std::vector<Expr>& idxs) const {
+  Expr index = cnst(offset);
+  Expr valid = cnst(1);
+  for (size_t d = 0; d < shape.size(); d++) {
+    index = add(index, mul(idxs[d], strides[d]));
+    if (mask) {
+      auto [b, e] = (*mask)[d];
+      if (b == e) {
+        valid = cnst(0);
+      } else {
+        if (b > 0) valid = land(valid, ge(idxs[d], b));
+        if (e < shape[d]) valid = land(valid, lt(idxs[d], e));
+      }
+    }
+  }
+  return {index, valid};
+}
+
+// Try to express a reshape of one unmasked view as one view (merging and
+// splitting dims as PyTorch's view() does); nullopt when it needs a copy.
+static std::optional<View> reshape_view(const View& v, const Shape& new_shape) {
+  if (v.mask) return std::nullopt;
+  // Drop size-1 dims, then match chunks of old dims to chunks of new dims.
+  Shape os, ost;
+  for (size_t i = 0; i < v.shape.size(); i++)
+    if (v.shape[i] != 1) { os.push_back(v.shape[i]); ost.push_back(v.strides[i]); }
+  Shape nst(new_shape.size(), 0);
+  size_t oi = 0;
+  size_t ni = 0;
+  while (ni < new_shape.size() || oi < os.size()) {
+    if (ni < new_shape.size() && new_shape[ni] == 1) { nst[ni++] = 0; continue; }
+    if (oi >= os.size() || ni >= new_shape.size()) return std::nullopt;
+    // take a chunk of old dims that are mutually contiguous
+    size_t oj = oi;
+    int64_t osize = os[oi];
+    size_t nj = ni;
+    int64_t nsize = new_shape[ni];
+    while (osize != nsize) {
+      if (osize < nsize) {
+        if (++oj >= os.size()) return std::nullopt;
+        if (ost[oj - 1] != ost[oj] * os[oj]) return std::nullopt;
+        osize *= os[oj];
+      } else {
+        if (++nj >= new_shape.size()) return std::nullopt;
+        nsize *= new_shape[nj];
+      }
+    }
+    // old dims oi..oj are one contiguous run with innermost stride ost[oj]
+    int64_t stride = ost[oj];
+    for (size_t k = nj + 1; k-- > ni;) {
+      nst[k] = new_shape[k] == 1 ? 0 : stride;
+      stride *= new_shape[k];
+    }
+    oi = oj + 1;
+    ni = nj + 1;
+  }
+  return View::make(new_shape, nst, v.offset, std::nullopt);
+}
+
+ShapeTracker ShapeTracker::reshape(const Shape& shape) const {
+  if (numel(shape) != numel(this->shape())) throw std::invalid_argument("reshape: numel mismatch");
+  if (shape == this->shape()) return *this;
+  auto views = views_;
+  const View& last = views.back();
+  if (numel(shape) == 0) {
+    views.back() = View::contiguous(shape);
+    if (views.size() == 1) return ShapeTracker(views);
+  }
+  if (auto nv = reshape_view(last, shape)) {
+    views.back() = *nv;
+    return ShapeTracker(views);
+  }
+  // A masked view whose mask only touches dims kept as they are: reshape the
+  // unmasked part and carry the mask along (common for padded then flattened).
+  views.push_back(View::contiguous(shape));
+  return ShapeTracker(views);
+}
+
+ShapeTracker ShapeTracker::permute(const std::vector<int>& order) const {
+  auto views = views_;
+  View& v = views.back();
+  Shape sh, st;
+  std::optional<Ranges> m;
+  if (v.mask) m = Ranges();
+  for (int o : order) {
+    sh.push_back(v.shape[o]);
+    st.push_back(v.strides[o]);
+    if (m) m->push_back((*v.mask)[o]);
+  }
+  v = View::make(sh, st, v.offset, m);
+  return ShapeTracker(views);
+}
+
+ShapeTracker ShapeTracker::expand(const Shape& shape) const {
+  auto views = views_;
+  View& v = views.back();
+  Shape st = v.strides;
+  std::optional<Ranges> m = v.mask;
+  for (size_t i = 0; i < shape.size(); i++) {
+    if (v.shape[i] == shape[i]) continue;
+    if (v.shape[i] != 1) throw std::invalid_argument("expand: dim is not 1");
+    st[i] = 0;
+    if (m) (*m)[i] = (*m)[i].second > (*m)[i].first ? std::make_pair<int64_t, int64_t>(0, int64_t(shape[i])) : std::make_pair<int64_t, int64_t>(0, 0);
+  }
+  v = View::make(shape, st, v.offset, m);
+  return ShapeTracker(views);
+}
+
+ShapeTracker ShapeTracker::pad(const Ranges& pads) const {
+  auto views = views_;
+  View& v = views.back();
+  Shape sh = v.shape;
+  int64_t off = v.offset;
+  Ranges m(sh.size());
+  bool any = false;
+  for (size_t i = 0; i < sh.size(); i++) {
+    auto [b, e] = v.mask ? (*v.mask)[i] : std::make_pair<int64_t, int64_t>(0, int64_t(sh[i]));
+    m[i] = {b + pads[i].first, e + pads[i].first};
+    off -= pads[i].first * v.strides[i];
+    sh[i] += pads[i].first + pads[i].second;
+    any |= pads[i].first || pads[i].second;
+  }
+  if (!any) return *this;
+  v = View::make(sh, v.strides, off, m);
+  return ShapeTracker(views);
+}
+
+ShapeTracker ShapeTracker::shrink(const Ranges& ranges) const {
+  auto views = views_;
+  View& v = views.back();
+  Shape sh(v.shape.size());
+  int64_t off = v.offset;
+  std::optional<Ranges> m;
+  if (v.mask) m = Ranges(sh.size());
+  for (size_t i = 0; i < sh.size(); i++) {
+    auto [b, e] = ranges[i];
+    sh[i] = e - b;
+    off += b * v.strides[i];
+    if (m) m->at(i) = {(*v.mask)[i].first - b, (*v.mask)[i].second - b};
+  }
+  v = View::make(sh, v.strides, off, m);
+  return ShapeTracker(views);
+}
+
+ShapeTracker ShapeTracker::flip(const std::vector<bool>& dims) const {
+  auto views = views_;
+  View& v = views.back();
+  Shape st = v.strides;
+  int64_t off = v.offset;
+  std::optional<Ranges> m = v.mask;
+  for (size_t i = 0; i < dims.size(); i++) {
+    if (!dims[i] || v.shape[i] <= 1) continue;
+    off += (v.shape[i] - 1) * st[i];
+    st[i] = -st[i];
+    if (m) (*m)[i] = {v.shape[i] - (*m)[i].second, v.shape[i] - (*m)[i].first};
+  }
+  v = View::make(v.shape, st, off, m);
+  return ShapeTracker(views);
+}
+
+ShapeTracker ShapeTracker::as_strided(const Shape& shape, const Shape& strides, int64_t offset) const {
+  auto views = views_;
+  // On a plain 1-D contiguous (or unit-stride, unmasked) window the strided
+  // window composes directly.
+  const View& v = views.back();
+  if (v.shape.size() == 1 && !v.mask && (v.strides[0] == 1 || v.shape[0] == 1)) {
+    views.back() = View::make(shape, strides, v.offset + offset, std::nullopt);
+    return ShapeTracker(views);
+  }
+  if (views.size() == 1 && v.is_contiguous()) {
+    views.back() = View::make(shape, strides, offset, std::nullopt);
+    return ShapeTracker(views);
+  }
+  views.push_back(View::make(shape, strides, offset, std::nullopt));
+  return ShapeTracker(views);
+}
+
+ShapeTracker ShapeTracker::compose_onto(const ShapeTracker& below) const {
+  ShapeTracker r = below;
+  for (size_t i = 0; i < views_.size(); i++) {
+    const View& v = views_[i];
+    if (i == 0 && v.shape == r.shape() && v.is_contiguous()) continue;
+    if (i == 0 && r.views_.size() >= 1) {
+      // merge when the lower tracker is a single plain contiguous view
+      if (r.views_.size() == 1 && r.views_[0].is_contiguous()) {
+        r.views_[0] = v;
+        continue;
+      }
+    }
+    r.views_.push_back(v);
+  }
+  // Simplify: a top view that can be expressed directly on the one below.
+  while (r.views_.size() >= 2) {
+    const View& top = r.views_.back();
+    const View& below_v = r.views_[r.views_.size() - 2];
+    if (top.mask || below_v.mask) break;
+    // reshape-compatible: top is a contiguous reinterpretation of below
+    if (top.is_contiguous()) {
+      auto nv = reshape_view(below_v, top.shape);
+      if (!nv) break;
+      r.views_.pop_back();
+      r.views_.back() = *nv;
+      continue;
+    }
+    // below is 1-D unit-stride: top's strides apply directly
+    if (below_v.shape.size() == 1 && below_v.strides[0] == 1) {
+      View nv = View::make(top.shape, top.strides, top.offset + below_v.offset, std::nullopt);
+      r.views_.pop_back();
+      r.views_.back() = nv;
+      continue;
+    }
+    if (below_v.is_contiguous()) {
+      // below is row-major: top's flat indices are below's flat indices
+      View nv = top;
+      r.views_.pop_back();
+      r.views_.back() = nv;
+      continue;
+    }
+    break;
+  }
+  return r;
+}
+
+std::pair<Expr, Expr> ShapeTracker::index_valid(const std::vector<Expr>& idxs) const {
+  auto [index, valid] = views_.back().index_valid(idxs);
+  for (size_t k = views_.size() - 1; k-- > 0;) {
+    const View& v = views_[k];
+    // unflatten the row-major index into v's dims
+    std::vector<Expr> sub(v.shape.size());
+    int64_t acc = 1;
+    for (size_t d = v.shape.size(); d-- > 0;) {
+      sub[d] = mod(floordiv(index, acc), v.shape[d]);
+      acc *= v.shape[d];
+    }
+    auto [i2, v2] = v.index_valid(sub);
+    index = i2;
+    valid = land(valid, v2);
+  }
+  return {index, valid};
+}
+
+int64_t ShapeTracker::eval_index(const std::vector<int64_t>& idx) const {
+  std::vector<int64_t> cur = idx;
+  for (size_t k = views_.size(); k-- > 0;) {
+    const View& v = views_[k];
+    int64_t flat = v.offset;
+    for (size_t d = 0; d < v.shape.size(); d++) {
+      if (v.mask && (cur[d] < (*v.mask)[d].first || cur[d] >= (*v.mask)[d].second)) return -1;
+      flat += cur[d] * v.strides[d];
+    }
+    if (k == 0) return flat;
+    const Shape& below = views_[k - 1].shape;
+    cur.assign(below.size(), 0);
+    for (size_t d = below.size(); d-- > 0;) {
+      cur[d] = flat % below[d];
+      flat /= below[d];
+    }
+  }
+  return -1;
+}
+
+size_t ShapeTracker::hash() const {
+  size_t h = views_.size();
+  auto mix = [&](int64_t x) { h ^= std::hash<int64_t>()(x) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); };
+  for (auto& v : views_) {
+    for (auto s : v.shape) mix(s);
+    for (auto s : v.strides) mix(s);
+    mix(v.offset);
+    if (v.mask) for (auto& m : *v.mask) { mix(m.first); mix(m.second); }
+  }
+  return h;
+}
+
+std::string ShapeTracker::str() const {
+  std::ostringstream os;
+  for (size_t k = 0; k < views_.size(); k++) {
+    const View& v = views_[k];
+    os << (k ? " | " : "") << "V" << shape_str(v.shape) << " st" << shape_str(v.strides) << " off=" << v.offset;
+    if (v.mask) {
+      os << " mask=";
+      for (auto& m : *v.mask) os << "[" << m.first << "," << m.second << ")";
+    }
+  }
+  return os.str();
+}
+
+}  // namespace tiny

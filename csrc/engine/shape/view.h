@@ -1,0 +1,73 @@
+// A View is one strided window (shape, strides, offset, optional validity mask)
+// onto the row-major index space below it. A ShapeTracker stacks Views; every
+// movement op (reshape, permute, expand, pad, shrink, flip, as_strided) is a
+// new ShapeTracker, never a copy.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/shape/symbolic.h"
+
+namespace tiny {
+
+using Shape = std::vector<int64_t>;
+using Ranges = std::vector<std::pair<int64_t, int64_t>>;  // per dim [begin, end)
+
+int64_t numel(const Shape& s);
+Shape contiguous_strides(const Shape& s);
+std::string shape_str(const Shape& s);
+
+struct View {
+  Shape shape;
+  Shape strides;
+  int64_t offset = 0;
+  std::optional<Ranges> mask;  // elements outside read as zero
+
+  static View contiguous(const Shape& shape);
+  static View make(Shape shape, Shape strides, int64_t offset, std::optional<Ranges> mask);
+  bool is_contiguous() const;
+  bool operator==(const View& o) const;
+  // Flat index into the space below, and whether the element is valid.
+  std::pair<Expr, Expr> index_valid(const std::vector<Expr>& idxs) const;
+};
+
+class ShapeTracker {
+ public:
+  ShapeTracker() = default;
+  explicit ShapeTracker(std::vector<View> views) : views_(std::move(views)) {}
+  static ShapeTracker from_shape(const Shape& shape) { return ShapeTracker({View::contiguous(shape)}); }
+
+  const Shape& shape() const { return views_.back().shape; }
+  const std::vector<View>& views() const { return views_; }
+  bool is_contiguous() const { return views_.size() == 1 && views_[0].is_contiguous(); }
+  // The shape of the index space at the bottom of the stack.
+  const Shape& base_shape() const { return views_.front().shape; }
+  bool operator==(const ShapeTracker& o) const { return views_ == o.views_; }
+
+  ShapeTracker reshape(const Shape& shape) const;
+  ShapeTracker permute(const std::vector<int>& order) const;
+  ShapeTracker expand(const Shape& shape) const;
+  ShapeTracker pad(const Ranges& pads) const;      // (before, after) per dim
+  ShapeTracker shrink(const Ranges& ranges) const;  // [begin, end) per dim
+  ShapeTracker flip(const std::vector<bool>& dims) const;
+  // A strided window onto the row-major elements of this tracker's shape.
+  ShapeTracker as_strided(const Shape& shape, const Shape& strides, int64_t offset) const;
+  // This tracker applied on top of `below` (whose shape must be our base shape).
+  ShapeTracker compose_onto(const ShapeTracker& below) const;
+
+  // Index into the base buffer (row-major over base_shape) and validity for
+  // the given per-dim indices of shape().
+  std::pair<Expr, Expr> index_valid(const std::vector<Expr>& idxs) const;
+  // Reference evaluation for tests: -1 when the element is masked out.
+  int64_t eval_index(const std::vector<int64_t>& idx) const;
+  size_t hash() const;
+  std::string str() const;
+
+ private:
+  std::vector<View> views_;
+};
+
+}  // namespace tiny

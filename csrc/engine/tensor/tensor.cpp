@@ -1,0 +1,266 @@
+#include "engine/tensor/tensor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "engine/runtime/device.h"
+#include "engine/schedule/realize.h"
+
+namespace tiny {
+namespace {
+
+[[noreturn]] void fail(const std::string& msg) { throw std::invalid_argument("tiny engine: " + msg); }
+
+DType result_dtype(Op op, DType in) {
+  if (is_comparison(op) || op == Op::IsNan) return DType::Bool;
+  return in;
+}
+
+bool is_const(const Tensor& t) { return t.node()->op == Op::Const; }
+
+// Scalar arithmetic for constant folding; nullopt when not folded.
+std::optional<Scalar> fold(Op op, DType dt, const Scalar& a, const Scalar* b) {
+  bool f = is_float(dt);
+  auto num = [&](double v) { return (f ? Scalar::from_double(v) : Scalar::from_int(int64_t(v))).cast(dt); };
+  auto integer = [&](int64_t v) { return Scalar::from_int(v).cast(dt); };
+  switch (op) {
+    case Op::Neg: return f ? num(-a.to_double()) : integer(int64_t(0ULL - uint64_t(a.to_int())));
+    case Op::Add: return f ? num(a.to_double() + b->to_double()) : integer(int64_t(uint64_t(a.to_int()) + uint64_t(b->to_int())));
+    case Op::Sub: return f ? num(a.to_double() - b->to_double()) : integer(int64_t(uint64_t(a.to_int()) - uint64_t(b->to_int())));
+    case Op::Mul: return f ? num(a.to_double() * b->to_double()) : integer(int64_t(uint64_t(a.to_int()) * uint64_t(b->to_int())));
+    case Op::Max: return f ? num(std::isnan(a.to_double()) || std::isnan(b->to_double()) ? NAN : std::max(a.to_double(), b->to_double()))
+                           : integer(std::max(a.to_int(), b->to_int()));
+    case Op::Min: return f ? num(std::isnan(a.to_double()) || std::isnan(b->to_double()) ? NAN : std::min(a.to_double(), b->to_double()))
+                           : integer(std::min(a.to_int(), b->to_int()));
+    default: return std::nullopt;
+  }
+}
+
+}  // namespace
+
+Tensor Tensor::full(const Shape& shape, Scalar value, DType dtype) {
+  NodeArgs a;
+  a.value = value.cast(dtype);
+  return Tensor(make_node(Op::Const, dtype, shape, {}, std::move(a)));
+}
+
+Tensor Tensor::from_buffer(BufferRef buffer, const Shape& shape) {
+  if (tiny::numel(shape) != buffer->numel()) fail("from_buffer: numel mismatch");
+  NodeArgs a;
+  DType dt = buffer->dtype();
+  a.buffer = std::move(buffer);
+  return Tensor(make_node(Op::Buffer, dt, shape, {}, std::move(a)));
+}
+
+Tensor Tensor::from_host(const void* data, const Shape& shape, DType dtype) {
+  auto buf = std::make_shared<Buffer>(cpu_device(), dtype, tiny::numel(shape));
+  if (buf->nbytes()) buf->copy_in(data, buf->nbytes());
+  return from_buffer(std::move(buf), shape);
+}
+
+Tensor Tensor::arange(int64_t n, Scalar start, Scalar step, DType dtype) {
+  NodeArgs a;
+  a.value = start;
+  a.value2 = step;
+  return Tensor(make_node(Op::Arange, dtype, {n}, {}, std::move(a)));
+}
+
+Tensor Tensor::rand(const Shape& shape, uint64_t seed, uint64_t offset) {
+  NodeArgs a;
+  a.seed = seed;
+  a.offset = offset;
+  return Tensor(make_node(Op::Rand, DType::Float32, shape, {}, std::move(a)));
+}
+
+Tensor Tensor::unary(Op op) const {
+  if (!is_unary(op) || op == Op::Cast || op == Op::Bitcast) fail(std::string("not a unary op: ") + op_name(op));
+  DType out = result_dtype(op, dtype());
+  if (is_const(*this)) {
+    if (auto v = fold(op, dtype(), node_->args.value, nullptr)) return full(shape(), *v, out);
+  }
+  return Tensor(make_node(op, out, shape(), {node_}));
+}
+
+Tensor Tensor::binary(Op op, const Tensor& other) const {
+  if (!is_binary(op)) fail(std::string("not a binary op: ") + op_name(op));
+  if (shape() != other.shape()) fail(std::string(op_name(op)) + ": shapes differ " + shape_str(shape()) + " vs " + shape_str(other.shape()));
+  if (dtype() != other.dtype()) fail(std::string(op_name(op)) + ": dtypes differ");
+  DType out = result_dtype(op, dtype());
+  if (is_const(*this) && is_const(other)) {
+    if (auto v = fold(op, dtype(), node_->args.value, &other.node_->args.value)) return full(shape(), *v, out);
+  }
+  return Tensor(make_node(op, out, shape(), {node_, other.node_}));
+}
+
+Tensor Tensor::where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  if (cond.shape() != a.shape() || a.shape() != b.shape()) fail("where: shapes differ");
+  if (a.dtype() != b.dtype()) fail("where: dtypes differ");
+  if (cond.dtype() != DType::Bool) fail("where: condition must be bool");
+  if (is_const(cond)) return cond.node_->args.value.i ? a : b;
+  return Tensor(make_node(Op::Where, a.dtype(), a.shape(), {cond.node_, a.node_, b.node_}));
+}
+
+Tensor Tensor::cast(DType dt) const {
+  if (dt == dtype()) return *this;
+  if (is_const(*this)) return full(shape(), node_->args.value.cast(dt), dt);
+  return Tensor(make_node(Op::Cast, dt, shape(), {node_}));
+}
+
+Tensor Tensor::bitcast(DType dt) const {
+  if (dt == dtype()) return *this;
+  Shape s = shape();
+  if (itemsize(dt) != itemsize(dtype())) {
+    if (s.size() != 1) fail("bitcast between itemsizes needs a 1-D tensor");
+    size_t bytes = size_t(s[0]) * itemsize(dtype());
+    if (bytes % itemsize(dt)) fail("bitcast: byte size not divisible");
+    s[0] = int64_t(bytes / itemsize(dt));
+  }
+  return Tensor(make_node(Op::Bitcast, dt, s, {node_}));
+}
+
+Tensor Tensor::view(const ShapeTracker& st) const {
+  if (tiny::numel(st.base_shape()) != numel()) fail("view: base numel mismatch");
+  if (st.is_contiguous() && st.shape() == shape()) return *this;
+  if (is_const(*this)) {
+    bool masked = false;
+    for (auto& v : st.views()) masked |= bool(v.mask);
+    if (!masked) return full(st.shape(), node_->args.value, dtype());
+  }
+  NodeRef base = node_;
+  ShapeTracker composed = st;
+  if (node_->op == Op::View && !node_->realized()) {
+    // View of a view: one tracker over the innermost source.
+    composed = st.compose_onto(node_->args.st);
+    base = node_->src[0];
+    if (composed.is_contiguous() && composed.shape() == base->shape) return Tensor(base);
+  }
+  NodeArgs a;
+  a.st = composed;
+  return Tensor(make_node(Op::View, dtype(), composed.shape(), {base}, std::move(a)));
+}
+
+Tensor Tensor::reshape(const Shape& s) const {
+  if (tiny::numel(s) != numel()) fail("reshape: " + shape_str(shape()) + " -> " + shape_str(s));
+  if (s == shape()) return *this;
+  return view(ShapeTracker::from_shape(shape()).reshape(s));
+}
+
+Tensor Tensor::permute(const std::vector<int>& order) const {
+  if (int(order.size()) != ndim()) fail("permute: wrong number of dims");
+  bool identity = true;
+  for (int i = 0; i < ndim(); i++) identity &= order[i] == i;
+  if (identity) return *this;
+  return view(ShapeTracker::from_shape(shape()).permute(order));
+}
+
+Tensor Tensor::expand(const Shape& s) const {
+  if (s == shape()) return *this;
+  if (s.size() != shape().size()) fail("expand: rank mismatch");
+  return view(ShapeTracker::from_shape(shape()).expand(s));
+}
+
+Tensor Tensor::pad(const Ranges& pads) const {
+  return view(ShapeTracker::from_shape(shape()).pad(pads));
+}
+
+Tensor Tensor::shrink(const Ranges& ranges) const {
+  return view(ShapeTracker::from_shape(shape()).shrink(ranges));
+}
+
+Tensor Tensor::flip(const std::vector<bool>& dims) const {
+  return view(ShapeTracker::from_shape(shape()).flip(dims));
+}
+
+Tensor Tensor::as_strided(const Shape& s, const Shape& strides, int64_t offset) const {
+  return view(ShapeTracker::from_shape({numel()}).as_strided(s, strides, offset));
+}
+
+Tensor Tensor::reduce(ReduceOp op, std::vector<int> axes, bool keepdim) const {
+  for (auto& a : axes) {
+    if (a < 0) a += ndim();
+    if (a < 0 || a >= ndim()) fail("reduce: axis out of range");
+  }
+  std::sort(axes.begin(), axes.end());
+  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  Shape out = shape();
+  for (int a : axes) out[a] = 1;
+  DType dt = (op == ReduceOp::Any || op == ReduceOp::All) ? DType::Bool : dtype();
+  Tensor r;
+  // Reducing only size-1 axes is the identity.
+  bool trivial = true;
+  for (int a : axes) trivial &= shape()[a] == 1;
+  if (trivial && dt == dtype()) {
+    r = *this;
+  } else {
+    NodeArgs args;
+    args.axes = axes;
+    args.rop = op;
+    r = Tensor(make_node(Op::Reduce, dt, out, {node_}, std::move(args)));
+  }
+  if (!keepdim) {
+    Shape squeezed;
+    for (int i = 0; i < ndim(); i++)
+      if (!std::binary_search(axes.begin(), axes.end(), i)) squeezed.push_back(out[i]);
+    r = r.reshape(squeezed);
+  }
+  return r;
+}
+
+Tensor Tensor::matmul(const Tensor& other) const {
+  if (ndim() < 2 || other.ndim() != ndim()) fail("matmul: operands need the same rank >= 2");
+  int n = ndim();
+  int64_t rows = shape()[n - 2], k = shape()[n - 1], cols = other.shape()[n - 1];
+  if (other.shape()[n - 2] != k) fail("matmul: inner dims differ");
+  // (..., rows, 1, k) * (..., 1, cols, k) summed over k
+  Shape a_shape = shape(), b_shape = other.shape();
+  Shape ea(a_shape.begin(), a_shape.end() - 2), eb = ea;
+  for (int i = 0; i < n - 2; i++)
+    if (a_shape[i] != b_shape[i]) fail("matmul: batch dims differ");
+  Shape full = ea;
+  full.insert(full.end(), {rows, cols, k});
+  ea.insert(ea.end(), {rows, 1, k});
+  std::vector<int> perm;
+  for (int i = 0; i < n - 2; i++) perm.push_back(i);
+  perm.push_back(n - 1);
+  perm.push_back(n - 2);
+  Tensor bt = other.permute(perm);  // (..., cols, k)
+  eb.insert(eb.end(), {1, cols, k});
+  Tensor prod = reshape(ea).expand(full).binary(Op::Mul, bt.reshape(eb).expand(full));
+  return prod.reduce(ReduceOp::Sum, {n}, false);
+}
+
+Tensor Tensor::contiguous() const {
+  if (node_->op == Op::Buffer || node_->realized()) return *this;
+  return Tensor(make_node(Op::Contiguous, dtype(), shape(), {node_}));
+}
+
+Tensor Tensor::write_strided(const Shape& s, const Shape& strides, int64_t offset, const Tensor& value) const {
+  if (ndim() != 1) fail("write_strided: base must be 1-D");
+  if (value.shape() != s) fail("write_strided: value shape mismatch");
+  if (value.dtype() != dtype()) fail("write_strided: dtype mismatch");
+  if (tiny::numel(s) == 0) return *this;
+  NodeArgs a;
+  a.st = ShapeTracker::from_shape(shape()).as_strided(s, strides, offset);
+  return Tensor(make_node(Op::Write, dtype(), shape(), {node_, value.node_}, std::move(a)));
+}
+
+void Tensor::realize() const { realize_nodes({node_}); }
+
+void Tensor::realize_all(const std::vector<Tensor>& tensors) {
+  std::vector<NodeRef> nodes;
+  for (auto& t : tensors) nodes.push_back(t.node_);
+  realize_nodes(nodes);
+}
+
+void Tensor::copy_to_host(void* dst) const {
+  copy_to_host(dst, 0, size_t(numel()) * itemsize(dtype()));
+}
+
+void Tensor::copy_to_host(void* dst, size_t offset, size_t nbytes) const {
+  if (nbytes == 0) return;
+  realize();
+  node_->realized()->copy_out(dst, nbytes, offset);
+}
+
+}  // namespace tiny

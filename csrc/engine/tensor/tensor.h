@@ -1,0 +1,71 @@
+// The lazy Tensor API the torch layer calls. A Tensor is a handle to an
+// immutable graph node; every method returns a new Tensor and runs nothing.
+// Work happens in realize() (or a host copy), which schedules everything
+// pending that the caller asks for.
+#pragma once
+#include <vector>
+
+#include "engine/graph/node.h"
+
+namespace tiny {
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(NodeRef n) : node_(std::move(n)) {}
+
+  const NodeRef& node() const { return node_; }
+  bool defined() const { return node_ != nullptr; }
+  DType dtype() const { return node_->dtype; }
+  const Shape& shape() const { return node_->shape; }
+  int ndim() const { return int(node_->shape.size()); }
+  int64_t numel() const { return node_->numel(); }
+
+  // ---- creation
+  static Tensor full(const Shape& shape, Scalar value, DType dtype);
+  static Tensor from_buffer(BufferRef buffer, const Shape& shape);
+  // Copies `nbytes` of host memory into a new buffer now (a host->device copy).
+  static Tensor from_host(const void* data, const Shape& shape, DType dtype);
+  static Tensor arange(int64_t n, Scalar start, Scalar step, DType dtype);
+  // Uniform float32 in [0, 1) from Philox-4x32 keyed by `seed`, counter = offset + flat index.
+  static Tensor rand(const Shape& shape, uint64_t seed, uint64_t offset);
+
+  // ---- elementwise (operands must match in shape; the torch layer broadcasts)
+  Tensor unary(Op op) const;
+  Tensor binary(Op op, const Tensor& other) const;
+  static Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+  Tensor cast(DType dtype) const;
+  // Reinterpret bits; itemsizes may differ only for 1-D tensors (the flat storage).
+  Tensor bitcast(DType dtype) const;
+
+  // ---- movement (never copies)
+  Tensor reshape(const Shape& shape) const;
+  Tensor permute(const std::vector<int>& order) const;
+  Tensor expand(const Shape& shape) const;
+  Tensor pad(const Ranges& pads) const;  // zeros outside
+  Tensor shrink(const Ranges& ranges) const;
+  Tensor flip(const std::vector<bool>& dims) const;
+  Tensor as_strided(const Shape& shape, const Shape& strides, int64_t offset) const;
+  Tensor view(const ShapeTracker& st) const;  // st.base_shape() numel == numel()
+
+  // ---- reductions: reduced axes are kept as size 1 when keepdim
+  Tensor reduce(ReduceOp op, std::vector<int> axes, bool keepdim) const;
+  Tensor matmul(const Tensor& other) const;  // (..., n, k) @ (..., k, m), batch dims equal
+
+  // ---- scheduling
+  Tensor contiguous() const;
+  // This 1-D tensor with the strided region (shape, strides, offset) replaced by `value`.
+  Tensor write_strided(const Shape& shape, const Shape& strides, int64_t offset, const Tensor& value) const;
+
+  // ---- realization
+  void realize() const;
+  static void realize_all(const std::vector<Tensor>& tensors);
+  // Realizes, then copies the row-major elements (or `nbytes` from byte `offset`) to host.
+  void copy_to_host(void* dst) const;
+  void copy_to_host(void* dst, size_t offset, size_t nbytes) const;
+
+ private:
+  NodeRef node_;
+};
+
+}  // namespace tiny

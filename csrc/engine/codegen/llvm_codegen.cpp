@@ -69,7 +69,7 @@ class Builder {
       }
       Value* lo = int(d) == par ? begin : b_.getInt64(0);
       Value* hi = int(d) == par ? end : b_.getInt64(shape[d]);
-      emit_loop(lo, hi, d + 1 == shape.size(), [&](Value* iv) {
+      emit_loop(lo, hi, [&](Value* iv) {
         idx[d] = new_var(iv, shape[d]);
         nest(d + 1);
       });
@@ -159,7 +159,7 @@ class Builder {
     return var(id, size);
   }
 
-  void emit_loop(Value* lo, Value* hi, bool innermost, const std::function<void(Value*)>& body) {
+  void emit_loop(Value* lo, Value* hi, const std::function<void(Value*)>& body) {
     auto* pre = b_.GetInsertBlock();
     auto* header = llvm::BasicBlock::Create(ctx_, "loop", fn_);
     auto* bodyb = llvm::BasicBlock::Create(ctx_, "body", fn_);
@@ -174,15 +174,8 @@ class Builder {
     body(iv);
     memo_.pop_back();
     Value* next = b_.CreateAdd(iv, b_.getInt64(1), "", true, true);
-    auto* br = b_.CreateBr(header);
+    b_.CreateBr(header);
     iv->addIncoming(next, b_.GetInsertBlock());
-    if (innermost) {
-      llvm::MDNode* enable = llvm::MDNode::get(
-          ctx_, {llvm::MDString::get(ctx_, "llvm.loop.vectorize.enable"), llvm::ConstantAsMetadata::get(b_.getTrue())});
-      auto* self = llvm::MDNode::getDistinct(ctx_, {nullptr, enable});
-      self->replaceOperandWith(0, self);
-      br->setMetadata(llvm::LLVMContext::MD_loop, self);
-    }
     b_.SetInsertPoint(exit);
   }
 
@@ -348,7 +341,7 @@ class Builder {
         return;
       }
       int a = axes[i];
-      emit_loop(b_.getInt64(0), b_.getInt64(src->shape[a]), i + 1 == axes.size(), [&](Value* iv) {
+      emit_loop(b_.getInt64(0), b_.getInt64(src->shape[a]), [&](Value* iv) {
         sub[a] = new_var(iv, src->shape[a]);
         nest(i + 1);
       });

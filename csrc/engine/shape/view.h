@@ -43,8 +43,6 @@ class ShapeTracker {
   const Shape& shape() const { return views_.back().shape; }
   const std::vector<View>& views() const { return views_; }
   bool is_contiguous() const { return views_.size() == 1 && views_[0].is_contiguous(); }
-  // The shape of the index space at the bottom of the stack.
-  const Shape& base_shape() const { return views_.front().shape; }
   bool operator==(const ShapeTracker& o) const { return views_ == o.views_; }
 
   ShapeTracker reshape(const Shape& shape) const;
@@ -58,7 +56,7 @@ class ShapeTracker {
   // This tracker applied on top of `below` (whose shape must be our base shape).
   ShapeTracker compose_onto(const ShapeTracker& below) const;
 
-  // Index into the base buffer (row-major over base_shape) and validity for
+  // Index into the flat base and validity for
   // the given per-dim indices of shape().
   std::pair<Expr, Expr> index_valid(const std::vector<Expr>& idxs) const;
   // Reference evaluation for tests: -1 when the element is masked out.

@@ -46,7 +46,8 @@ class Tensor {
   Tensor shrink(const Ranges& ranges) const;
   Tensor flip(const std::vector<bool>& dims) const;
   Tensor as_strided(const Shape& shape, const Shape& strides, int64_t offset) const;
-  Tensor view(const ShapeTracker& st) const;  // st.base_shape() numel == numel()
+  // `st` must index the row-major elements of this tensor (built from its shape).
+  Tensor view(const ShapeTracker& st) const;
 
   // ---- reductions: reduced axes are kept as size 1 when keepdim
   Tensor reduce(ReduceOp op, std::vector<int> axes, bool keepdim) const;

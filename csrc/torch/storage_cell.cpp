@@ -1,0 +1,133 @@
+#include "torch/storage_cell.h"
+
+#include <sys/mman.h>
+
+#include <c10/util/Exception.h>
+
+#include <map>
+#include <mutex>
+#include <unordered_set>
+
+namespace torch_tiny {
+namespace {
+
+std::mutex& registry_mutex() {
+  static std::mutex* m = new std::mutex();
+  return *m;
+}
+std::unordered_set<StorageCell*>& registry() {
+  static auto* r = new std::unordered_set<StorageCell*>();
+  return *r;
+}
+
+// Reserved address space: PROT_NONE, never backed; ranges are recycled by size.
+class AddressSpace {
+ public:
+  AddressSpace() {
+    size_ = size_t(1) << 44;  // 16 TiB of addresses, no memory
+    void* p = mmap(nullptr, size_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    TORCH_CHECK(p != MAP_FAILED, "tiny: could not reserve address space");
+    base_ = static_cast<char*>(p);
+  }
+  void* take(size_t nbytes) {
+    size_t size = round(nbytes);
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = free_.find(size);
+    if (it != free_.end()) {
+      void* p = it->second;
+      free_.erase(it);
+      return p;
+    }
+    TORCH_CHECK(used_ + size <= size_, "tiny: out of device address space");
+    void* p = base_ + used_;
+    used_ += size;
+    return p;
+  }
+  void give(void* p, size_t nbytes) {
+    std::lock_guard<std::mutex> g(mu_);
+    free_.emplace(round(nbytes), p);
+  }
+
+ private:
+  static size_t round(size_t n) { return ((n ? n : 1) + 63) & ~size_t(63); }
+  std::mutex mu_;
+  char* base_ = nullptr;
+  size_t size_ = 0, used_ = 0;
+  std::multimap<size_t, void*> free_;
+};
+
+AddressSpace& address_space() {
+  static auto* a = new AddressSpace();
+  return *a;
+}
+
+struct CellContext {
+  StorageCell cell;
+  void* addr;
+  explicit CellContext(size_t n) : cell(n), addr(address_space().take(n)) {}
+  ~CellContext() { address_space().give(addr, cell.nbytes()); }
+};
+
+void delete_cell(void* ctx) {
+  auto* c = static_cast<CellContext*>(ctx);
+  std::lock_guard<std::recursive_mutex> g(tiny::engine_mutex());
+  delete c;
+}
+
+}  // namespace
+
+StorageCell::StorageCell(size_t nbytes) : nbytes_(nbytes) {
+  std::lock_guard<std::mutex> g(registry_mutex());
+  registry().insert(this);
+}
+
+StorageCell::~StorageCell() {
+  std::lock_guard<std::mutex> g(registry_mutex());
+  registry().erase(this);
+}
+
+tiny::Tensor StorageCell::value_as(tiny::DType dtype) const {
+  int64_t n = int64_t(nbytes_ / tiny::itemsize(dtype));
+  if (!value_.defined()) return tiny::Tensor::full({n}, tiny::Scalar::from_int(0), dtype);
+  if (value_.dtype() == dtype) return value_;
+  tiny::Tensor v = value_.bitcast(dtype);
+  if (v.numel() != n) v = v.shrink({{0, n}});
+  return v;
+}
+
+void StorageCell::set_value(tiny::Tensor v) {
+  TORCH_INTERNAL_ASSERT(v.ndim() == 1, "tiny: a storage value must be flat");
+  TORCH_INTERNAL_ASSERT(size_t(v.numel()) * tiny::itemsize(v.dtype()) <= nbytes_ || v.numel() == 0);
+  value_ = std::move(v);
+}
+
+StorageCell& cell_of(const c10::Storage& storage) {
+  void* ctx = storage.data_ptr().get_context();
+  TORCH_CHECK(ctx != nullptr && storage.data_ptr().get_deleter() == &delete_cell,
+              "tiny: tensor storage does not belong to the tiny device");
+  return static_cast<CellContext*>(ctx)->cell;
+}
+
+std::vector<tiny::Tensor> pending_cell_values() {
+  std::vector<tiny::Tensor> out;
+  std::lock_guard<std::mutex> g(registry_mutex());
+  for (auto* c : registry())
+    if (c->pending()) out.push_back(c->raw_value());
+  return out;
+}
+
+c10::DataPtr TinyAllocator::allocate(size_t nbytes) {
+  auto* ctx = new CellContext(nbytes);
+  return c10::DataPtr(ctx->addr, ctx, &delete_cell, c10::Device(c10::DeviceType::PrivateUse1, 0));
+}
+
+void TinyAllocator::copy_data(void* dest, const void* src, size_t count) const {
+  TORCH_CHECK(false, "tiny: storages are lazy and cannot be memcpy'd; copy tensors instead");
+}
+
+TinyAllocator* tiny_allocator() {
+  static TinyAllocator a;
+  return &a;
+}
+
+}  // namespace torch_tiny

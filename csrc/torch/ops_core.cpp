@@ -148,14 +148,14 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 }
 
 c10::Scalar local_scalar_dense(const at::Tensor& self) {
-  at::Tensor host = at::empty({}, self.options().device(c10::kCPU));
+  TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(), " elements cannot be converted to Scalar");
+  at::Tensor host = at::empty(self.sizes(), self.options().device(c10::kCPU));
   copy_to_cpu(self, host);
   return host.item();
 }
 
 at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
   TinyOp op("fill_");
-  at::assert_no_internal_overlap(self);
   write(self, tiny::Tensor::full(to_shape(self.sizes()), to_engine(value), to_engine(self.scalar_type())));
   return self;
 }

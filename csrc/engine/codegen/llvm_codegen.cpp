@@ -243,11 +243,40 @@ class Builder {
   void emit_stores(const std::vector<Expr>& idx) {
     for (auto& o : k_.outputs) {
       DType dt = k_.buffers[o.buffer]->dtype();
-      Value* v = eval(o.value.get(), idx, cnst(1));
+      // Pure data movement stores the bits it loaded (NaN payloads survive).
+      Value* m = o.value->dtype == dt ? eval_bits(o.value.get(), idx, cnst(1)) : nullptr;
+      if (!m) m = to_mem(eval(o.value.get(), idx, cnst(1)), dt);
       auto [ix, valid] = o.store.index_valid(idx);
       Value* ptr = b_.CreateGEP(mem_type(dt), buf_ptrs_[o.buffer], index(ix));
-      b_.CreateStore(to_mem(v, dt), ptr);
+      b_.CreateStore(m, ptr);
     }
+  }
+
+  // The value as stored bits when it is only loads seen through views;
+  // nullptr when it computes anything.
+  Value* eval_bits(const Node* n, const std::vector<Expr>& idx, const Expr& valid) {
+    auto load = k_.loads.find(n);
+    if (load != k_.loads.end()) {
+      DType dt = k_.buffers[load->second]->dtype();
+      if (dt != n->dtype) return nullptr;
+      Value* ix = index(row_major(idx, n->shape));
+      if (!is_true(valid)) ix = b_.CreateSelect(condition(valid), ix, b_.getInt64(0));
+      return b_.CreateLoad(mem_type(dt), b_.CreateGEP(mem_type(dt), buf_ptrs_[load->second], ix));
+    }
+    if (n->op == Op::Contiguous) return eval_bits(n->src[0].get(), idx, valid);
+    if (n->op != Op::View) return nullptr;
+    const Node* src = n->src[0].get();
+    auto [flat, v2] = n->args.st.index_valid(idx);
+    std::vector<Expr> sub(src->shape.size());
+    int64_t acc = 1;
+    for (size_t d = src->shape.size(); d-- > 0;) {
+      sub[d] = mod(floordiv(flat, acc), src->shape[d]);
+      acc *= src->shape[d];
+    }
+    if (is_false(v2)) return nullptr;
+    Value* v = eval_bits(src, sub, land(valid, v2));
+    if (v && !is_true(v2)) v = b_.CreateSelect(condition(v2), v, llvm::Constant::getNullValue(v->getType()));
+    return v;
   }
 
   // ---- expression evaluation

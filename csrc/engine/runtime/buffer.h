@@ -25,6 +25,8 @@ class Buffer {
   int64_t numel() const { return numel_; }
   size_t nbytes() const { return size_t(numel_) * itemsize(dtype_); }
   bool allocated() const { return ptr_ != nullptr; }
+  // The buffer that owns the memory (itself unless this is an alias).
+  const Buffer* owner() const { return base_ ? base_->owner() : this; }
   void* ptr();  // allocates on first use
   // Copy bytes between host memory and this buffer (host side of copies).
   void copy_in(const void* src, size_t nbytes, size_t offset = 0);

@@ -166,7 +166,7 @@ Schedule create_schedule(const std::vector<NodeRef>& targets) {
     std::vector<const Node*> produces;
   };
   std::vector<Pending> pending;
-  std::unordered_map<const Buffer*, int> level_of;  // output buffer -> level
+  std::unordered_map<const Buffer*, int> level_of;  // owning buffer -> level of its last writer
   auto add_kernel = [&](const NodeRef& value, const Node* self, const ShapeTracker& store, const BufferRef& out,
                         const std::string& reason, bool mergeable) {
     Pending pk;
@@ -177,16 +177,15 @@ Schedule create_schedule(const std::vector<NodeRef>& targets) {
     index[out.get()] = 0;
     pk.k.outputs.push_back({value, store, 0});
     collect_loads(pk.k, value, self, p.buffers, index);
+    // Run after whatever last wrote a buffer we touch (aliases count as their owner).
     int level = 0;
     for (auto& b : pk.k.buffers) {
-      auto it = level_of.find(b.get());
-      if (it != level_of.end() && b != out) level = std::max(level, it->second + 1);
+      auto it = level_of.find(b->owner());
+      if (it != level_of.end()) level = std::max(level, it->second + 1);
     }
-    auto own = level_of.find(out.get());
-    if (own != level_of.end()) level = std::max(level, own->second + 1);  // second write (region)
     pk.level = level;
     pk.mergeable = mergeable;
-    level_of[out.get()] = level;
+    level_of[out->owner()] = level;
     pending.push_back(std::move(pk));
   };
   for (auto* n : roots) {

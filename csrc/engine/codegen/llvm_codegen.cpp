@@ -57,6 +57,7 @@ class Builder {
     int par = -1;
     for (size_t d = 0; d < shape.size(); d++)
       if (shape[d] > 1) { par = int(d); break; }
+    if (k_.serial) par = -1;  // one thread runs every loop in full
     std::vector<Expr> idx(shape.size(), cnst(0));
     std::function<void(size_t)> nest = [&](size_t d) {
       if (d == shape.size()) {
@@ -244,12 +245,36 @@ class Builder {
     for (auto& o : k_.outputs) {
       DType dt = k_.buffers[o.buffer]->dtype();
       // Pure data movement stores the bits it loaded (NaN payloads survive).
+      if (o.scatter_index) {
+        emit_scatter(o, idx);
+        continue;
+      }
       Value* m = o.value->dtype == dt ? eval_bits(o.value.get(), idx, cnst(1)) : nullptr;
       if (!m) m = to_mem(eval(o.value.get(), idx, cnst(1)), dt);
       auto [ix, valid] = o.store.index_valid(idx);
       Value* ptr = b_.CreateGEP(mem_type(dt), buf_ptrs_[o.buffer], index(ix));
       b_.CreateStore(m, ptr);
     }
+  }
+
+  // Stores (or combines) at a data-dependent flat index; out-of-range
+  // indices are skipped (the torch layer has checked them already).
+  void emit_scatter(const KernelOutput& o, const std::vector<Expr>& idx) {
+    DType dt = k_.buffers[o.buffer]->dtype();
+    int64_t n = k_.buffers[o.buffer]->numel();
+    Value* at = eval(o.scatter_index.get(), idx, cnst(1));
+    Value* ok = b_.CreateAnd(b_.CreateICmpSGE(at, b_.getInt64(0)), b_.CreateICmpSLT(at, b_.getInt64(n)));
+    auto* store = llvm::BasicBlock::Create(ctx_, "scatter", fn_);
+    auto* done = llvm::BasicBlock::Create(ctx_, "scattered", fn_);
+    b_.CreateCondBr(ok, store, done);
+    b_.SetInsertPoint(store);
+    Value* ptr = b_.CreateGEP(mem_type(dt), buf_ptrs_[o.buffer], at);
+    Value* v = eval(o.value.get(), idx, cnst(1));
+    if (o.accumulate) v = combine(o.rop, from_mem(b_.CreateLoad(mem_type(dt), ptr), dt), v, dt);
+    b_.CreateStore(to_mem(v, dt), ptr);
+    b_.CreateBr(done);
+    b_.SetInsertPoint(done);
+    memo_.back().clear();  // values computed in the conditional block do not dominate what follows
   }
 
   // The value as stored bits when it is only loads seen through views;
@@ -330,6 +355,21 @@ class Builder {
       }
       case Op::Contiguous: return eval(n->src[0].get(), idx, valid);
       case Op::Reduce: return reduce(n, idx, valid);
+      case Op::Gather: {
+        // the source evaluated at a runtime flat index (clamped into range)
+        const Node* src = n->src[0].get();
+        int64_t count = std::max<int64_t>(1, src->numel());
+        Value* at = eval(n->src[1].get(), idx, valid);
+        Value* ok = b_.CreateAnd(b_.CreateICmpSGE(at, b_.getInt64(0)), b_.CreateICmpSLT(at, b_.getInt64(count)));
+        Expr flat = new_var(b_.CreateSelect(ok, at, b_.getInt64(0)), count);
+        std::vector<Expr> sub(src->shape.size());
+        int64_t acc = 1;
+        for (size_t d = src->shape.size(); d-- > 0;) {
+          sub[d] = mod(floordiv(flat, acc), src->shape[d]);
+          acc *= src->shape[d];
+        }
+        return eval(src, sub, valid);
+      }
       case Op::Where: {
         Value* c = eval(n->src[0].get(), idx, valid);
         return b_.CreateSelect(c, eval(n->src[1].get(), idx, valid), eval(n->src[2].get(), idx, valid));
@@ -782,7 +822,7 @@ std::unique_ptr<Program> compile_llvm(const Kernel& k) {
   int par = -1;
   for (size_t d = 0; d < k.shape.size(); d++)
     if (k.shape[d] > 1) { par = int(d); break; }
-  p->parallel_size = par < 0 ? 1 : k.shape[size_t(par)];
+  p->parallel_size = par < 0 || k.serial ? 1 : k.shape[size_t(par)];
   int64_t per = std::max<int64_t>(1, numel(k.shape) / std::max<int64_t>(1, p->parallel_size));
   int64_t flops = k.flops();
   p->work_per_item = std::max<int64_t>(per, flops / std::max<int64_t>(1, p->parallel_size));

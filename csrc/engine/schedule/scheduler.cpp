@@ -71,6 +71,7 @@ struct Planner {
       if (!roots.count(n)) {
         if (n->op == Op::Contiguous) roots[n] = "contiguous";
         else if (n->op == Op::Write) roots[n] = "partial write";
+        else if (n->op == Op::Scatter) roots[n] = "scatter";
         else if (n->op == Op::Reduce && c > size) roots[n] = "reduce read by a broadcast or several kernels";
         else if (is_transcendental(n->op) && c > 2 * size) roots[n] = "expensive value read many times";
         else if (is_size_changing_bitcast(n)) roots[n] = "bitcast to another itemsize";
@@ -82,7 +83,7 @@ struct Planner {
       for (auto& s : n->src) {
         double per = 1;
         if (n->op == Op::Reduce) per = double(std::max<int64_t>(1, s->numel())) / size;
-        if (n->op == Op::Write) {
+        if (n->op == Op::Write || n->op == Op::Scatter) {
           count[s.get()] += double(std::max<int64_t>(1, s->numel()));
           continue;
         }
@@ -168,14 +169,25 @@ Schedule create_schedule(const std::vector<NodeRef>& targets) {
   std::vector<Pending> pending;
   std::unordered_map<const Buffer*, int> level_of;  // owning buffer -> level of its last writer
   auto add_kernel = [&](const NodeRef& value, const Node* self, const ShapeTracker& store, const BufferRef& out,
-                        const std::string& reason, bool mergeable) {
+                        const std::string& reason, bool mergeable, const Node* scatter = nullptr) {
     Pending pk;
     pk.k.shape = value->shape;
     pk.k.reason = reason;
     std::unordered_map<const Buffer*, int> index;
     pk.k.buffers.push_back(out);
     index[out.get()] = 0;
-    pk.k.outputs.push_back({value, store, 0});
+    KernelOutput o;
+    o.value = value;
+    o.store = store;
+    o.buffer = 0;
+    if (scatter) {
+      o.scatter_index = scatter->src[1];
+      o.accumulate = scatter->args.accumulate;
+      o.rop = scatter->args.rop;
+      pk.k.serial = o.accumulate;
+      collect_loads(pk.k, o.scatter_index, self, p.buffers, index);
+    }
+    pk.k.outputs.push_back(o);
     collect_loads(pk.k, value, self, p.buffers, index);
     // Run after whatever last wrote a buffer we touch (aliases count as their owner).
     int level = 0;
@@ -195,6 +207,9 @@ Schedule create_schedule(const std::vector<NodeRef>& targets) {
     if (n->op == Op::Write) {
       add_kernel(n->src[0], n, ShapeTracker::from_shape(n->shape), out, "copy of the base of a partial write", true);
       add_kernel(n->src[1], n, n->args.st, out, reason, false);
+    } else if (n->op == Op::Scatter) {
+      add_kernel(n->src[0], n, ShapeTracker::from_shape(n->shape), out, "copy of the base of a scatter", true);
+      add_kernel(n->src[2], n, ShapeTracker::from_shape(n->src[2]->shape), out, reason, false, n);
     } else if (n->op == Op::Contiguous) {
       add_kernel(n->src[0], n, ShapeTracker::from_shape(n->shape), out, reason, true);
     } else {
@@ -223,7 +238,10 @@ Schedule create_schedule(const std::vector<NodeRef>& targets) {
         index[buf.get()] = v;
         return v;
       };
-      for (auto& o : b.k.outputs) a.k.outputs.push_back({o.value, o.store, id(b.k.buffers[o.buffer])});
+      for (auto o : b.k.outputs) {
+        o.buffer = id(b.k.buffers[o.buffer]);
+        a.k.outputs.push_back(o);
+      }
       for (auto& [node, bi] : b.k.loads) a.k.loads[node] = id(b.k.buffers[bi]);
       if (a.k.reason.find(b.k.reason) == std::string::npos) a.k.reason += "; " + b.k.reason;
       b.k.outputs.clear();

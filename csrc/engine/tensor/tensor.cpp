@@ -244,6 +244,23 @@ Tensor Tensor::write_strided(const Shape& s, const Shape& strides, int64_t offse
   return Tensor(make_node(Op::Write, dtype(), shape(), {node_, value.node_}, std::move(a)));
 }
 
+Tensor Tensor::gather(const Tensor& index) const {
+  if (index.dtype() != DType::Int64) fail("gather: index must be int64");
+  return Tensor(make_node(Op::Gather, dtype(), index.shape(), {node_, index.node_}));
+}
+
+Tensor Tensor::scatter(const Tensor& index, const Tensor& src, bool accumulate, ReduceOp op) const {
+  if (ndim() != 1) fail("scatter: base must be 1-D");
+  if (index.dtype() != DType::Int64) fail("scatter: index must be int64");
+  if (index.shape() != src.shape()) fail("scatter: index and src shapes differ");
+  if (src.dtype() != dtype()) fail("scatter: dtype mismatch");
+  if (index.numel() == 0) return *this;
+  NodeArgs a;
+  a.accumulate = accumulate;
+  a.rop = op;
+  return Tensor(make_node(Op::Scatter, dtype(), shape(), {node_, index.node_, src.node_}, std::move(a)));
+}
+
 void Tensor::realize() const { realize_nodes({node_}); }
 
 void Tensor::realize_all(const std::vector<Tensor>& tensors) {

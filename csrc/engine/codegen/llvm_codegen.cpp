@@ -20,6 +20,7 @@
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
 
+#include "engine/codegen/index_walk.h"
 #include "engine/runtime/llvm_jit.h"
 
 namespace tiny {
@@ -58,7 +59,10 @@ class Builder {
     for (size_t d = 0; d < shape.size(); d++)
       if (shape[d] > 1) { par = int(d); break; }
     if (k_.serial) par = -1;  // one thread runs every loop in full
+    // All output loop variables exist up front so reduces can be hoisted
+    // above the loops their index does not depend on.
     std::vector<Expr> idx(shape.size(), cnst(0));
+    for (size_t d = 0; d < shape.size(); d++) idx[d] = placeholder_var(shape[d]);
     std::function<void(size_t)> nest = [&](size_t d) {
       if (d == shape.size()) {
         emit_stores(idx);
@@ -68,10 +72,11 @@ class Builder {
         nest(d + 1);
         return;
       }
+      hoist_reduces(output_roots(), idx, cnst(1), int(idx[d]->value));
       Value* lo = int(d) == par ? begin : b_.getInt64(0);
       Value* hi = int(d) == par ? end : b_.getInt64(shape[d]);
       emit_loop(lo, hi, [&](Value* iv) {
-        idx[d] = new_var(iv, shape[d]);
+        vars_[size_t(idx[d]->value)] = iv;
         nest(d + 1);
       });
     };
@@ -158,6 +163,38 @@ class Builder {
     int id = int(vars_.size());
     vars_.push_back(iv);
     return var(id, size);
+  }
+  // A loop variable whose value is bound when its loop is emitted.
+  Expr placeholder_var(int64_t size) { return new_var(nullptr, size); }
+
+  std::vector<const Node*> output_roots() const {
+    std::vector<const Node*> r;
+    for (auto& o : k_.outputs) {
+      r.push_back(o.value.get());
+      if (o.scatter_index) r.push_back(o.scatter_index.get());
+    }
+    return r;
+  }
+
+  // Computes, here and now, every reduce under `roots` whose index uses no
+  // variable numbered `min_id` or above (the loops about to be opened and
+  // anything inside them). Later evaluations find the value in the memo, so
+  // a row statistic is computed once per row, not once per element.
+  void hoist_reduces(const std::vector<const Node*>& roots, const std::vector<Expr>& idx, const Expr& valid, int min_id) {
+    std::vector<std::tuple<const Node*, std::vector<Expr>, Expr>> found;
+    IndexWalker w;
+    w.is_leaf = [&](const Node* n) { return k_.loads.count(n) > 0; };
+    w.fresh_var = [&](int64_t size) { return placeholder_var(size); };
+    w.visit = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
+      if (n->op != Op::Reduce) return true;
+      bool inner = uses_vars(v, min_id, 1 << 30);
+      for (auto& e : ix) inner |= uses_vars(e, min_id, 1 << 30);
+      if (inner) return true;
+      found.emplace_back(n, ix, v);
+      return false;
+    };
+    for (auto* r : roots) w.walk(r, idx, valid);
+    for (auto& [n, ix, v] : found) eval(n, ix, v);
   }
 
   void emit_loop(Value* lo, Value* hi, const std::function<void(Value*)>& body) {
@@ -290,29 +327,19 @@ class Builder {
     }
     if (n->op == Op::Contiguous) return eval_bits(n->src[0].get(), idx, valid);
     if (n->op != Op::View) return nullptr;
-    const Node* src = n->src[0].get();
-    auto [flat, v2] = n->args.st.index_valid(idx);
-    std::vector<Expr> sub(src->shape.size());
-    int64_t acc = 1;
-    for (size_t d = src->shape.size(); d-- > 0;) {
-      sub[d] = mod(floordiv(flat, acc), src->shape[d]);
-      acc *= src->shape[d];
-    }
-    if (is_false(v2)) return nullptr;
-    Value* v = eval_bits(src, sub, land(valid, v2));
-    if (v && !is_true(v2)) v = b_.CreateSelect(condition(v2), v, llvm::Constant::getNullValue(v->getType()));
+    SourceIndex s = view_source_index(n, idx);
+    if (is_false(s.valid)) return nullptr;
+    Value* v = eval_bits(n->src[0].get(), s.idx, land(valid, s.valid));
+    if (v && !is_true(s.valid)) v = b_.CreateSelect(condition(s.valid), v, llvm::Constant::getNullValue(v->getType()));
     return v;
   }
 
   // ---- expression evaluation
   Value* eval(const Node* n, const std::vector<Expr>& idx, const Expr& valid) {
-    std::ostringstream key;
-    key << n;
-    for (auto& e : idx) key << "," << to_string(e);
-    key << "|" << to_string(valid);
-    if (Value* v = lookup(key.str())) return v;
+    std::string key = context_key(n, idx, valid);
+    if (Value* v = lookup(key)) return v;
     Value* r = eval_uncached(n, idx, valid);
-    remember(key.str(), r);
+    remember(key, r);
     return r;
   }
 
@@ -340,17 +367,10 @@ class Builder {
       }
       case Op::Rand: return rand(n, idx);
       case Op::View: {
-        const Node* src = n->src[0].get();
-        auto [flat, v2] = n->args.st.index_valid(idx);
-        std::vector<Expr> sub(src->shape.size());
-        int64_t acc = 1;
-        for (size_t d = src->shape.size(); d-- > 0;) {
-          sub[d] = mod(floordiv(flat, acc), src->shape[d]);
-          acc *= src->shape[d];
-        }
-        if (is_false(v2)) return zero(n->dtype);
-        Value* v = eval(src, sub, land(valid, v2));
-        if (!is_true(v2)) v = b_.CreateSelect(condition(v2), v, zero(n->dtype));
+        SourceIndex s = view_source_index(n, idx);
+        if (is_false(s.valid)) return zero(n->dtype);
+        Value* v = eval(n->src[0].get(), s.idx, land(valid, s.valid));
+        if (!is_true(s.valid)) v = b_.CreateSelect(condition(s.valid), v, zero(n->dtype));
         return v;
       }
       case Op::Contiguous: return eval(n->src[0].get(), idx, valid);
@@ -362,13 +382,7 @@ class Builder {
         Value* at = eval(n->src[1].get(), idx, valid);
         Value* ok = b_.CreateAnd(b_.CreateICmpSGE(at, b_.getInt64(0)), b_.CreateICmpSLT(at, b_.getInt64(count)));
         Expr flat = new_var(b_.CreateSelect(ok, at, b_.getInt64(0)), count);
-        std::vector<Expr> sub(src->shape.size());
-        int64_t acc = 1;
-        for (size_t d = src->shape.size(); d-- > 0;) {
-          sub[d] = mod(floordiv(flat, acc), src->shape[d]);
-          acc *= src->shape[d];
-        }
-        return eval(src, sub, valid);
+        return eval(src, unflatten(flat, src->shape), valid);
       }
       case Op::Where: {
         Value* c = eval(n->src[0].get(), idx, valid);
@@ -401,6 +415,10 @@ class Builder {
     std::vector<int> axes;
     for (int a : n->args.axes)
       if (src->shape[a] > 1) axes.push_back(a);
+    if (axes.empty()) return round_to(cast(eval(src, sub, valid), sdt, dt), dt);
+    for (int a : axes) sub[a] = placeholder_var(src->shape[a]);
+    // reduces inside that do not depend on these loops are computed first
+    hoist_reduces({src}, sub, valid, int(sub[axes[0]]->value));
     std::function<void(size_t)> nest = [&](size_t i) {
       if (i == axes.size()) {
         Value* v = eval(src, sub, valid);
@@ -411,7 +429,7 @@ class Builder {
       }
       int a = axes[i];
       emit_loop(b_.getInt64(0), b_.getInt64(src->shape[a]), [&](Value* iv) {
-        sub[a] = new_var(iv, src->shape[a]);
+        vars_[size_t(sub[a]->value)] = iv;
         nest(i + 1);
       });
     };

@@ -157,6 +157,11 @@ bool uses_vars(const Expr& e, int lo, int hi) {
   return false;
 }
 
+void collect_vars(const Expr& e, std::vector<int>& ids) {
+  if (e->op == EOp::Var) ids.push_back(int(e->value));
+  for (auto& s : e->src) collect_vars(s, ids);
+}
+
 std::string to_string(const Expr& e) {
   std::ostringstream os;
   switch (e->op) {

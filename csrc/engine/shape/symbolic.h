@@ -37,6 +37,8 @@ bool is_true(const Expr& e);   // provably 1
 bool is_false(const Expr& e);  // provably 0
 // Whether any variable with an id in [lo, hi) appears.
 bool uses_vars(const Expr& e, int lo, int hi);
+// Ids of the variables in `e` (appended, possibly repeated).
+void collect_vars(const Expr& e, std::vector<int>& ids);
 std::string to_string(const Expr& e);
 
 }  // namespace tiny

@@ -28,7 +28,10 @@ std::string context_key(const Node* n, const std::vector<Expr>& idx, const Expr&
 }
 
 void IndexWalker::walk(const Node* n, const std::vector<Expr>& idx, const Expr& valid) {
-  if (is_leaf(n)) return;
+  if (is_leaf(n)) {
+    if (on_leaf) on_leaf(n, idx, valid);
+    return;
+  }
   if (!seen_.insert(context_key(n, idx, valid)).second) return;
   if (!visit(n, idx, valid)) return;
   descend(n, idx, valid);

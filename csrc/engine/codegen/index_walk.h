@@ -31,6 +31,8 @@ class IndexWalker {
   // Called once per distinct (node, context); return false to not descend.
   std::function<bool(const Node*, const std::vector<Expr>&, const Expr&)> visit;
   std::function<void(const Node*)> leave;  // optional: after a descended node's sources
+  // optional: each leaf reached, with its context
+  std::function<void(const Node*, const std::vector<Expr>&, const Expr&)> on_leaf;
 
   void walk(const Node* n, const std::vector<Expr>& idx, const Expr& valid);
 

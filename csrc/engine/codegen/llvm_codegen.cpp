@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <sstream>
 #include <unordered_map>
 
@@ -59,6 +60,15 @@ class Builder {
     for (size_t d = 0; d < shape.size(); d++)
       if (shape[d] > 1) { par = int(d); break; }
     if (k_.serial) par = -1;  // one thread runs every loop in full
+    size_t last = shape.size(), tile_outer = shape.size();
+    for (size_t d = 0; d < shape.size(); d++)
+      if (shape[d] > 1) {
+        tile_outer = last < shape.size() ? last : d;
+        last = d;
+      }
+    // with a single non-unit dim, the tile covers just that dim
+    if (last < shape.size() && tile_outer == shape.size()) tile_outer = last;
+    if (k_.serial) tile_outer = shape.size();
     // All output loop variables exist up front so reduces can be hoisted
     // above the loops their index does not depend on.
     std::vector<Expr> idx(shape.size(), cnst(0));
@@ -75,6 +85,12 @@ class Builder {
       hoist_reduces(output_roots(), idx, cnst(1), int(idx[d]->value));
       Value* lo = int(d) == par ? begin : b_.getInt64(0);
       Value* hi = int(d) == par ? end : b_.getInt64(shape[d]);
+      if (d == tile_outer) {
+        bool two = tile_outer != last;
+        Value* lo_j = two ? (int(last) == par ? begin : b_.getInt64(0)) : lo;
+        Value* hi_j = two ? (int(last) == par ? end : b_.getInt64(shape[last])) : hi;
+        if (tiled(idx, two ? int(d) : -1, last, lo, hi, lo_j, hi_j)) return;
+      }
       emit_loop(lo, hi, [&](Value* iv) {
         vars_[size_t(idx[d]->value)] = iv;
         nest(d + 1);
@@ -197,7 +213,7 @@ class Builder {
     for (auto& [n, ix, v] : found) eval(n, ix, v);
   }
 
-  void emit_loop(Value* lo, Value* hi, const std::function<void(Value*)>& body) {
+  void emit_loop(Value* lo, Value* hi, const std::function<void(Value*)>& body, bool scalar = false) {
     auto* pre = b_.GetInsertBlock();
     auto* header = llvm::BasicBlock::Create(ctx_, "loop", fn_);
     auto* bodyb = llvm::BasicBlock::Create(ctx_, "body", fn_);
@@ -212,8 +228,16 @@ class Builder {
     body(iv);
     memo_.pop_back();
     Value* next = b_.CreateAdd(iv, b_.getInt64(1), "", true, true);
-    b_.CreateBr(header);
+    auto* br = b_.CreateBr(header);
     iv->addIncoming(next, b_.GetInsertBlock());
+    if (scalar) {
+      // the body is already wide (an unrolled tile): keep the loop vectorizer off it
+      auto* width = llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.vectorize.width"),
+                                             llvm::ConstantAsMetadata::get(b_.getInt32(1))});
+      auto* self = llvm::MDNode::getDistinct(ctx_, {nullptr, width});
+      self->replaceOperandWith(0, self);
+      br->setMetadata(llvm::LLVMContext::MD_loop, self);
+    }
     b_.SetInsertPoint(exit);
   }
 
@@ -437,6 +461,177 @@ class Builder {
     return round_to(b_.CreateLoad(ty, acc), dt);
   }
 
+  // ---- register tiling of the innermost output loop
+  //
+  // A reduce evaluated in the innermost output loop whose loads are unit
+  // stride (or constant) along that loop but not along the reduce loop
+  // (matmul, convolution, column sums) runs the other way round: for a tile
+  // of kTile outputs, the reduce loop is outside and kTile accumulators are
+  // updated per step. The tile is unrolled, so accumulators live in
+  // registers and the SLP vectorizer turns the tile into vector FMAs.
+  static constexpr int64_t kTileCols = 32;
+  static constexpr int64_t kTileRows = 4;
+
+  struct TileCandidate {
+    const Node* reduce = nullptr;
+    std::vector<Expr> idx;  // the reduce's context in the loop being tiled
+    Expr valid;
+  };
+
+  // The single reduce under the outputs whose context depends on var `jid`.
+  std::optional<TileCandidate> find_tiled_reduce(const std::vector<Expr>& idx, int jid) {
+    std::vector<TileCandidate> found;
+    bool other = false;
+    IndexWalker w;
+    w.is_leaf = [&](const Node* n) { return k_.loads.count(n) > 0; };
+    w.fresh_var = [&](int64_t size) { return placeholder_var(size); };
+    w.visit = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
+      if (n->op == Op::Gather) other = true;
+      if (n->op != Op::Reduce) return true;
+      bool inner = uses_vars(v, jid, 1 << 30);
+      for (auto& e : ix) inner |= uses_vars(e, jid, 1 << 30);
+      if (inner) found.push_back({n, ix, v});
+      return false;
+    };
+    for (auto* r : output_roots()) w.walk(r, idx, cnst(1));
+    if (other || found.size() != 1) return std::nullopt;
+    return found[0];
+  }
+
+  // Loads under the reduce's source must move by 0 or 1 element along the
+  // tiled var and by something other than 1 along the innermost reduce var.
+  bool worth_tiling(const TileCandidate& c, int jid) {
+    const Node* src = c.reduce->src[0].get();
+    std::vector<Expr> sub = c.idx;
+    int kid = -1;
+    for (int a : c.reduce->args.axes)
+      if (src->shape[a] > 1) {
+        sub[a] = placeholder_var(src->shape[a]);
+        kid = int(sub[a]->value);
+      }
+    if (kid < 0) return false;
+    bool ok = true, helps = false;
+    IndexWalker w;
+    w.is_leaf = [&](const Node* n) { return k_.loads.count(n) > 0; };
+    w.fresh_var = [&](int64_t size) { return placeholder_var(size); };
+    w.visit = [&](const Node* n, const std::vector<Expr>&, const Expr&) {
+      if (n->op == Op::Reduce || n->op == Op::Gather || n->op == Op::Rand) ok = false;
+      return ok;
+    };
+    w.on_leaf = [&](const Node* n, const std::vector<Expr>& ix, const Expr&) {
+      Expr flat = row_major(ix, n->shape);
+      auto sj = linear_coefficient(flat, jid), sk = linear_coefficient(flat, kid);
+      if (!sj || (*sj != 0 && *sj != 1)) ok = false;
+      if (sk && *sk != 1 && !(sj && *sj == 0)) helps = true;
+    };
+    w.walk(src, sub, c.valid);
+    return ok && helps;
+  }
+
+  // Tiles the last output dim `d` (kTileCols wide) and, when there is one,
+  // the dim `d2` before it (kTileRows tall): the column tile loop runs
+  // outside the row loop so the tile's slice of the other operand stays in
+  // cache across rows. Returns false (emitting nothing) when not worth it.
+  bool tiled(std::vector<Expr>& idx, int d2, size_t d, Value* lo_i, Value* hi_i, Value* lo_j, Value* hi_j) {
+    int jid = int(idx[d]->value);
+    auto cand = find_tiled_reduce(idx, jid);
+    if (!cand || !worth_tiling(*cand, jid)) return false;
+    const Node* r = cand->reduce;
+    Value* ntj = b_.CreateSDiv(b_.CreateSub(hi_j, lo_j), b_.getInt64(kTileCols));
+    emit_loop(b_.getInt64(0), ntj, [&](Value* jt) {
+      Value* j0 = b_.CreateAdd(lo_j, b_.CreateMul(jt, b_.getInt64(kTileCols)));
+      std::vector<Value*> cols;
+      for (int64_t c = 0; c < kTileCols; c++) cols.push_back(b_.CreateAdd(j0, b_.getInt64(c)));
+      if (d2 < 0) {
+        tile_block(r, idx, d2, {}, d, cols);
+        return;
+      }
+      Value* nti = b_.CreateSDiv(b_.CreateSub(hi_i, lo_i), b_.getInt64(kTileRows));
+      emit_loop(b_.getInt64(0), nti, [&](Value* it) {
+        Value* i0 = b_.CreateAdd(lo_i, b_.CreateMul(it, b_.getInt64(kTileRows)));
+        std::vector<Value*> rows;
+        for (int64_t q = 0; q < kTileRows; q++) rows.push_back(b_.CreateAdd(i0, b_.getInt64(q)));
+        tile_block(r, idx, d2, rows, d, cols);
+      }, /*scalar=*/true);
+      Value* rest_i = b_.CreateAdd(lo_i, b_.CreateMul(nti, b_.getInt64(kTileRows)));
+      emit_loop(rest_i, hi_i, [&](Value* i) { tile_block(r, idx, d2, {i}, d, cols); }, /*scalar=*/true);
+    }, /*scalar=*/true);
+    // the columns left over, one output at a time
+    Value* rest_j = b_.CreateAdd(lo_j, b_.CreateMul(ntj, b_.getInt64(kTileCols)));
+    auto plain = [&]() {
+      emit_loop(rest_j, hi_j, [&](Value* j) {
+        vars_[size_t(idx[d]->value)] = j;
+        emit_stores(idx);
+      });
+    };
+    if (d2 < 0) {
+      plain();
+    } else {
+      emit_loop(lo_i, hi_i, [&](Value* i) {
+        vars_[size_t(idx[size_t(d2)]->value)] = i;
+        plain();
+      });
+    }
+    return true;
+  }
+
+  // Accumulates reduce `r` for every (row, col) of a tile, then stores the outputs.
+  void tile_block(const Node* r, const std::vector<Expr>& idx, int d2, const std::vector<Value*>& rows, size_t d,
+                  const std::vector<Value*>& cols) {
+    const Node* src = r->src[0].get();
+    DType dt = r->dtype, sdt = src->dtype;
+    llvm::Type* ty = reg_type(dt);
+    std::vector<std::vector<Expr>> out_idx;
+    std::vector<TileCandidate> ctx;
+    size_t nrows = d2 < 0 ? 1 : rows.size();
+    std::vector<Expr> row_vars;
+    for (size_t q = 0; q < nrows; q++) row_vars.push_back(d2 < 0 ? idx[0] : new_var(rows[q], k_.shape[size_t(d2)]));
+    for (size_t q = 0; q < nrows; q++) {
+      for (auto* col : cols) {
+        std::vector<Expr> o = idx;
+        if (d2 >= 0) o[size_t(d2)] = row_vars[q];
+        o[d] = new_var(col, k_.shape[d]);
+        auto cc = find_tiled_reduce(o, int(o[d]->value));
+        if (!cc || cc->reduce != r) throw std::logic_error("tiny codegen: tile context mismatch");
+        out_idx.push_back(o);
+        ctx.push_back(*cc);
+      }
+    }
+    llvm::IRBuilder<> eb(entry_, entry_->begin());
+    std::vector<llvm::AllocaInst*> acc(ctx.size());
+    for (size_t c = 0; c < ctx.size(); c++) {
+      acc[c] = eb.CreateAlloca(ty);
+      b_.CreateStore(identity(r->args.rop, dt), acc[c]);
+    }
+    std::vector<int> axes;
+    for (int a : r->args.axes)
+      if (src->shape[a] > 1) axes.push_back(a);
+    std::vector<Expr> kv(src->shape.size());
+    for (int a : axes) kv[a] = placeholder_var(src->shape[a]);
+    std::function<void(size_t)> nest = [&](size_t i) {
+      if (i == axes.size()) {
+        for (size_t c = 0; c < ctx.size(); c++) {
+          std::vector<Expr> sub = ctx[c].idx;
+          for (int a : axes) sub[a] = kv[a];
+          Value* v = eval(src, sub, ctx[c].valid);
+          if (sdt != dt) v = cast(v, sdt, dt);
+          b_.CreateStore(combine(r->args.rop, b_.CreateLoad(ty, acc[c]), v, dt), acc[c]);
+        }
+        return;
+      }
+      int a = axes[i];
+      emit_loop(b_.getInt64(0), b_.getInt64(src->shape[a]), [&](Value* iv) {
+        vars_[size_t(kv[a]->value)] = iv;
+        nest(i + 1);
+      }, /*scalar=*/true);
+    };
+    nest(0);
+    for (size_t c = 0; c < ctx.size(); c++) {
+      remember(context_key(r, ctx[c].idx, ctx[c].valid), round_to(b_.CreateLoad(ty, acc[c]), dt));
+      emit_stores(out_idx[c]);
+    }
+  }
+
   Value* identity(ReduceOp op, DType dt) {
     llvm::Type* ty = reg_type(dt);
     bool f = ty->isFloatingPointTy();
@@ -464,8 +659,11 @@ class Builder {
     switch (op) {
       case ReduceOp::Sum:
         if (f) {
+          // reassociable (vector partial sums) and contractible into an FMA
+          // with a product feeding it
           auto* r = llvm::cast<llvm::Instruction>(b_.CreateFAdd(a, v));
           r->setHasAllowReassoc(true);
+          r->setHasAllowContract(true);
           return r;
         }
         return dt == DType::Bool ? b_.CreateOr(a, v) : b_.CreateAdd(a, v);
@@ -602,7 +800,13 @@ class Builder {
     switch (op) {
       case Op::Add: return f ? fp(b_.CreateFAdd(a, c)) : (dt == DType::Bool ? b_.CreateOr(a, c) : b_.CreateAdd(a, c));
       case Op::Sub: return f ? fp(b_.CreateFSub(a, c)) : b_.CreateSub(a, c);
-      case Op::Mul: return f ? fp(b_.CreateFMul(a, c)) : (dt == DType::Bool ? b_.CreateAnd(a, c) : b_.CreateMul(a, c));
+      case Op::Mul: {
+        if (!f) return dt == DType::Bool ? b_.CreateAnd(a, c) : b_.CreateMul(a, c);
+        // contract only pairs with a reduce's accumulation (whose add allows it too)
+        auto* m = llvm::cast<llvm::Instruction>(b_.CreateFMul(a, c));
+        m->setHasAllowContract(true);
+        return fp(m);
+      }
       case Op::Div: {
         if (f) return fp(b_.CreateFDiv(a, c));
         // integer division truncates; a zero divisor gives 0 instead of a trap

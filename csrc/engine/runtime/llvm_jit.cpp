@@ -54,6 +54,7 @@ class CachingCompiler : public llvm::orc::IRCompileLayer::IRCompiler {
       }
     }
     optimize(m);
+    if (debug_level() >= 5) m.print(llvm::errs(), nullptr);  // the optimized IR
     counters().compiles++;
     llvm::orc::SimpleCompiler compile(*tm_);
     auto obj = compile(m);

@@ -157,6 +157,29 @@ bool uses_vars(const Expr& e, int lo, int hi) {
   return false;
 }
 
+std::optional<int64_t> linear_coefficient(const Expr& e, int id) {
+  switch (e->op) {
+    case EOp::Const: return 0;
+    case EOp::Var: return e->value == id ? 1 : 0;
+    case EOp::Add: {
+      int64_t total = 0;
+      for (auto& s : e->src) {
+        auto c = linear_coefficient(s, id);
+        if (!c) return std::nullopt;
+        total += *c;
+      }
+      return total;
+    }
+    case EOp::Mul: {
+      auto c = linear_coefficient(e->src[0], id);
+      if (!c) return std::nullopt;
+      return *c * e->value;
+    }
+    default:
+      return uses_vars(e, id, id + 1) ? std::nullopt : std::optional<int64_t>(0);
+  }
+}
+
 void collect_vars(const Expr& e, std::vector<int>& ids) {
   if (e->op == EOp::Var) ids.push_back(int(e->value));
   for (auto& s : e->src) collect_vars(s, ids);

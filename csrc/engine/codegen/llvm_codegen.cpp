@@ -29,10 +29,71 @@ namespace {
 
 using llvm::Value;
 
+// A kernel that reduces everything to one value is split across threads:
+// each computes a partial over a chunk of the first reduce axis into a
+// scratch slot, then one finishing function combines the partials and
+// applies whatever follows the reduce. Chunks are fixed (not per machine) so
+// results do not depend on the thread count.
+struct SplitPlan {
+  const Node* reduce = nullptr;
+  std::vector<Expr> idx;  // the reduce's context (no variables: one output)
+  Expr valid;
+  int axis = 0;           // the reduce axis that is chunked
+  int64_t chunks = 1;
+};
+
+std::optional<SplitPlan> plan_split(const Kernel& k) {
+  if (k.serial || numel(k.shape) != 1) return std::nullopt;
+  std::vector<SplitPlan> found;
+  bool nested = false, other = false;
+  int next = 1 << 20;
+  IndexWalker w;
+  w.is_leaf = [&](const Node* n) { return k.loads.count(n) > 0; };
+  w.fresh_var = [&](int64_t size) { return var(next++, size); };
+  int depth = 0;
+  w.visit = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
+    if (n->op == Op::Gather || n->op == Op::Rand) other = true;
+    if (n->op != Op::Reduce) return true;
+    if (depth > 0) {
+      nested = true;
+      return false;
+    }
+    SplitPlan p;
+    p.reduce = n;
+    p.idx = ix;
+    p.valid = v;
+    found.push_back(p);
+    depth++;
+    return true;
+  };
+  w.leave = [&](const Node* n) {
+    if (n->op == Op::Reduce) depth--;
+  };
+  for (auto& o : k.outputs) w.walk(o.value.get(), std::vector<Expr>(k.shape.size(), cnst(0)), cnst(1));
+  if (found.size() != 1 || nested || other) return std::nullopt;
+  SplitPlan p = found[0];
+  const Node* r = p.reduce;
+  const Node* src = r->src[0].get();
+  if (r->args.rop == ReduceOp::Any || r->args.rop == ReduceOp::All || r->dtype == DType::Bool) return std::nullopt;
+  if (src->numel() < (int64_t(1) << 16)) return std::nullopt;
+  for (auto& e : p.idx)
+    if (!e->is_const()) return std::nullopt;
+  int axis = -1;
+  for (int a : r->args.axes)
+    if (src->shape[a] > 1) { axis = a; break; }
+  if (axis < 0) return std::nullopt;
+  p.axis = axis;
+  p.chunks = std::min<int64_t>(src->shape[axis], 32);
+  if (p.chunks < 2) return std::nullopt;
+  return p;
+}
+
 class Builder {
  public:
-  Builder(const Kernel& k, llvm::LLVMContext& ctx, llvm::Module& m, std::string fn_name)
-      : k_(k), ctx_(ctx), m_(m), b_(ctx), fn_name_(std::move(fn_name)) {}
+  enum class Part { Whole, SplitPartials, SplitFinish };
+  Builder(const Kernel& k, llvm::LLVMContext& ctx, llvm::Module& m, std::string fn_name,
+          const SplitPlan* split = nullptr, Part part = Part::Whole)
+      : k_(k), ctx_(ctx), m_(m), b_(ctx), fn_name_(std::move(fn_name)), split_(split), part_(part) {}
 
   void build() {
     auto* i8pp = llvm::Type::getInt8PtrTy(ctx_)->getPointerTo();
@@ -54,6 +115,14 @@ class Builder {
       buf_ptrs_.push_back(b_.CreateBitCast(p, mem_type(k_.buffers[i]->dtype())->getPointerTo()));
     }
     memo_.emplace_back();
+    if (part_ != Part::Whole) {
+      Value* scratch = b_.CreateLoad(b_.getInt8PtrTy(), b_.CreateConstGEP1_64(b_.getInt8PtrTy(), bufs, k_.buffers.size()));
+      scratch_ = b_.CreateBitCast(scratch, reg_type(split_->reduce->dtype)->getPointerTo());
+      if (part_ == Part::SplitPartials) emit_split_partials(begin, end);
+      else emit_split_finish();
+      b_.CreateRetVoid();
+      return;
+    }
 
     const Shape& shape = k_.shape;
     int par = -1;
@@ -459,6 +528,61 @@ class Builder {
     };
     nest(0);
     return round_to(b_.CreateLoad(ty, acc), dt);
+  }
+
+  // ---- split reductions (see SplitPlan)
+  void emit_split_partials(Value* begin, Value* end) {
+    const SplitPlan& p = *split_;
+    const Node* r = p.reduce;
+    const Node* src = r->src[0].get();
+    DType dt = r->dtype, sdt = src->dtype;
+    llvm::Type* ty = reg_type(dt);
+    int64_t extent = src->shape[size_t(p.axis)];
+    emit_loop(begin, end, [&](Value* chunk) {
+      Value* lo = b_.CreateSDiv(b_.CreateMul(chunk, b_.getInt64(extent)), b_.getInt64(p.chunks));
+      Value* hi = b_.CreateSDiv(b_.CreateMul(b_.CreateAdd(chunk, b_.getInt64(1)), b_.getInt64(extent)), b_.getInt64(p.chunks));
+      llvm::IRBuilder<> eb(entry_, entry_->begin());
+      auto* acc = eb.CreateAlloca(ty);
+      b_.CreateStore(identity(r->args.rop, dt), acc);
+      std::vector<Expr> sub = p.idx;
+      std::vector<int> axes;
+      for (int a : r->args.axes)
+        if (src->shape[a] > 1) axes.push_back(a);
+      for (int a : axes) sub[a] = placeholder_var(src->shape[a]);
+      std::function<void(size_t)> nest = [&](size_t i) {
+        if (i == axes.size()) {
+          Value* v = eval(src, sub, p.valid);
+          if (sdt != dt) v = cast(v, sdt, dt);
+          b_.CreateStore(combine(r->args.rop, b_.CreateLoad(ty, acc), v, dt), acc);
+          return;
+        }
+        int a = axes[i];
+        Value* from = a == p.axis ? lo : b_.getInt64(0);
+        Value* to = a == p.axis ? hi : b_.getInt64(src->shape[a]);
+        emit_loop(from, to, [&](Value* iv) {
+          vars_[size_t(sub[a]->value)] = iv;
+          nest(i + 1);
+        });
+      };
+      nest(0);
+      b_.CreateStore(b_.CreateLoad(ty, acc), b_.CreateGEP(ty, scratch_, chunk));
+    });
+  }
+
+  void emit_split_finish() {
+    const SplitPlan& p = *split_;
+    const Node* r = p.reduce;
+    DType dt = r->dtype;
+    llvm::Type* ty = reg_type(dt);
+    llvm::IRBuilder<> eb(entry_, entry_->begin());
+    auto* acc = eb.CreateAlloca(ty);
+    b_.CreateStore(identity(r->args.rop, dt), acc);
+    emit_loop(b_.getInt64(0), b_.getInt64(p.chunks), [&](Value* c) {
+      Value* part = b_.CreateLoad(ty, b_.CreateGEP(ty, scratch_, c));
+      b_.CreateStore(combine(r->args.rop, b_.CreateLoad(ty, acc), part, dt), acc);
+    });
+    remember(context_key(r, p.idx, p.valid), round_to(b_.CreateLoad(ty, acc), dt));
+    emit_stores(std::vector<Expr>(k_.shape.size(), cnst(0)));
   }
 
   // ---- register tiling of the innermost output loop
@@ -989,17 +1113,23 @@ class Builder {
   std::vector<Value*> buf_ptrs_;
   std::vector<Value*> vars_;
   std::vector<std::unordered_map<std::string, Value*>> memo_;
+  const SplitPlan* split_ = nullptr;
+  Part part_ = Part::Whole;
+  Value* scratch_ = nullptr;
 };
 
 using KernelFn = void (*)(void**, int64_t, int64_t);
 
 class LLVMProgram final : public Program {
  public:
-  explicit LLVMProgram(KernelFn fn) : fn_(fn) {}
+  LLVMProgram(KernelFn fn, KernelFn finish) : fn_(fn), finish_(finish) {}
   void run(void** buffers, int64_t begin, int64_t end) const override { fn_(buffers, begin, end); }
+  void finish(void** buffers) const override {
+    if (finish_) finish_(buffers, 0, 1);
+  }
 
  private:
-  KernelFn fn_;
+  KernelFn fn_, finish_;
 };
 
 std::string function_name(const Kernel& k) {
@@ -1008,10 +1138,16 @@ std::string function_name(const Kernel& k) {
   return os.str();
 }
 
-std::unique_ptr<llvm::Module> build_module(const Kernel& k, llvm::LLVMContext& ctx, const std::string& fn) {
+std::unique_ptr<llvm::Module> build_module(const Kernel& k, llvm::LLVMContext& ctx, const std::string& fn,
+                                           const std::optional<SplitPlan>& split) {
   auto m = std::make_unique<llvm::Module>("kernel", ctx);
   LLVMJit::get().configure(*m);
-  Builder(k, ctx, *m, fn).build();
+  if (split) {
+    Builder(k, ctx, *m, fn, &*split, Builder::Part::SplitPartials).build();
+    Builder(k, ctx, *m, fn + "_finish", &*split, Builder::Part::SplitFinish).build();
+  } else {
+    Builder(k, ctx, *m, fn).build();
+  }
   std::string err;
   llvm::raw_string_ostream es(err);
   if (llvm::verifyModule(*m, &es)) {
@@ -1027,7 +1163,7 @@ std::unique_ptr<llvm::Module> build_module(const Kernel& k, llvm::LLVMContext& c
 
 std::string llvm_ir(const Kernel& k) {
   llvm::LLVMContext ctx;
-  auto m = build_module(k, ctx, function_name(k));
+  auto m = build_module(k, ctx, function_name(k), plan_split(k));
   std::string ir;
   llvm::raw_string_ostream os(ir);
   m->print(os, nullptr);
@@ -1037,10 +1173,21 @@ std::string llvm_ir(const Kernel& k) {
 std::unique_ptr<Program> compile_llvm(const Kernel& k) {
   auto ctx = std::make_unique<llvm::LLVMContext>();
   std::string fn = function_name(k);
-  auto m = build_module(k, *ctx, fn);
-  void* addr = LLVMJit::get().compile(std::move(m), std::move(ctx), fn);
-  auto p = std::make_unique<LLVMProgram>(reinterpret_cast<KernelFn>(addr));
+  auto split = plan_split(k);
+  auto m = build_module(k, *ctx, fn, split);
+  std::vector<std::string> names{fn};
+  if (split) names.push_back(fn + "_finish");
+  auto addrs = LLVMJit::get().compile(std::move(m), std::move(ctx), names);
+  auto p = std::make_unique<LLVMProgram>(reinterpret_cast<KernelFn>(addrs[0]),
+                                         split ? reinterpret_cast<KernelFn>(addrs[1]) : nullptr);
   p->name = k.name();
+  if (split) {
+    p->parallel_size = split->chunks;
+    p->work_per_item = std::max<int64_t>(1, split->reduce->src[0]->numel() / split->chunks);
+    p->scratch_bytes = size_t(split->chunks) * 8;
+    p->scratch_index = k.buffers.size();
+    return p;
+  }
   int par = -1;
   for (size_t d = 0; d < k.shape.size(); d++)
     if (k.shape[d] > 1) { par = int(d); break; }

@@ -639,8 +639,8 @@ class Builder {
     w.is_leaf = [&](const Node* n) { return k_.loads.count(n) > 0; };
     w.fresh_var = [&](int64_t size) { return placeholder_var(size); };
     w.visit = [&](const Node* n, const std::vector<Expr>&, const Expr&) {
-      if (n->op == Op::Reduce || n->op == Op::Gather || n->op == Op::Rand) ok = false;
-      return ok;
+      if (n->op == Op::Gather || n->op == Op::Rand) ok = false;
+      return ok && n->op != Op::Reduce;  // nested reduces are hoisted per tile
     };
     w.on_leaf = [&](const Node* n, const std::vector<Expr>& ix, const Expr&) {
       Expr flat = row_major(ix, n->shape);
@@ -732,6 +732,13 @@ class Builder {
       if (src->shape[a] > 1) axes.push_back(a);
     std::vector<Expr> kv(src->shape.size());
     for (int a : axes) kv[a] = placeholder_var(src->shape[a]);
+    // reduces under the source that do not depend on the reduce loops (a row
+    // statistic feeding a matmul) are computed once per tile, before them
+    for (size_t c = 0; c < ctx.size(); c++) {
+      std::vector<Expr> sub = ctx[c].idx;
+      for (int a : axes) sub[a] = kv[a];
+      hoist_reduces({src}, sub, ctx[c].valid, int(kv[axes[0]]->value));
+    }
     std::function<void(size_t)> nest = [&](size_t i) {
       if (i == axes.size()) {
         for (size_t c = 0; c < ctx.size(); c++) {

@@ -106,22 +106,25 @@ void realize_repeated_reduces(Planner& p, const std::vector<const Node*>& order)
   for (int round = 0; round < 64; round++) {
     std::unordered_map<const Node*, double> evals;
     std::unordered_map<const Node*, std::vector<const Node*>> enclosing;  // reduce -> reduces around it
+    std::unordered_set<const Node*> nested;
     for (auto* root : order) {
       if (!p.roots.count(root)) continue;
       for (auto [tree, shape] : kernel_trees(p, root)) {
-        struct VarInfo { double extent; int parent; int depth; };
+        struct VarInfo { double extent; int parent; int depth; bool in_reduce; };
         std::vector<VarInfo> vars;
         std::vector<const Node*> stack;
         int parent_for_next = -1;
+        bool in_reduce_loop = false;  // whether the next variables belong to a reduce's loops
         auto make_var = [&](int64_t size) {
           int id = int(vars.size());
           int depth = parent_for_next < 0 ? 0 : vars[size_t(parent_for_next)].depth + 1;
-          vars.push_back({double(size), parent_for_next, depth});
+          vars.push_back({double(size), parent_for_next, depth, in_reduce_loop});
           parent_for_next = id;
           return size > 1 ? var(id, size) : cnst(0);
         };
         std::vector<Expr> idx;
         for (auto d : shape) idx.push_back(d > 1 ? make_var(d) : cnst(0));
+        in_reduce_loop = true;
         IndexWalker w;
         w.is_leaf = [&](const Node* n) { return n->realized() || (n != root && p.roots.count(n)); };
         w.fresh_var = make_var;
@@ -139,6 +142,11 @@ void realize_repeated_reduces(Planner& p, const std::vector<const Node*>& order)
             for (int id = inner; id >= 0; id = vars[size_t(id)].parent) e *= vars[size_t(id)].extent;
             evals[n] += e;
             enclosing[n].insert(enclosing[n].end(), stack.begin(), stack.end());
+            // A sizable reduce running inside another reduce's loop loses the
+            // tiling and threading its own kernel would get (matmul then sum).
+            if (n->op == Op::Reduce && inner >= 0 && vars[size_t(inner)].in_reduce &&
+                n->src[0]->numel() / std::max<int64_t>(1, n->numel()) >= 16)
+              nested.insert(n);
           }
           parent_for_next = inner;  // its loops (or runtime index) nest here
           if (n->op == Op::Reduce) stack.push_back(n);
@@ -157,13 +165,16 @@ void realize_repeated_reduces(Planner& p, const std::vector<const Node*>& order)
       double limit = double(std::max<int64_t>(1, n->numel())) * (n->op == Op::Reduce ? 1.0001 : 2.0001);
       if (e > limit) repeated.push_back(n);
     }
+    for (auto* n : nested)
+      if (!evals.count(n) || evals[n] <= double(std::max<int64_t>(1, n->numel())) * 1.0001) repeated.push_back(n);
     if (repeated.empty()) return;
     std::unordered_set<const Node*> rep(repeated.begin(), repeated.end());
     for (auto* n : repeated) {
       bool inside = false;
       for (auto* outer : enclosing[n]) inside |= rep.count(outer) > 0;
       if (!inside)
-        p.roots[n] = std::string(n->op == Op::Reduce ? "reduce" : "expensive value") + " would be computed " +
+        p.roots[n] = nested.count(n) ? std::string("reduce inside another reduce's loop (its own kernel is tiled and threaded)") :
+                     std::string(n->op == Op::Reduce ? "reduce" : "expensive value") + " would be computed " +
                      std::to_string(int64_t(evals[n] / double(std::max<int64_t>(1, n->numel())))) +
                      "x per element if fused (read through a broadcast or by several kernels)";
     }

@@ -114,9 +114,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_impl(
     save_mean = empty_like_stats(input, st);
     save_invstd = empty_like_stats(input, st);
   }
+  // (x - mean) * scale + bias: folding mean into the bias would cancel badly when |mean| >> std
   T scale = mul(invstd, param_or(weight, C, 1.0, acc));
-  T shift = sub(param_or(bias, C, 0.0, acc), mul(mean, scale));
-  T out = add(mul(x, c13(scale, s)), c13(shift, s));
+  T out = add(mul(sub(x, c13(mean, s)), c13(scale, s)), c13(param_or(bias, C, 0.0, acc), s));
   at::Tensor result = make_result(out.cast(to_engine(dt)).reshape(to_shape(input.sizes())), dt);
   return {result, save_mean, save_invstd};
 }

@@ -151,11 +151,15 @@ T flat_spatial(const Dims& S, const tiny::Shape& full) {
   return idx;
 }
 
-void check_pool(const Dims& K, const Dims& s, const Dims& p, const Dims& d, const Dims& O, const Dims& S) {
+void check_positive(const Dims& K, const Dims& s, const Dims& d) {
   for (size_t i = 0; i < K.size(); i++) {
     TORCH_CHECK(K[i] > 0, "kernel size should be greater than zero, but got kernel size ", K[i]);
     TORCH_CHECK(s[i] > 0, "stride should be greater than zero, but got stride ", s[i]);
     TORCH_CHECK(d[i] > 0, "dilation should be greater than zero, but got dilation ", d[i]);
+  }
+}
+void check_pool(const Dims& K, const Dims& s, const Dims& p, const Dims& d, const Dims& O, const Dims& S) {
+  for (size_t i = 0; i < K.size(); i++) {
     TORCH_CHECK(K[i] / 2 >= p[i], "pad should be at most half of effective kernel size, but got pad=", p[i],
                 ", kernel_size=", K[i], " and dilation=", d[i]);
     TORCH_CHECK(O[i] >= 1, "Given input size: (", c10::IntArrayRef(S), "). Calculated output size: (",
@@ -174,6 +178,7 @@ PoolArgs pool_args(const Layout& l, c10::IntArrayRef k, c10::IntArrayRef st, c10
   a.s = expand_arg(st, l.D, "stride", a.K);
   a.p = expand_arg(pad, l.D, "padding");
   a.d = expand_arg(dil, l.D, "dilation");
+  check_positive(a.K, a.s, a.d);
   for (size_t i = 0; i < l.D; i++) a.O.push_back(pool_out(l.S[i], a.K[i], a.p[i], a.s[i], a.d[i], ceil));
   check_pool(a.K, a.s, a.p, a.d, a.O, l.S);
   return a;
@@ -299,6 +304,7 @@ PoolArgs avg_args(const Layout& l, c10::IntArrayRef k, c10::IntArrayRef st, c10:
   a.s = expand_arg(st, l.D, "stride", a.K);
   a.p = expand_arg(pad, l.D, "padding");
   a.d = Dims(l.D, 1);
+  check_positive(a.K, a.s, a.d);
   for (size_t i = 0; i < l.D; i++) a.O.push_back(pool_out(l.S[i], a.K[i], a.p[i], a.s[i], 1, ceil));
   check_pool(a.K, a.s, a.p, a.d, a.O, l.S);
   TORCH_CHECK(!divisor_override || *divisor_override != 0, "divisor must be not zero");

@@ -45,7 +45,17 @@ def test_max_pool_errors():
         with pytest.raises(RuntimeError):
             F.max_pool2d(to_dev(x), **kw)
     with pytest.raises(RuntimeError):
-        F.max_pool2d(to_dev(torch.ones(1, 1, 4, 4, dtype=torch.long)), 2)
+        F.max_pool2d(to_dev(torch.ones(1, 1, 4, 4, dtype=torch.bool)), 2)
+    with pytest.raises(RuntimeError):
+        F.adaptive_max_pool2d(to_dev(torch.ones(1, 1, 4, 4, dtype=torch.long)), 2)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int8, torch.uint8, torch.float64])
+def test_max_pool_dtypes(dtype):
+    x = torch.randint(-100 if dtype != torch.uint8 else 0, 100, (2, 3, 7, 6)).to(dtype)
+    for kw in [dict(kernel_size=3, stride=2, padding=1), dict(kernel_size=2, ceil_mode=True)]:
+        assert_same(list(F.max_pool2d(to_dev(x), return_indices=True, **kw)),
+                    list(F.max_pool2d(x, return_indices=True, **kw)))
 
 
 AVG = [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),

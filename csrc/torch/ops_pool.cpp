@@ -168,6 +168,20 @@ void check_pool(const Dims& K, const Dims& s, const Dims& p, const Dims& d, cons
 }
 
 // ---------------------------------------------------------------- max pool
+// The fill of padding for a max: -inf, or the dtype's minimum for integers.
+T lowest(const tiny::Shape& shape, c10::ScalarType dt) {
+  tiny::DType e = to_engine(dt);
+  if (c10::isFloatingType(dt)) return cnst(shape, -INFINITY, e);
+  int64_t v = 0;
+  switch (dt) {
+    case c10::kChar: v = std::numeric_limits<int8_t>::min(); break;
+    case c10::kShort: v = std::numeric_limits<int16_t>::min(); break;
+    case c10::kInt: v = std::numeric_limits<int32_t>::min(); break;
+    case c10::kLong: v = std::numeric_limits<int64_t>::min(); break;
+    default: v = 0;  // unsigned
+  }
+  return T::full(shape, tiny::Scalar::from_int(v), e);
+}
 struct PoolArgs {
   Dims K, s, p, d, O;
 };
@@ -190,8 +204,7 @@ std::tuple<at::Tensor, at::Tensor> max_pool_impl(const at::Tensor& self, size_t 
   TinyOp op("max_pool");
   const char* name = D == 2 ? "max_pool2d" : "max_pool3d";
   Layout l = layout(self, D, name);
-  TORCH_CHECK(c10::isFloatingType(self.scalar_type()), "\"", name, "\" not implemented for '",
-              c10::toString(self.scalar_type()), "'");
+  TORCH_CHECK(self.scalar_type() != c10::kBool, "\"", name, "\" not implemented for 'Bool'");
   PoolArgs a = pool_args(l, k, st, pad, dil, ceil);
   c10::ScalarType dt = self.scalar_type();
   tiny::DType edt = to_engine(dt);
@@ -208,7 +221,7 @@ std::tuple<at::Tensor, at::Tensor> max_pool_impl(const at::Tensor& self, size_t 
   T xw = windows(pad_for(x, a.O, a.K, a.s, a.d, a.p), a.O, a.K, a.s, a.d);
   T vw = windows(pad_for(valid, a.O, a.K, a.s, a.d, a.p), a.O, a.K, a.s, a.d);
   const tiny::Shape& full = xw.shape();
-  xw = T::where(vw, xw, cnst(full, -INFINITY, edt));
+  xw = T::where(vw, xw, lowest(full, self.scalar_type()));
   std::vector<int> kaxes = range_axes(int(1 + D), int(1 + 2 * D));
   T mx = xw.reduce(ReduceOp::Max, kaxes, true);
   // first position of the maximum (a NaN counts as the maximum, as on the CPU)
@@ -223,11 +236,13 @@ std::tuple<at::Tensor, at::Tensor> max_pool_impl(const at::Tensor& self, size_t 
     stride *= l.S[u];
   }
   T mxb = mx.expand(full);
-  T hit = xw.binary(Op::CmpEq, mxb).binary(Op::Or, xw.unary(Op::IsNan));
+  bool fl = c10::isFloatingType(dt);
+  T hit = xw.binary(Op::CmpEq, mxb);
+  if (fl) hit = hit.binary(Op::Or, xw.unary(Op::IsNan));
   T big = T::full(full, tiny::Scalar::from_int(std::numeric_limits<int64_t>::max()), tiny::DType::Int64);
   T idx = T::where(hit, pos, big).reduce(ReduceOp::Min, kaxes, false);
-  T nanmax = xw.unary(Op::IsNan).reduce(ReduceOp::Any, kaxes, true);
-  T val = T::where(nanmax, cnst(mx.shape(), NAN, edt), mx);
+  T val = mx;
+  if (fl) val = T::where(xw.unary(Op::IsNan).reduce(ReduceOp::Any, kaxes, true), cnst(mx.shape(), NAN, edt), mx);
   c10::DimVector os = out_sizes(l, a.O);
   return {make_result(val.reshape(to_shape(os)), dt), make_result(idx.reshape(to_shape(os)), c10::kLong)};
 }

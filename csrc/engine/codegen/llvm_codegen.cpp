@@ -506,8 +506,10 @@ class Builder {
     b_.CreateStore(identity(n->args.rop, dt), acc);
     std::vector<Expr> sub = idx;
     std::vector<int> axes;
-    for (int a : n->args.axes)
+    for (int a : n->args.axes) {
+      if (src->shape[a] == 0) return round_to(identity(n->args.rop, dt), dt);  // nothing to reduce
       if (src->shape[a] > 1) axes.push_back(a);
+    }
     if (axes.empty()) return round_to(cast(eval(src, sub, valid), sdt, dt), dt);
     for (int a : axes) sub[a] = placeholder_var(src->shape[a]);
     // reduces inside that do not depend on these loops are computed first

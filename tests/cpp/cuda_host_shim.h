@@ -1,17 +1,17 @@
 // Runs rendered CUDA kernels on the host, for tests on machines without a GPU:
 // this header is force-included (g++ -include) before the renderer's prelude
 // and kernels, turning the CUDA dialect into plain C++. Threads of a block run
-// one after another, except for kernels that use __syncthreads (block
-// reductions), whose threads run as real threads meeting at a barrier.
+// one after another; in kernels that use __syncthreads (block reductions) they
+// run as fibers that meet at every barrier.
 #pragma once
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
-#include <condition_variable>
+#include <ucontext.h>
+
 #include <cstddef>
-#include <mutex>
-#include <thread>
+#include <functional>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -50,24 +50,27 @@ inline double __longlong_as_double(long long x) {
   return d;
 }
 
-struct tiny_barrier {
-  std::mutex m;
-  std::condition_variable cv;
-  unsigned n = 1, waiting = 0, generation = 0;
-  void wait() {
-    std::unique_lock<std::mutex> l(m);
-    unsigned gen = generation;
-    if (++waiting == n) {
-      waiting = 0;
-      generation++;
-      cv.notify_all();
-      return;
-    }
-    cv.wait(l, [&] { return gen != generation; });
-  }
+// Threads of a block that synchronizes run as fibers on one OS thread:
+// __syncthreads switches back to the scheduler, which resumes every thread in
+// turn, so no thread passes barrier k before all have reached it.
+struct tiny_fibers {
+  ucontext_t main;
+  std::vector<ucontext_t> ctx;
+  std::vector<std::vector<char>> stacks;
+  std::vector<bool> done;
+  unsigned current = 0;
+  std::function<void()> body;
 };
-inline tiny_barrier tiny_block_barrier;
-inline void __syncthreads() { tiny_block_barrier.wait(); }
+inline tiny_fibers* tiny_active_fibers = nullptr;
+inline void __syncthreads() {
+  tiny_fibers* f = tiny_active_fibers;
+  if (f) swapcontext(&f->ctx[f->current], &f->main);
+}
+inline void tiny_fiber_entry() {
+  tiny_fibers* f = tiny_active_fibers;
+  f->body();
+  f->done[f->current] = true;  // returning resumes `main` through uc_link
+}
 
 template <class... P, size_t... I>
 void tiny_host_call(void (*fn)(P...), void** bufs, long long begin, long long end, std::index_sequence<I...>) {
@@ -90,14 +93,31 @@ void tiny_host_launch(void (*fn)(P...), void** bufs, long long begin, long long 
       }
       continue;
     }
-    tiny_block_barrier.n = block;
-    std::vector<std::thread> threads;
-    for (unsigned t = 0; t < block; t++)
-      threads.emplace_back([=] {
-        blockIdx.x = b;
+    tiny_fibers f;
+    f.ctx.resize(block);
+    f.stacks.resize(block);
+    f.done.assign(block, false);
+    f.body = [&] { tiny_host_call(fn, bufs, begin, end, Seq{}); };
+    blockIdx.x = b;
+    tiny_active_fibers = &f;
+    for (unsigned t = 0; t < block; t++) {
+      f.stacks[t].resize(1 << 18);
+      getcontext(&f.ctx[t]);
+      f.ctx[t].uc_stack.ss_sp = f.stacks[t].data();
+      f.ctx[t].uc_stack.ss_size = f.stacks[t].size();
+      f.ctx[t].uc_link = &f.main;
+      makecontext(&f.ctx[t], tiny_fiber_entry, 0);
+    }
+    for (bool running = true; running;) {
+      running = false;
+      for (unsigned t = 0; t < block; t++) {
+        if (f.done[t]) continue;
+        f.current = t;
         threadIdx.x = t;
-        tiny_host_call(fn, bufs, begin, end, Seq{});
-      });
-    for (auto& th : threads) th.join();
+        swapcontext(&f.main, &f.ctx[t]);
+        running = true;
+      }
+    }
+    tiny_active_fibers = nullptr;
   }
 }

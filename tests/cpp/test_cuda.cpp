@@ -40,6 +40,9 @@
 #ifndef TINY_TEST_SHIM
 #define TINY_TEST_SHIM ""
 #endif
+#ifndef TINY_TEST_MOCK_CUDA
+#define TINY_TEST_MOCK_CUDA ""
+#endif
 
 using namespace tiny;
 
@@ -180,8 +183,11 @@ std::string shell_quote(const std::string& s) {
   return r + "'";
 }
 
-// Compiles rendered kernels into one shared library of host functions launch_<i>.
-bool compile_host(const std::vector<CudaKernelSource>& srcs, HostModule& mod) {
+// Compiles rendered kernels into one shared library of host functions launch_<i>,
+// plus host_<name>(params, grid, block) for each of `device` (what the mock
+// driver's cuLaunchKernel calls with the driver's kernel parameters).
+bool compile_host(const std::vector<CudaKernelSource>& srcs, const std::vector<CudaKernelSource>& device,
+                  HostModule& mod) {
   char dir[] = "/tmp/tiny_cuda_hostXXXXXX";
   if (!mkdtemp(dir)) {
     mod.error = "mkdtemp failed";
@@ -201,8 +207,18 @@ bool compile_host(const std::vector<CudaKernelSource>& srcs, HostModule& mod) {
       f << "extern \"C\" void launch_" << i << "(void** b, long long begin, long long end, unsigned grid, unsigned block, "
         << "int coop) { tiny_host_launch(&" << unique << ", b, begin, end, grid, block, coop != 0); }\n";
     }
+    std::set<std::string> seen;
+    for (auto& d : device) {
+      if (!seen.insert(d.name).second) continue;  // equal keys render equal kernels
+      int n = d.num_buffers;
+      f << d.kernel << "\n";
+      f << "extern \"C\" void host_" << d.name << "(void** p, unsigned grid, unsigned block) {\n  void* b[" << n + 1
+        << "];\n  for (int i = 0; i < " << n << "; i++) b[i] = *(void**)p[i];\n  tiny_host_launch(&" << d.name
+        << ", b, *(long long*)p[" << n << "], *(long long*)p[" << n + 1 << "], grid, block, " << int(d.block_reduce)
+        << ");\n}\n";
+    }
   }
-  std::string cmd = shell_quote(TINY_TEST_CXX) + " -std=c++17 -O1 -w -shared -fPIC -include " +
+  std::string cmd = shell_quote(TINY_TEST_CXX) + " -std=c++17 -O0 -w -shared -fPIC -include " +
                     shell_quote(TINY_TEST_SHIM) + " " + shell_quote(cpp) + " -o " + shell_quote(so) +
                     " -lpthread > " + shell_quote(log) + " 2>&1";
   int rc = std::system(cmd.c_str());
@@ -222,6 +238,25 @@ bool compile_host(const std::vector<CudaKernelSource>& srcs, HostModule& mod) {
   return mod.handle != nullptr;
 }
 
+// ---------------------------------------------------------------- the mock driver
+
+// The mock libcuda (tests/cpp/mock) when this process runs on it, else nullptr.
+void* mock_driver() {
+  static void* h = [] () -> void* {
+    const char* p = std::getenv("TINY_LIBCUDA");
+    if (!p || !cuda_available()) return nullptr;
+    void* lib = dlopen(p, RTLD_NOW | RTLD_NOLOAD);
+    if (lib && !dlsym(lib, "tiny_mock_register")) lib = nullptr;
+    return lib;
+  }();
+  return h;
+}
+
+template <typename T>
+T mock_fn(const char* name) {
+  return reinterpret_cast<T>(dlsym(mock_driver(), name));
+}
+
 // ---------------------------------------------------------------- the check
 
 using Bytes = std::vector<uint8_t>;
@@ -231,8 +266,9 @@ bool has_reduce(const Kernel& k) { return k.name()[0] == 'r'; }
 class CudaCheck {
  public:
   // `exact`: the result must match the CPU bit for bit.
-  CudaCheck& add(const Tensor& t, bool exact) {
+  CudaCheck& add(const Tensor& t, bool exact, const std::string& label = "") {
     targets_.push_back({t, exact});
+    labels_.push_back(label);
     return *this;
   }
 
@@ -260,7 +296,9 @@ class CudaCheck {
 
     // 1. NVRTC: every kernel in the mode the renderer picks, and the other mode for reduces.
     std::vector<std::vector<CudaKernelSource>> per_mode(2);
+    std::vector<CudaKernelSource> device;  // as compile_cuda renders them
     for (auto& k : sched.kernels) {
+      device.push_back(render_cuda(k));
       std::vector<int> modes = {-1};
       if (has_reduce(k)) modes = {0, 1};
       for (int m : modes) {
@@ -283,11 +321,11 @@ class CudaCheck {
 
     // 2. host emulation of the rendered source, both modes
     std::vector<std::map<const Buffer*, Bytes>> host_results;
+    HostModule mod;
     {
       std::vector<CudaKernelSource> all = per_mode[0];
       all.insert(all.end(), per_mode[1].begin(), per_mode[1].end());
-      HostModule mod;
-      ASSERT_TRUE(compile_host(all, mod)) << mod.error;
+      ASSERT_TRUE(compile_host(all, device, mod)) << mod.error;
       size_t n = sched.kernels.size();
       for (int m = 0; m < 2; m++) {
         auto mem = before;
@@ -316,7 +354,18 @@ class CudaCheck {
       for (auto& [o, bytes] : gpu) host[o] = bytes.data();
       std::vector<const Kernel*> ks;
       for (auto& k : sched.kernels) ks.push_back(&k);
+      long before_launches = 0;
+      if (mock_driver()) {
+        mock_fn<void (*)(void*)>("tiny_mock_register")(mod.handle);
+        before_launches = mock_fn<long (*)()>("tiny_mock_launches")();
+      }
       run_cuda_kernels(ks, host);
+      if (mock_driver()) {
+        long launched = mock_fn<long (*)()>("tiny_mock_launches")() - before_launches;
+        int64_t nonempty = 0;
+        for (auto& k : sched.kernels) nonempty += numel(k.shape) > 0;
+        EXPECT_EQ(launched, nonempty);
+      }
     }
 
     // 4. the CPU backend: what realize() does
@@ -329,12 +378,14 @@ class CudaCheck {
     for (auto& [node, buf] : sched.realized) node->set_realized(buf);
 
     // 5. compare every requested value
-    for (auto& [t, exact] : targets_) {
+    for (size_t ti = 0; ti < targets_.size(); ti++) {
+      const Tensor& t = targets_[ti].first;
+      bool exact = targets_[ti].second;
       BufferRef buf = t.node()->realized();
       ASSERT_TRUE(buf);
       if (!before.count(buf->owner())) continue;  // realized before: nothing ran for it
       const uint8_t* want = static_cast<const uint8_t*>(buf->ptr());
-      std::string what = std::string(dtype_name(buf->dtype())) + shape_str(t.shape());
+      std::string what = labels_[ti] + " " + dtype_name(buf->dtype()) + shape_str(t.shape());
       const char* mode_names[] = {"host, reduce per thread", "host, reduce per block"};
       for (int m = 0; m < 2; m++) {
         std::string diff =
@@ -358,6 +409,7 @@ class CudaCheck {
     return s.substr(0, 20000);
   }
   std::vector<std::pair<Tensor, bool>> targets_;
+  std::vector<std::string> labels_;
   std::vector<std::string> sources_;
   int kernels_ = 0;
 };
@@ -453,28 +505,24 @@ TEST_F(Cuda, UnaryFloatOps) {
   const Op ops[] = {Op::Neg, Op::Abs, Op::Exp, Op::Log, Op::Sin, Op::Cos, Op::Tan, Op::Sqrt, Op::Recip,
                     Op::Trunc, Op::Floor, Op::Ceil, Op::Round, Op::Erf, Op::Tanh, Op::Asin, Op::Acos, Op::Atan,
                     Op::Sinh, Op::Cosh, Op::Asinh, Op::Acosh, Op::Atanh, Op::Expm1, Op::Log1p, Op::Sign, Op::IsNan};
+  CudaCheck c;
   for (DType dt : kFloats) {
-    SCOPED_TRACE(dtype_name(dt));
-    Tensor a = input(dt, {7, 9}, 11);
-    CudaCheck c;
-    for (Op op : ops) c.add(a.unary(op), exact_float_op(op));
-    c.run();
-    EXPECT_EQ(c.kernels(), 1);  // one multi-output kernel
+    Tensor a = input(dt, {7, 9}, 11 + unsigned(dt));
+    for (Op op : ops) c.add(a.unary(op), exact_float_op(op), op_name(op));
   }
+  c.run();
+  EXPECT_EQ(c.kernels(), 1);  // one multi-output kernel
 }
 
 TEST_F(Cuda, UnaryIntegerOps) {
-  for (DType dt : kInts) {
-    SCOPED_TRACE(dtype_name(dt));
-    Tensor a = input(dt, {5, 13}, 3);
-    CudaCheck c;
-    for (Op op : {Op::Neg, Op::Not, Op::Abs, Op::Sign, Op::Trunc, Op::Floor, Op::Ceil, Op::Round, Op::IsNan})
-      c.add(a.unary(op), true);
-    c.run();
-  }
-  Tensor b = input(DType::Bool, {33}, 4);
   CudaCheck c;
-  for (Op op : {Op::Not, Op::Abs, Op::Sign, Op::Neg, Op::IsNan}) c.add(b.unary(op), true);
+  for (DType dt : kInts) {
+    Tensor a = input(dt, {5, 13}, 3 + unsigned(dt));
+    for (Op op : {Op::Neg, Op::Not, Op::Abs, Op::Sign, Op::Trunc, Op::Floor, Op::Ceil, Op::Round, Op::IsNan})
+      c.add(a.unary(op), true, op_name(op));
+  }
+  Tensor b = input(DType::Bool, {5, 13}, 4);
+  for (Op op : {Op::Not, Op::Abs, Op::Sign, Op::Neg, Op::IsNan}) c.add(b.unary(op), true, op_name(op));
   c.run();
 }
 
@@ -482,45 +530,41 @@ TEST_F(Cuda, BinaryFloatOps) {
   const Op ops[] = {Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Mod, Op::Max, Op::Min, Op::Pow, Op::Atan2,
                     Op::CmpLt, Op::CmpLe, Op::CmpEq, Op::CmpNe, Op::FloorDiv, Op::FloorMod, Op::Fmod,
                     Op::Copysign, Op::Hypot};
+  CudaCheck c;
   for (DType dt : kFloats) {
-    SCOPED_TRACE(dtype_name(dt));
-    Tensor a = input(dt, {6, 11}, 21), b = input(dt, {6, 11}, 22);
-    CudaCheck c;
-    for (Op op : ops) c.add(a.binary(op, b), exact_float_op(op));
-    c.run();
+    Tensor a = input(dt, {6, 11}, 21 + unsigned(dt)), b = input(dt, {6, 11}, 22 + unsigned(dt));
+    for (Op op : ops) c.add(a.binary(op, b), exact_float_op(op), op_name(op));
   }
+  c.run();
 }
 
 TEST_F(Cuda, BinaryIntegerOps) {
   const Op ops[] = {Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Mod, Op::Max, Op::Min, Op::Pow, Op::CmpLt,
                     Op::CmpLe, Op::CmpEq, Op::CmpNe, Op::And, Op::Or, Op::Xor, Op::Shl, Op::Shr,
                     Op::FloorDiv, Op::FloorMod, Op::Fmod};
-  for (DType dt : kInts) {
-    SCOPED_TRACE(dtype_name(dt));
-    Tensor a = input(dt, {4, 37}, 31), b = input(dt, {4, 37}, 32);
-    CudaCheck c;
-    for (Op op : ops) c.add(a.binary(op, b), true);
-    c.run();
-  }
-  Tensor a = input(DType::Bool, {40}, 5), b = input(DType::Bool, {40}, 6);
   CudaCheck c;
+  for (DType dt : kInts) {
+    Tensor a = input(dt, {4, 37}, 31 + unsigned(dt)), b = input(dt, {4, 37}, 32 + unsigned(dt));
+    for (Op op : ops) c.add(a.binary(op, b), true, op_name(op));
+  }
+  Tensor a = input(DType::Bool, {4, 37}, 5), b = input(DType::Bool, {4, 37}, 6);
   for (Op op : {Op::Add, Op::Sub, Op::Mul, Op::And, Op::Or, Op::Xor, Op::Max, Op::Min, Op::CmpLt, Op::CmpLe,
                 Op::CmpEq, Op::CmpNe, Op::Shl, Op::Shr})
-    c.add(a.binary(op, b), true);
+    c.add(a.binary(op, b), true, op_name(op));
   c.run();
 }
 
 TEST_F(Cuda, ChainsRoundHalfPrecisionAfterEveryOp) {
+  CudaCheck c;
   for (DType dt : kFloats) {
-    SCOPED_TRACE(dtype_name(dt));
-    Tensor a = input(dt, {3, 50}, 41, false), b = input(dt, {3, 50}, 42, false);
+    Tensor a = input(dt, {3, 50}, 41 + unsigned(dt), false), b = input(dt, {3, 50}, 42 + unsigned(dt), false);
     // exactly rounded ops only: the result is bit-identical even in 16-bit floats
     Tensor x = a.binary(Op::Mul, b).binary(Op::Add, a).binary(Op::Sub, b.binary(Op::Div, a)).binary(Op::Max, b);
     Tensor y = Tensor::where(a.binary(Op::CmpLt, b), a.unary(Op::Sqrt), b.unary(Op::Neg).binary(Op::Mul, b));
     Tensor z = a.unary(Op::Exp).binary(Op::Mul, b.unary(Op::Tanh)).binary(Op::Add, a.unary(Op::Sin));
-    CudaCheck c;
-    c.add(x, true).add(y, true).add(z, false).run();
+    c.add(x, true, "x").add(y, true, "y").add(z, false, "z");
   }
+  c.run();
 }
 
 TEST_F(Cuda, IntegerChainsWrap) {
@@ -534,14 +578,13 @@ TEST_F(Cuda, IntegerChainsWrap) {
 // ---------------------------------------------------------------- casts
 
 TEST_F(Cuda, CastsBetweenAllDtypes) {
+  CudaCheck c;
   for (DType from : kAll) {
-    SCOPED_TRACE(dtype_name(from));
     Tensor a = input(from, {61}, 61 + unsigned(from));
-    CudaCheck c;
     for (DType to : kAll)
-      if (to != from) c.add(a.cast(to), true);
-    c.run();
+      if (to != from) c.add(a.cast(to), true, std::string("from ") + dtype_name(from));
   }
+  c.run();
 }
 
 TEST_F(Cuda, CastChainsRoundTwice) {
@@ -621,8 +664,8 @@ TEST_F(Cuda, ReductionsOverAxes) {
   Tensor a = positive(DType::Float32, {6, 7, 8}, 111);
   Tensor i = input(DType::Int32, {6, 7, 8}, 112);
   std::vector<std::vector<int>> axes_list = {{0}, {1}, {2}, {0, 2}, {0, 1, 2}};
+  CudaCheck c;
   for (auto& axes : axes_list) {
-    CudaCheck c;
     c.add(a.reduce(ReduceOp::Sum, axes, false), false)
         .add(a.reduce(ReduceOp::Max, axes, true), true)
         .add(a.reduce(ReduceOp::Min, axes, false), true)
@@ -636,22 +679,22 @@ TEST_F(Cuda, ReductionsOverAxes) {
              true)
         .add(i.binary(Op::CmpNe, Tensor::full(i.shape(), Scalar::from_int(3), DType::Int32))
                  .reduce(ReduceOp::All, axes, false),
-             true)
-        .run();
+             true);
   }
+  c.run();
 }
 
 TEST_F(Cuda, ReductionsInEveryDtype) {
+  CudaCheck c;
   for (DType dt : kAll) {
-    SCOPED_TRACE(dtype_name(dt));
-    Tensor a = is_float(dt) ? positive(dt, {5, 40}, 121) : input(dt, {5, 40}, 122);
+    Tensor a = is_float(dt) ? positive(dt, {5, 40}, 121) : input(dt, {5, 40}, 122 + unsigned(dt));
     bool exact = !is_float(dt);
-    CudaCheck c;
-    c.add(a.reduce(ReduceOp::Sum, {1}, false), exact)
-        .add(a.reduce(ReduceOp::Max, {0}, false), true)
-        .add(a.reduce(ReduceOp::Min, {1}, false), true)
-        .run();
+    c.add(a.reduce(ReduceOp::Sum, {1}, false), exact, "sum")
+        .add(a.reduce(ReduceOp::Max, {0}, false), true, "max")
+        .add(a.reduce(ReduceOp::Min, {1}, false), true, "min")
+        .add(a.reduce(ReduceOp::Prod, {0}, false), exact, "prod");
   }
+  c.run();
 }
 
 TEST_F(Cuda, MaxPropagatesNaN) {
@@ -795,4 +838,154 @@ TEST_F(Cuda, SourceIsSelfContained) {
   CudaBuild b = build_cuda(s.kernels[0]);
   ASSERT_TRUE(b.out.ok) << b.out.log;
   EXPECT_NE(b.out.code.find(".target sm_" + std::to_string(cuda_default_arch())), std::string::npos);
+}
+
+// ---------------------------------------------------------------- the driver path, without a GPU
+
+namespace {
+
+std::string self_exe() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, size_t(n)) : std::string();
+}
+
+// Runs this test binary again with `env` and a gtest filter; its exit code and output.
+std::pair<int, std::string> run_child(const std::string& env, const std::string& filter) {
+  char path[] = "/tmp/tiny_cuda_childXXXXXX";
+  int fd = mkstemp(path);
+  if (fd < 0) return {-1, "mkstemp failed"};
+  close(fd);
+  std::string cmd = env + " " + shell_quote(self_exe()) + " --gtest_filter=" + shell_quote(filter) + " > " +
+                    shell_quote(path) + " 2>&1";
+  int rc = std::system(cmd.c_str());
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::remove(path);
+  return {rc, ss.str()};
+}
+
+// Builds tests/cpp/mock/libcuda_mock.cc into `dir`.
+std::string build_mock(const std::string& dir) {
+  std::string so = dir + "/libcuda_mock.so";
+  std::string cmd = shell_quote(TINY_TEST_CXX) + " -std=c++17 -O1 -shared -fPIC " + shell_quote(TINY_TEST_MOCK_CUDA) +
+                    " -o " + shell_quote(so) + " -ldl > /dev/null 2>&1";
+  return std::system(cmd.c_str()) == 0 ? so : "";
+}
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char d[] = "/tmp/tiny_cuda_mockXXXXXX";
+    if (mkdtemp(d)) path = d;
+  }
+  ~TempDir() {
+    if (!path.empty()) std::system(("rm -rf " + shell_quote(path)).c_str());
+  }
+};
+
+}  // namespace
+
+// Runs only inside a child process started by the CudaEnv.Mock* tests below.
+TEST(CudaMockChild, DriverState) {
+  const char* expect_env = std::getenv("TINY_MOCK_EXPECT");
+  if (!expect_env) GTEST_SKIP() << "runs in a child process of CudaEnv.MockDriver*";
+  std::string expect = expect_env;
+  const CudaInfo& i = cuda_info();
+  std::printf("[ cuda     ] %s\n", i.available ? i.name.c_str() : i.reason.c_str());
+  if (expect.rfind("unavailable:", 0) == 0) {
+    EXPECT_FALSE(cuda_available());
+    EXPECT_EQ(cuda_device(), nullptr);
+    EXPECT_NE(i.reason.find(expect.substr(12)), std::string::npos) << i.reason;
+    return;
+  }
+  ASSERT_TRUE(cuda_available()) << i.reason;
+  EXPECT_EQ(i.name, "Mock GPU");
+  EXPECT_EQ(cuda_default_arch(), 90);
+  Device* d = cuda_device();
+  ASSERT_NE(d, nullptr);
+  EXPECT_NE(d->name().find("sm_90"), std::string::npos);
+  // memory through Buffer, as the engine uses it; freed blocks are reused
+  std::vector<float> in = {1, 2, 3, 4, 5}, out(5, 0);
+  {
+    Buffer b(d, DType::Float32, 5);
+    b.copy_in(in.data(), 20);
+    b.copy_out(out.data(), 20);
+  }
+  EXPECT_EQ(out, in);
+  long allocs = mock_fn<long (*)()>("tiny_mock_allocations")();
+  {
+    Buffer b(d, DType::Float32, 5);
+    EXPECT_NE(b.ptr(), nullptr);
+  }
+  EXPECT_EQ(mock_fn<long (*)()>("tiny_mock_allocations")(), allocs);  // from the cache
+  Tensor a = input(DType::Float32, {10}, 7);
+  Schedule s = create_schedule({a.unary(Op::Exp).node()});
+  ASSERT_EQ(s.kernels.size(), 1u);
+  if (expect == "badimage") {
+    try {
+      compile_cuda(s.kernels[0]);
+      ADD_FAILURE() << "a rejected image must throw";
+    } catch (const std::runtime_error& e) {
+      std::string m = e.what();
+      EXPECT_NE(m.find("image rejected"), std::string::npos) << m;
+      EXPECT_NE(m.find("[sm_90]"), std::string::npos) << m;
+      EXPECT_NE(m.find("[compute_80]"), std::string::npos) << m;
+    }
+    return;
+  }
+  auto p = compile_cuda(s.kernels[0]);
+  EXPECT_EQ(p->parallel_size, 10);
+  EXPECT_EQ(cuda_program(s.kernels[0]), cuda_program(s.kernels[0]));  // cached
+}
+
+TEST(CudaEnv, MockDriverFailuresAreStatuses) {
+  TempDir dir;
+  std::string so = build_mock(dir.path);
+  ASSERT_FALSE(so.empty()) << "cannot build the mock driver";
+  std::string lib = "TINY_LIBCUDA=" + shell_quote(so);
+  struct Case {
+    std::string env, expect;
+  };
+  std::vector<Case> cases = {
+      {lib + " TINY_MOCK_CUDA=noinit", "unavailable:cuInit failed: no CUDA-capable device"},
+      {lib + " TINY_MOCK_CUDA=nodevice", "unavailable:no CUDA GPU"},
+      {lib + " TINY_DISABLE_CUDA=1", "unavailable:disabled by TINY_DISABLE_CUDA"},
+      {"TINY_LIBCUDA=libm.so.6", "unavailable:lacks required symbols"},
+  };
+  if (nvrtc_available()) cases.push_back({lib + " TINY_MOCK_CUDA=badimage", "badimage"});
+  for (auto& c : cases) {
+    auto [rc, out] = run_child(c.env + " TINY_MOCK_EXPECT=" + shell_quote(c.expect), "CudaMockChild.*");
+    EXPECT_EQ(rc, 0) << c.env << "\n" << out;
+    EXPECT_NE(out.find("[  PASSED  ] 1 test"), std::string::npos) << out;
+  }
+}
+
+TEST(CudaEnv, MockDriverRunsKernelsEndToEnd) {
+  if (!nvrtc_available()) GTEST_SKIP() << "NVRTC not available: " << nvrtc_info().reason;
+  TempDir dir;
+  std::string so = build_mock(dir.path);
+  ASSERT_FALSE(so.empty()) << "cannot build the mock driver";
+  // The CudaCheck cases, now also through compile_cuda, cuModuleLoadData,
+  // cuLaunchKernel and the device allocator (the mock runs host builds).
+  std::string filter =
+      "CudaMockChild.*:Cuda.ReductionsOverAxes:Cuda.FullReductionUsesABlock:Cuda.PartialWrites:Cuda.Bitcasts:"
+      "Cuda.RandIsBitIdentical:Cuda.ViewsPermuteExpandFlipPad:Cuda.CastsBetweenAllDtypes:"
+      "Cuda.EmptyAndUnitShapes:Cuda.ConstantsAndScalars";
+  auto [rc, out] = run_child("TINY_LIBCUDA=" + shell_quote(so) + " TINY_MOCK_EXPECT=available", filter);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("[  PASSED  ] 10 tests"), std::string::npos) << out;
+  EXPECT_NE(out.find("Mock GPU"), std::string::npos) << out;
+}
+
+TEST(CudaEnv, MissingNvrtcSkipsCleanly) {
+  // A bare environment: no TINY_NVRTC file, no HOME, no PATH with Python.
+  auto [rc, out] = run_child("env -i TINY_NVRTC=/nonexistent/libnvrtc.so.13 HOME=/nonexistent PATH=/usr/bin:/bin",
+                             "CudaEnv.NvrtcFoundOrExplained:Cuda.Arange");
+  EXPECT_EQ(rc, 0) << out;
+  if (out.find("[ nvrtc    ] libnvrtc not found") != std::string::npos) {
+    EXPECT_NE(out.find("TINY_NVRTC=/nonexistent/libnvrtc.so.13: no such file"), std::string::npos) << out;
+    EXPECT_NE(out.find("[  SKIPPED ] 1 test"), std::string::npos) << out;
+  }  // else this machine has NVRTC where the system looks: fine, it was found
 }

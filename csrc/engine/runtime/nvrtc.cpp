@@ -156,6 +156,8 @@ State& state() {
   static State* s = [] {
     auto* st = new State();
     std::string tried;
+    std::string explicit_path = env("TINY_NVRTC");
+    if (!explicit_path.empty() && !exists(explicit_path)) tried += "\n  TINY_NVRTC=" + explicit_path + ": no such file";
     for (auto& c : candidate_list()) {
       // Full paths that do not exist are skipped quietly; bare names go to the loader.
       if (c.find('/') != std::string::npos && !exists(c)) continue;

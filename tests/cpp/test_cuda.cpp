@@ -938,6 +938,21 @@ TEST(CudaMockChild, DriverState) {
   auto p = compile_cuda(s.kernels[0]);
   EXPECT_EQ(p->parallel_size, 10);
   EXPECT_EQ(cuda_program(s.kernels[0]), cuda_program(s.kernels[0]));  // cached
+
+  // run_cuda: one kernel on host copies of its buffers
+  const Kernel& k = s.kernels[0];
+  HostModule mod;
+  ASSERT_TRUE(compile_host({}, {render_cuda(k)}, mod)) << mod.error;
+  mock_fn<void (*)(void*)>("tiny_mock_register")(mod.handle);
+  std::vector<float> src(10), dst(10, -1.0f);
+  ASSERT_EQ(k.buffers.size(), 2u);
+  std::memcpy(src.data(), const_cast<Buffer*>(k.buffers[1].get())->ptr(), 40);
+  run_cuda(k, {dst.data(), src.data()});
+  for (int j = 0; j < 10; j++) {
+    if (std::isnan(src[size_t(j)])) EXPECT_TRUE(std::isnan(dst[size_t(j)]));
+    else EXPECT_FLOAT_EQ(dst[size_t(j)], std::exp(src[size_t(j)])) << j;
+  }
+  EXPECT_THROW(run_cuda(k, {dst.data()}), std::invalid_argument);
 }
 
 TEST(CudaEnv, MockDriverFailuresAreStatuses) {
@@ -988,4 +1003,15 @@ TEST(CudaEnv, MissingNvrtcSkipsCleanly) {
     EXPECT_NE(out.find("TINY_NVRTC=/nonexistent/libnvrtc.so.13: no such file"), std::string::npos) << out;
     EXPECT_NE(out.find("[  SKIPPED ] 1 test"), std::string::npos) << out;
   }  // else this machine has NVRTC where the system looks: fine, it was found
+}
+
+// ---------------------------------------------------------------- CPU semantics found by the comparison
+
+TEST(CudaCpuReference, SignOfLargeUint8IsOne) {
+  // The CPU generator compared uint8 with a signed compare, so sign(200) was 0.
+  std::vector<uint8_t> v = {0, 1, 127, 128, 200, 255};
+  Tensor t = Tensor::from_host(v.data(), {6}, DType::UInt8).unary(Op::Sign);
+  std::vector<uint8_t> out(6);
+  t.contiguous().copy_to_host(out.data());
+  EXPECT_EQ(out, (std::vector<uint8_t>{0, 1, 1, 1, 1, 1}));
 }

@@ -826,6 +826,20 @@ TEST_F(Cuda, LargeShapesUse64BitIndices) {
   EXPECT_TRUE(rb.src.block_reduce);
 }
 
+TEST_F(Cuda, ReduceModeFollowsTheShape) {
+  // render only: the choice between a thread and a block per output
+  Tensor row = input(DType::Float32, {1, 512}, 221);
+  Tensor col = input(DType::Float32, {512, 1}, 222);
+  auto mode = [](const Tensor& t) {
+    Schedule s = create_schedule({t.node()});
+    return render_cuda(s.kernels.back()).block_reduce;
+  };
+  EXPECT_TRUE(mode(row.expand({20000, 512}).reduce(ReduceOp::Sum, {1}, false)));   // rows: contiguous axis
+  EXPECT_FALSE(mode(col.expand({512, 20000}).reduce(ReduceOp::Sum, {0}, false)));  // many columns
+  EXPECT_TRUE(mode(col.expand({512, 100}).reduce(ReduceOp::Sum, {0}, false)));     // few columns
+  EXPECT_FALSE(mode(input(DType::Float32, {100000, 8}, 224).reduce(ReduceOp::Max, {1}, false)));  // short rows
+}
+
 TEST_F(Cuda, SourceIsSelfContained) {
   Tensor a = input(DType::BFloat16, {8}, 211);
   Schedule s = create_schedule({a.unary(Op::Exp).node()});

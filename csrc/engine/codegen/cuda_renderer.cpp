@@ -256,10 +256,15 @@ class Renderer {
     out.outputs = numel(k_.shape);
     out.num_buffers = int(k_.buffers.size());
 
-    int64_t max_r = top_level_reduce_size();
+    bool inner = false;
+    int64_t max_r = top_level_reduce_size(&inner);
+    // A block per output when threads would otherwise be few or loop long, or
+    // when the reduced axis is the contiguous one (a block's threads then read
+    // neighbouring elements); long reductions over outer axes read neighbours
+    // across threads, so they stay one thread per output.
     if (opt_.block_reduce == 1) block_ = max_r > 0;
     else if (opt_.block_reduce == 0) block_ = false;
-    else block_ = max_r >= 128 && (out.outputs <= 4096 || max_r >= 4 * out.outputs);
+    else block_ = max_r >= 128 && (out.outputs <= 4096 || max_r >= 4 * out.outputs || (inner && max_r >= 512));
     int bs = std::max(32, opt_.block_size);
     int p2 = 32;
     while (p2 < bs && p2 < 1024) p2 *= 2;
@@ -316,15 +321,25 @@ class Renderer {
 
   // ---- structure
   // The largest flattened extent of a reduce not nested inside another reduce.
-  int64_t top_level_reduce_size() const {
+  // `inner`: whether that reduce covers its source's last non-unit dim (the
+  // contiguous one for the usual row-major sources).
+  int64_t top_level_reduce_size(bool* inner) const {
     int64_t best = 0;
+    *inner = false;
     std::unordered_set<const Node*> seen;
     std::function<void(const Node*)> rec = [&](const Node* n) {
       if (!seen.insert(n).second || k_.loads.count(n)) return;
       if (n->op == Op::Reduce) {
+        const Shape& ss = n->src[0]->shape;
         int64_t r = 1;
-        for (int a : n->args.axes) r *= n->src[0]->shape[size_t(a)];
-        best = std::max(best, std::max<int64_t>(r, 1));
+        for (int a : n->args.axes) r *= ss[size_t(a)];
+        r = std::max<int64_t>(r, 1);
+        if (r > best) {
+          best = r;
+          int last = int(ss.size()) - 1;
+          while (last > 0 && ss[size_t(last)] == 1) last--;
+          *inner = std::find(n->args.axes.begin(), n->args.axes.end(), last) != n->args.axes.end();
+        }
         return;  // reduces inside run sequentially per thread
       }
       for (auto& s : n->src) rec(s.get());

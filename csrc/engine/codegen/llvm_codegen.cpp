@@ -267,12 +267,7 @@ class Builder {
     if (n->op != Op::View) return nullptr;
     const Node* src = n->src[0].get();
     auto [flat, v2] = n->args.st.index_valid(idx);
-    std::vector<Expr> sub(src->shape.size());
-    int64_t acc = 1;
-    for (size_t d = src->shape.size(); d-- > 0;) {
-      sub[d] = mod(floordiv(flat, acc), src->shape[d]);
-      acc *= src->shape[d];
-    }
+    std::vector<Expr> sub = unflatten(flat, src->shape);
     if (is_false(v2)) return nullptr;
     Value* v = eval_bits(src, sub, land(valid, v2));
     if (v && !is_true(v2)) v = b_.CreateSelect(condition(v2), v, llvm::Constant::getNullValue(v->getType()));
@@ -317,12 +312,7 @@ class Builder {
       case Op::View: {
         const Node* src = n->src[0].get();
         auto [flat, v2] = n->args.st.index_valid(idx);
-        std::vector<Expr> sub(src->shape.size());
-        int64_t acc = 1;
-        for (size_t d = src->shape.size(); d-- > 0;) {
-          sub[d] = mod(floordiv(flat, acc), src->shape[d]);
-          acc *= src->shape[d];
-        }
+        std::vector<Expr> sub = unflatten(flat, src->shape);
         if (is_false(v2)) return zero(n->dtype);
         Value* v = eval(src, sub, land(valid, v2));
         if (!is_true(v2)) v = b_.CreateSelect(condition(v2), v, zero(n->dtype));

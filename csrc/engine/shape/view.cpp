@@ -293,18 +293,24 @@ ShapeTracker ShapeTracker::compose_onto(const ShapeTracker& below) const {
   return r;
 }
 
+std::vector<Expr> unflatten(const Expr& flat, const Shape& shape) {
+  std::vector<Expr> sub(shape.size(), cnst(0));
+  // No element of an empty shape is ever read; avoid dividing by its zero size.
+  if (numel(shape) == 0) return sub;
+  int64_t acc = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    sub[d] = mod(floordiv(flat, acc), shape[d]);
+    acc *= shape[d];
+  }
+  return sub;
+}
+
 std::pair<Expr, Expr> ShapeTracker::index_valid(const std::vector<Expr>& idxs) const {
   auto [index, valid] = views_.back().index_valid(idxs);
   for (size_t k = views_.size() - 1; k-- > 0;) {
     const View& v = views_[k];
-    // unflatten the row-major index into v's dims
-    std::vector<Expr> sub(v.shape.size());
-    int64_t acc = 1;
-    for (size_t d = v.shape.size(); d-- > 0;) {
-      sub[d] = mod(floordiv(index, acc), v.shape[d]);
-      acc *= v.shape[d];
-    }
-    auto [i2, v2] = v.index_valid(sub);
+    if (numel(v.shape) == 0) return {cnst(0), cnst(0)};
+    auto [i2, v2] = v.index_valid(unflatten(index, v.shape));
     index = i2;
     valid = land(valid, v2);
   }
@@ -322,6 +328,7 @@ int64_t ShapeTracker::eval_index(const std::vector<int64_t>& idx) const {
     }
     if (k == 0) return flat;
     const Shape& below = views_[k - 1].shape;
+    if (numel(below) == 0) return -1;
     cur.assign(below.size(), 0);
     for (size_t d = below.size(); d-- > 0;) {
       cur[d] = flat % below[d];

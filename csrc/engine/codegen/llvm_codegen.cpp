@@ -252,8 +252,8 @@ class Builder {
     }
   }
 
-  // The value as stored bits when it is only loads seen through views;
-  // nullptr when it computes anything.
+  // The value as stored bits when it is loads seen through views (or a
+  // same-size bitcast of anything); nullptr when it computes something.
   Value* eval_bits(const Node* n, const std::vector<Expr>& idx, const Expr& valid) {
     auto load = k_.loads.find(n);
     if (load != k_.loads.end()) {
@@ -264,6 +264,13 @@ class Builder {
       return b_.CreateLoad(mem_type(dt), b_.CreateGEP(mem_type(dt), buf_ptrs_[load->second], ix));
     }
     if (n->op == Op::Contiguous) return eval_bits(n->src[0].get(), idx, valid);
+    if (n->op == Op::Bitcast && itemsize(n->dtype) == itemsize(n->src[0]->dtype)) {
+      // The source's bits, never through a float register (NaN payloads survive).
+      const Node* src = n->src[0].get();
+      Value* bits = eval_bits(src, idx, valid);
+      if (!bits) bits = to_mem(eval(src, idx, valid), src->dtype);
+      return b_.CreateBitCast(bits, mem_type(n->dtype));
+    }
     if (n->op != Op::View) return nullptr;
     const Node* src = n->src[0].get();
     auto [flat, v2] = n->args.st.index_valid(idx);
@@ -326,6 +333,7 @@ class Builder {
       }
       case Op::Cast: return cast(eval(n->src[0].get(), idx, valid), n->src[0]->dtype, n->dtype);
       case Op::Bitcast: {
+        if (Value* bits = eval_bits(n, idx, valid)) return from_mem(bits, n->dtype);
         DType from = n->src[0]->dtype;
         Value* bits = to_mem(eval(n->src[0].get(), idx, valid), from);
         if (from == DType::Bool) bits = b_.CreateZExt(bits, b_.getInt8Ty());

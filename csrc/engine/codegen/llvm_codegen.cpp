@@ -518,15 +518,15 @@ class Builder {
         if (!f) {
           if (in == DType::Bool) return a;
           Value* z = llvm::ConstantInt::get(a->getType(), 0);
-          Value* pos = b_.CreateZExt(b_.CreateICmpSGT(a, z), a->getType());
+          Value* pos = b_.CreateZExt(is_signed(in) ? b_.CreateICmpSGT(a, z) : b_.CreateICmpNE(a, z), a->getType());
           Value* neg = is_signed(in) ? b_.CreateZExt(b_.CreateICmpSLT(a, z), a->getType()) : z;
           return b_.CreateSub(pos, neg);
         }
+        // (x > 0) - (x < 0): NaN gives 0, as torch.sign
         Value* z = llvm::ConstantFP::get(a->getType(), 0.0);
         Value* pos = b_.CreateUIToFP(b_.CreateFCmpOGT(a, z), a->getType());
         Value* neg = b_.CreateUIToFP(b_.CreateFCmpOLT(a, z), a->getType());
-        Value* s = b_.CreateFSub(pos, neg);
-        return b_.CreateSelect(b_.CreateFCmpUNO(a, a), a, s);
+        return b_.CreateFSub(pos, neg);
       }
       case Op::IsNan: return f ? b_.CreateFCmpUNO(a, a) : b_.getInt1(false);
       default: break;

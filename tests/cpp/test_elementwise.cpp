@@ -22,7 +22,7 @@ namespace {
 const std::vector<Op> kFloatUnary = {Op::Neg,   Op::Abs,   Op::Exp,   Op::Log,  Op::Sin,   Op::Cos,   Op::Tan,
                                      Op::Sqrt,  Op::Recip, Op::Trunc, Op::Floor, Op::Ceil, Op::Round, Op::Erf,
                                      Op::Tanh,  Op::Asin,  Op::Acos,  Op::Atan, Op::Sinh,  Op::Cosh,  Op::Asinh,
-                                     Op::Acosh, Op::Atanh, Op::Expm1, Op::Log1p, Op::Sign, Op::IsNan};
+                                     Op::Acosh, Op::Atanh, Op::Expm1, Op::Log1p, Op::Erfinv, Op::Sign, Op::IsNan};
 const std::vector<Op> kIntUnary = {Op::Neg, Op::Not, Op::Abs, Op::Sign, Op::IsNan, Op::Trunc, Op::Floor, Op::Ceil, Op::Round};
 const std::vector<Op> kFloatBinary = {Op::Add,   Op::Sub,     Op::Mul,      Op::Div,   Op::Mod,   Op::Fmod,
                                       Op::FloorDiv, Op::FloorMod, Op::Max,  Op::Min,   Op::Pow,   Op::Atan2,
@@ -38,7 +38,7 @@ int ulp_tolerance(Op op) {
   switch (op) {
     case Op::Exp: case Op::Log: case Op::Sin: case Op::Cos: case Op::Tan: case Op::Erf: case Op::Tanh:
     case Op::Asin: case Op::Acos: case Op::Atan: case Op::Sinh: case Op::Cosh: case Op::Asinh: case Op::Acosh:
-    case Op::Atanh: case Op::Expm1: case Op::Log1p: case Op::Pow: case Op::Atan2: case Op::Hypot:
+    case Op::Atanh: case Op::Expm1: case Op::Log1p: case Op::Erfinv: case Op::Pow: case Op::Atan2: case Op::Hypot:
       return 4;
     default:
       return 0;
@@ -46,6 +46,34 @@ int ulp_tolerance(Op op) {
 }
 
 // ---- references
+
+// PyTorch's calc_erfinv (a rational first guess, two Newton steps), in T.
+template <typename T>
+T erfinv_ref(T y) {
+  const T a[4] = {T(0.886226899), T(-1.645349621), T(0.914624893), T(-0.140543331)};
+  const T b[4] = {T(-2.118377725), T(1.442710462), T(-0.329097515), T(0.012229801)};
+  const T c[4] = {T(-1.970840454), T(-1.624906493), T(3.429567803), T(1.641345311)};
+  const T d[2] = {T(3.543889200), T(1.637067800)};
+  T ya = std::fabs(y);
+  if (ya > T(1)) return std::numeric_limits<T>::quiet_NaN();
+  if (ya == T(1)) return std::copysign(std::numeric_limits<T>::infinity(), y);
+  T x;
+  if (ya <= T(0.7)) {
+    T z = y * y;
+    T num = (((a[3] * z + a[2]) * z + a[1]) * z + a[0]);
+    T dem = ((((b[3] * z + b[2]) * z + b[1]) * z + b[0]) * z + T(1));
+    x = y * num / dem;
+  } else {
+    T z = std::sqrt(-std::log((T(1) - ya) / T(2)));
+    T num = ((c[3] * z + c[2]) * z + c[1]) * z + c[0];
+    T dem = (d[1] * z + d[0]) * z + T(1);
+    x = std::copysign(num, y) / dem;
+  }
+  const T k = T(2) / T(std::sqrt(3.14159265358979323846));
+  x = x - (std::erf(x) - y) / (k * std::exp(-x * x));
+  x = x - (std::erf(x) - y) / (k * std::exp(-x * x));
+  return x;
+}
 
 template <typename T>
 T ref_unary_float(Op op, T x) {
@@ -75,6 +103,7 @@ T ref_unary_float(Op op, T x) {
     case Op::Atanh: return std::atanh(x);
     case Op::Expm1: return std::expm1(x);
     case Op::Log1p: return std::log1p(x);
+    case Op::Erfinv: return erfinv_ref(x);
     case Op::Sign: return T((x > 0) - (x < 0));  // NaN -> 0, as torch.sign
     case Op::IsNan: return T(std::isnan(x));
     default: break;

@@ -483,6 +483,38 @@ class Builder {
     return r;
   }
 
+  // PyTorch's calc_erfinv, in the register type: a rational first guess
+  // (central range |y| <= 0.7, else a tail formula), then two Newton steps.
+  Value* erfinv(Value* y) {
+    llvm::Type* ty = y->getType();
+    auto c = [&](double v) { return llvm::ConstantFP::get(ty, v); };
+    auto horner = [&](Value* z, std::initializer_list<double> coef) {  // highest degree first
+      Value* r = c(*coef.begin());
+      for (auto it = coef.begin() + 1; it != coef.end(); ++it) r = b_.CreateFAdd(b_.CreateFMul(r, z), c(*it));
+      return r;
+    };
+    Value* ya = call(llvm::Intrinsic::fabs, y);
+    Value* z = b_.CreateFMul(y, y);
+    Value* num = horner(z, {-0.140543331, 0.914624893, -1.645349621, 0.886226899});
+    Value* dem = horner(z, {0.012229801, -0.329097515, 1.442710462, -2.118377725, 1.0});
+    Value* central = b_.CreateFDiv(b_.CreateFMul(y, num), dem);
+    Value* t = call(llvm::Intrinsic::sqrt,
+                    b_.CreateFNeg(call(llvm::Intrinsic::log, b_.CreateFDiv(b_.CreateFSub(c(1.0), ya), c(2.0)))));
+    Value* tnum = horner(t, {1.641345311, 3.429567803, -1.624906493, -1.970840454});
+    Value* tdem = horner(t, {1.637067800, 3.543889200, 1.0});
+    Value* tail = b_.CreateFDiv(call2(llvm::Intrinsic::copysign, tnum, y), tdem);
+    Value* x = b_.CreateSelect(b_.CreateFCmpOLE(ya, c(0.7)), central, tail);
+    // 2/sqrt(pi) rounded to the type, as PyTorch's T(2.0) / T(sqrt(pi))
+    Value* k = b_.CreateFDiv(c(2.0), c(1.7724538509055160273));
+    for (int i = 0; i < 2; i++) {
+      Value* e = b_.CreateFSub(libm("erf", x), y);
+      Value* d = b_.CreateFMul(k, call(llvm::Intrinsic::exp, b_.CreateFMul(b_.CreateFNeg(x), x)));
+      x = b_.CreateFSub(x, b_.CreateFDiv(e, d));
+    }
+    x = b_.CreateSelect(b_.CreateFCmpOEQ(ya, c(1.0)), call2(llvm::Intrinsic::copysign, llvm::ConstantFP::getInfinity(ty), y), x);
+    return b_.CreateSelect(b_.CreateFCmpOGT(ya, c(1.0)), llvm::ConstantFP::getNaN(ty), x);
+  }
+
   Value* unary(Op op, Value* a, DType in, DType out) {
     bool f = a->getType()->isFloatingPointTy();
     auto fp = [&](Value* r) { return round_to(r, out); };
@@ -516,6 +548,7 @@ class Builder {
       case Op::Atanh: return fp(libm("atanh", a));
       case Op::Expm1: return fp(libm("expm1", a));
       case Op::Log1p: return fp(libm("log1p", a));
+      case Op::Erfinv: return fp(erfinv(a));
       case Op::Sign: {
         if (!f) {
           if (in == DType::Bool) return a;

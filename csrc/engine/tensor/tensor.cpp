@@ -231,6 +231,9 @@ Tensor Tensor::matmul(const Tensor& other) const {
 
 Tensor Tensor::contiguous() const {
   if (node_->op == Op::Buffer || node_->realized()) return *this;
+  // A row-major window of stored data is already contiguous: realizing it
+  // aliases the stored bytes instead of copying them.
+  if (node_->op == Op::View && node_->args.st.is_contiguous() && node_->src[0]->realized()) return *this;
   return Tensor(make_node(Op::Contiguous, dtype(), shape(), {node_}));
 }
 

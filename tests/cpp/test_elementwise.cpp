@@ -572,3 +572,24 @@ TEST(Elementwise, ConstantFoldingMatchesKernels) {
     }
   }
 }
+
+// Large and oddly shaped iteration spaces: slices of the parallel axis, unit
+// dims before it, 0-d kernels, transposed inputs.
+TEST(Elementwise, IterationShapes) {
+  const int64_t r = 1000, c = 1001;
+  std::vector<float> x(static_cast<size_t>(r * c));
+  for (size_t i = 0; i < x.size(); i++) x[i] = float(i % 977) * 0.25f;
+  Tensor t = from(x, {r, c});
+  // y = t^T + 1, (c, r), realized across the thread pool
+  auto y = to_vec<float>(t.permute({1, 0}).binary(Op::Add, Tensor::full({c, r}, Scalar::from_double(1), DType::Float32)));
+  for (int64_t i = 0; i < c; i += 37)
+    for (int64_t j = 0; j < r; j += 13) ASSERT_EQ(y[size_t(i * r + j)], x[size_t(j * c + i)] + 1) << i << "," << j;
+  ASSERT_EQ(y[size_t(c * r - 1)], x[size_t(r * c - 1)] + 1);
+  // unit dims before, between and after
+  for (Shape s : std::vector<Shape>{{1, 1, 5000}, {1, 5000, 1}, {5000, 1, 1}, {1, 1, 1}, {}, {2, 1, 2500}}) {
+    Tensor u = from(std::vector<float>(x.begin(), x.begin() + numel(s)), s);
+    auto got = to_vec<float>(u.binary(Op::Mul, Tensor::full(s, Scalar::from_double(2), DType::Float32)));
+    ASSERT_EQ(got.size(), size_t(numel(s)));
+    for (size_t i = 0; i < got.size(); i++) ASSERT_EQ(got[i], 2 * x[i]) << shape_str(s) << " " << i;
+  }
+}

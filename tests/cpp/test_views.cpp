@@ -475,6 +475,45 @@ TEST(ShapeTracker, EveryOpThenEveryReshape) {
   EXPECT_GT(checked, 20000);
 }
 
+// ---- exhaustive: every single op on padded (masked) and on two-view trackers
+
+TEST(ShapeTracker, EveryOpOnMaskedAndMultiViewTrackers) {
+  int checked = 0;
+  for (auto& base : small_shapes(2, {1, 2, 3})) {
+    if (base.empty()) continue;
+    Ranges pads;
+    for (size_t d = 0; d < base.size(); d++) pads.push_back({int64_t(d % 2), 1});
+    std::vector<MoveOp> firsts = {MoveOp::pad(pads)};
+    // a transpose-then-flatten-then-split (two views), when there are two dims to swap
+    if (base.size() == 2) {
+      firsts = {MoveOp::pad(pads), MoveOp::permute({1, 0})};
+    }
+    for (size_t f = 0; f < firsts.size(); f++) {
+      Ref ref1 = apply(ref_base(base), firsts[f]);
+      ShapeTracker st1 = apply(ShapeTracker::from_shape(base), firsts[f]);
+      ShapeTracker sc1 = apply_composed(ShapeTracker::from_shape(base), firsts[f]);
+      std::vector<MoveOp> chain = {firsts[f]};
+      if (f == 1) {  // flatten and split back: a second view
+        MoveOp flat = MoveOp::reshape({numel(base)}), split = MoveOp::reshape(ref1.shape);
+        ref1 = apply(apply(ref1, flat), split);
+        st1 = apply(apply(st1, flat), split);
+        sc1 = apply_composed(apply_composed(sc1, flat), split);
+        chain.push_back(flat);
+        chain.push_back(split);
+      }
+      for (auto& op : all_single_ops(ref1.shape, 3)) {
+        std::vector<MoveOp> c = chain;
+        c.push_back(op);
+        Ref ref2 = apply(ref1, op);
+        if (!check_tracker(apply(st1, op), ref2, chain_str(base, c))) return;
+        if (!check_tracker(apply_composed(sc1, op), ref2, chain_str(base, c) + " (composed)")) return;
+        checked++;
+      }
+    }
+  }
+  EXPECT_GT(checked, 1000);
+}
+
 // ---- random stacks, masks included
 
 TEST(ShapeTracker, RandomStacks) {

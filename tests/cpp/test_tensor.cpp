@@ -154,6 +154,14 @@ TEST(Tensor, BadCallsThrow) {
   EXPECT_THROW(f.permute({0}), std::invalid_argument);
   EXPECT_THROW(f.expand({4, 3}), std::invalid_argument);                              // 2 is not 1
   EXPECT_THROW(f.expand({2, 3, 1}), std::invalid_argument);                           // rank
+  EXPECT_THROW(f.permute({0, 0}), std::invalid_argument);
+  EXPECT_THROW(f.permute({0, 2}), std::invalid_argument);
+  EXPECT_THROW(f.pad({{1, 1}}), std::invalid_argument);
+  EXPECT_THROW(f.pad({{1, 1}, {-1, 0}}), std::invalid_argument);
+  EXPECT_THROW(f.shrink({{0, 2}, {2, 4}}), std::invalid_argument);
+  EXPECT_THROW(f.shrink({{1, 0}, {0, 3}}), std::invalid_argument);
+  EXPECT_THROW(f.flip({true}), std::invalid_argument);
+  EXPECT_THROW(f.as_strided({2, 2}, {1}, 0), std::invalid_argument);
   EXPECT_THROW(f.bitcast(DType::UInt8), std::invalid_argument);                       // 2-D, itemsize changes
   EXPECT_THROW(from(std::vector<uint8_t>{1, 2, 3}, {3}).bitcast(DType::Int16), std::invalid_argument);
   EXPECT_THROW(f.matmul(f), std::invalid_argument);                                   // inner dims

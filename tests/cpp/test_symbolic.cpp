@@ -131,6 +131,8 @@ TEST(Symbolic, SimpleViewsLeaveNoDivision) {
   EXPECT_TRUE(no_divmod(ShapeTracker::from_shape({1, 4}).expand({5, 4})));
   EXPECT_TRUE(no_divmod(c.pad({{1, 1}, {0, 0}, {2, 0}})));
   EXPECT_TRUE(no_divmod(c.pad({{1, 1}, {0, 0}, {2, 0}}).reshape({4, 3, 6})));  // mask on untouched dims
+  // padded inner dim, outer dims merged: two views, the index folds back
+  EXPECT_TRUE(no_divmod(c.pad({{0, 0}, {0, 0}, {1, 1}}).reshape({6, 6}))) << c.pad({{0, 0}, {0, 0}, {1, 1}}).reshape({6, 6}).str();
   // a transpose then flatten cannot be one view, but splitting it back must
   // still simplify to the original permute
   ShapeTracker t = c.permute({1, 0, 2}).reshape({24}).reshape({3, 2, 4});
@@ -243,5 +245,49 @@ TEST(Symbolic, UnflattenReflatten) {
     for (int d = 0; d < r; d++) back = add(back, mul(sub[size_t(d)], shape[size_t(d)] == 1 ? 0 : st[size_t(d)]));
     // the reflattened index is flat modulo n
     expect_equal_everywhere(back, {n}, [&](auto& v) { return floormod_ref(v[0] + off, n); }, shape_str(shape));
+    if (off == 0) {  // (x // c) * c + x % c folds back to x
+      EXPECT_TRUE(is_var(back, 0) || n == 1) << shape_str(shape) << " " << to_string(back);
+    }
   }
+}
+
+// What views build: a linear index unflattened into a shape and recombined
+// with arbitrary strides (exercises div/mod splitting and refolding).
+TEST(Symbolic, RandomUnflattenWithStrides) {
+  std::mt19937 rng(21);
+  auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  int folded = 0;
+  for (int trial = 0; trial < 4000; trial++) {
+    Shape sizes{pick(1, 6), pick(1, 6), pick(1, 4)};
+    std::vector<int64_t> coef{pick(-2, 8), pick(-2, 8), pick(-2, 8)};
+    int64_t c0 = pick(-6, 6);
+    Expr lin = cnst(c0);
+    for (int v = 0; v < 3; v++) lin = add(lin, mul(var(v, sizes[size_t(v)]), coef[size_t(v)]));
+    Shape shape;
+    for (int d = 0, r = int(pick(1, 4)); d < r; d++) shape.push_back(pick(1, 6));
+    Shape strides;
+    for (size_t d = 0; d < shape.size(); d++) strides.push_back(pick(0, 2) ? contiguous_strides(shape)[d] * pick(1, 2) : pick(-4, 8));
+    auto sub = unflatten(lin, shape);
+    Expr e = cnst(0);
+    for (size_t d = 0; d < shape.size(); d++) e = add(e, mul(sub[d], strides[d]));
+    folded += count_ops(e, EOp::Div) + count_ops(e, EOp::Mod) == 0;
+    bool ok = true;
+    for_each_index(sizes, [&](const std::vector<int64_t>& v) {
+      if (!ok) return;
+      int64_t flat = c0 + coef[0] * v[0] + coef[1] * v[1] + coef[2] * v[2];
+      int64_t want = 0, acc = 1;
+      for (size_t d = shape.size(); d-- > 0;) {
+        want += floormod_ref(floordiv_ref(flat, acc), shape[d]) * strides[d];
+        acc *= shape[d];
+      }
+      int64_t got = eval_expr(e, v);
+      if (got != want) {
+        ADD_FAILURE() << to_string(lin) << " into " << shape_str(shape) << " strides " << shape_str(strides) << ": "
+                      << to_string(e) << " = " << got << ", want " << want;
+        ok = false;
+      }
+    });
+    if (!ok) break;
+  }
+  EXPECT_GT(folded, 500);  // many of them simplify to plain linear indices
 }

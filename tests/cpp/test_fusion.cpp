@@ -228,3 +228,18 @@ TEST(Fusion, RealizedValuesAreNotRecomputed) {
   Tensor p1 = x.unary(Op::Sin), p2 = x.unary(Op::Sin);
   EXPECT_EQ(p1.node(), p2.node());
 }
+
+// The program cache is keyed by the kernel's text: constants that differ only
+// past the 6th digit must not share a program.
+TEST(Fusion, NearbyConstantsDoNotShareAProgram) {
+  std::vector<double> x = {1.0, 2.0, 3.0};
+  Tensor t = from(x, {3});
+  for (double c : {1.0000001, 1.0000002, 1.00000021, 0.1, 0.1 + 1e-12}) {
+    auto got = to_vec<double>(t.binary(Op::Mul, Tensor::full({3}, Scalar::from_double(c), DType::Float64)));
+    for (size_t i = 0; i < x.size(); i++) EXPECT_EQ(got[i], x[i] * c) << c;
+  }
+  auto a = to_vec<double>(Tensor::arange(3, Scalar::from_double(0.5), Scalar::from_double(1.0000001), DType::Float64));
+  auto b = to_vec<double>(Tensor::arange(3, Scalar::from_double(0.5), Scalar::from_double(1.0000002), DType::Float64));
+  EXPECT_EQ(a[2], 0.5 + 2 * 1.0000001);
+  EXPECT_EQ(b[2], 0.5 + 2 * 1.0000002);
+}

@@ -72,6 +72,8 @@ Scalar Scalar::cast(DType t) const {
 
 std::string Scalar::str() const {
   std::ostringstream os;
+  // Every digit: kernel keys (the program cache) are built from this text.
+  os.precision(std::numeric_limits<double>::max_digits10);
   if (kind == F) os << f; else if (kind == B) os << (i ? "true" : "false"); else os << i;
   return os.str();
 }

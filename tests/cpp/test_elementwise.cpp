@@ -458,7 +458,8 @@ TEST(Elementwise, Bool) {
   EXPECT_EQ(to_vec<uint8_t>(tb.unary(Op::IsNan)), (V{0, 0, 0, 0}));
 }
 
-// 16-bit floats: every op equals the float32 op on the widened inputs, rounded.
+// 16-bit floats: every op equals the float32 op on the widened inputs, rounded
+// once (FloorDiv excepted: PyTorch rounds each of its steps, tested below).
 TEST(Elementwise, SixteenBitFloatsComputeInFloat) {
   for (DType dt : {DType::Float16, DType::BFloat16}) {
     auto round16 = [&](float f) {
@@ -490,6 +491,7 @@ TEST(Elementwise, SixteenBitFloatsComputeInFloat) {
       ops.push_back(op);
     }
     for (Op op : kFloatBinary) {
+      if (op == Op::FloorDiv) continue;  // rounds every step, see below
       o16.push_back(a16.binary(op, b16));
       o32.push_back(a32.binary(op, b32));
       ops.push_back(op);
@@ -591,5 +593,51 @@ TEST(Elementwise, IterationShapes) {
     auto got = to_vec<float>(u.binary(Op::Mul, Tensor::full(s, Scalar::from_double(2), DType::Float32)));
     ASSERT_EQ(got.size(), size_t(numel(s)));
     for (size_t i = 0; i < got.size(); i++) ASSERT_EQ(got[i], 2 * x[i]) << shape_str(s) << " " << i;
+  }
+}
+
+// PyTorch's floor division of 16-bit floats runs div_floor_floating in the
+// 16-bit type: every intermediate result is rounded.
+TEST(Elementwise, SixteenBitFloorDivRoundsEveryStep) {
+  for (DType dt : {DType::Float16, DType::BFloat16}) {
+    auto rnd = [&](float f) {
+      return dt == DType::Float16 ? half_bits_to_float(float_to_half_bits(f))
+                                  : bfloat16_bits_to_float(float_to_bfloat16_bits(f));
+    };
+    auto ref = [&](float a, float b) -> float {
+      if (b == 0) return rnd(a / b);
+      float m = rnd(std::fmod(a, b));
+      float d = rnd(rnd(a - m) / b);
+      if (m != 0 && ((b < 0) != (m < 0))) d = rnd(d - 1.f);
+      if (d != 0) {
+        float fl = std::floor(d);
+        if (rnd(d - fl) > 0.5f) fl = rnd(fl + 1.f);
+        return fl;
+      }
+      return std::copysign(0.f, rnd(a / b));
+    };
+    std::mt19937 rng(8);
+    std::normal_distribution<float> n(0.f, 1.f);
+    std::vector<uint16_t> a, b;
+    for (int k = 0; k < 4000; k++) {
+      float x = rnd(n(rng) * 100), y = rnd(n(rng) * 10);
+      a.push_back(dt == DType::Float16 ? float_to_half_bits(x) : float_to_bfloat16_bits(x));
+      b.push_back(dt == DType::Float16 ? float_to_half_bits(y) : float_to_bfloat16_bits(y));
+    }
+    for (float p : float_binary_values<float>())
+      for (float q : float_binary_values<float>()) {
+        a.push_back(dt == DType::Float16 ? float_to_half_bits(p) : float_to_bfloat16_bits(p));
+        b.push_back(dt == DType::Float16 ? float_to_half_bits(q) : float_to_bfloat16_bits(q));
+      }
+    int64_t n_el = int64_t(a.size());
+    auto got = to_vec<uint16_t>(from_as(a, {n_el}, dt).binary(Op::FloorDiv, from_as(b, {n_el}, dt)));
+    auto widen = [&](uint16_t h) { return dt == DType::Float16 ? half_bits_to_float(h) : bfloat16_bits_to_float(h); };
+    int bad = 0;
+    for (size_t k = 0; k < got.size(); k++) {
+      float want = ref(widen(a[k]), widen(b[k])), g = widen(got[k]);
+      bool ok = (std::isnan(want) && std::isnan(g)) || (want == g && std::signbit(want) == std::signbit(g));
+      if (!ok && bad++ < 5)
+        ADD_FAILURE() << dtype_name(dt) << " " << widen(a[k]) << " // " << widen(b[k]) << " = " << g << ", want " << want;
+    }
   }
 }

@@ -602,20 +602,21 @@ class Builder {
       }
       case Op::FloorDiv: {
         if (f) {
-          // Python semantics: floor((a - fmod(a, b)) / b), as PyTorch computes it
-          Value* m = b_.CreateFRem(a, c);
-          Value* d = b_.CreateFDiv(b_.CreateFSub(a, m), c);
+          // Python semantics: floor((a - fmod(a, b)) / b), as PyTorch's
+          // div_floor_floating, which for 16-bit floats rounds every step
+          Value* m = fp(b_.CreateFRem(a, c));
+          Value* d = fp(b_.CreateFDiv(fp(b_.CreateFSub(a, m)), c));
           Value* zf = llvm::ConstantFP::get(ty, 0.0);
           Value* adjust = b_.CreateAnd(b_.CreateFCmpUNE(m, zf),
                                        b_.CreateXor(b_.CreateFCmpOLT(c, zf), b_.CreateFCmpOLT(m, zf)));
-          d = b_.CreateSelect(adjust, b_.CreateFSub(d, llvm::ConstantFP::get(ty, 1.0)), d);
+          d = b_.CreateSelect(adjust, fp(b_.CreateFSub(d, llvm::ConstantFP::get(ty, 1.0))), d);
           Value* fl = call(llvm::Intrinsic::floor, d);
-          Value* fixed = b_.CreateSelect(b_.CreateFCmpOGT(b_.CreateFSub(d, fl), llvm::ConstantFP::get(ty, 0.5)),
-                                         b_.CreateFAdd(fl, llvm::ConstantFP::get(ty, 1.0)), fl);
-          Value* res = b_.CreateSelect(b_.CreateFCmpUNE(d, zf), fixed,
-                                       call2(llvm::Intrinsic::copysign, zf, b_.CreateFDiv(a, c)));
+          Value* fixed = b_.CreateSelect(b_.CreateFCmpOGT(fp(b_.CreateFSub(d, fl)), llvm::ConstantFP::get(ty, 0.5)),
+                                         fp(b_.CreateFAdd(fl, llvm::ConstantFP::get(ty, 1.0))), fl);
+          Value* quotient = fp(b_.CreateFDiv(a, c));
+          Value* res = b_.CreateSelect(b_.CreateFCmpUNE(d, zf), fixed, call2(llvm::Intrinsic::copysign, zf, quotient));
           // b == 0 -> a / b (inf or nan)
-          return fp(b_.CreateSelect(b_.CreateFCmpOEQ(c, zf), b_.CreateFDiv(a, c), res));
+          return b_.CreateSelect(b_.CreateFCmpOEQ(c, zf), quotient, res);
         }
         Value* q = binary(Op::Div, a, c, dt);
         if (!s) return q;

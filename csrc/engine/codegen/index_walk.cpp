@@ -4,16 +4,6 @@
 
 namespace tiny {
 
-std::vector<Expr> unflatten(const Expr& flat, const Shape& shape) {
-  std::vector<Expr> sub(shape.size());
-  int64_t acc = 1;
-  for (size_t d = shape.size(); d-- > 0;) {
-    sub[d] = mod(floordiv(flat, acc), shape[d]);
-    acc *= shape[d];
-  }
-  return sub;
-}
-
 SourceIndex view_source_index(const Node* view, const std::vector<Expr>& idx) {
   auto [flat, valid] = view->args.st.index_valid(idx);
   return {unflatten(flat, view->src[0]->shape), valid};

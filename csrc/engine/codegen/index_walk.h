@@ -12,9 +12,6 @@
 
 namespace tiny {
 
-// Row-major unflatten of `flat` into `shape`'s dims.
-std::vector<Expr> unflatten(const Expr& flat, const Shape& shape);
-
 struct SourceIndex {
   std::vector<Expr> idx;  // into the view's source
   Expr valid;             // the view's mask at this index

@@ -407,8 +407,8 @@ class Builder {
     memo_.back().clear();  // values computed in the conditional block do not dominate what follows
   }
 
-  // The value as stored bits when it is only loads seen through views;
-  // nullptr when it computes anything.
+  // The value as stored bits when it is loads seen through views (or a
+  // same-size bitcast of anything); nullptr when it computes something.
   Value* eval_bits(const Node* n, const std::vector<Expr>& idx, const Expr& valid) {
     auto load = k_.loads.find(n);
     if (load != k_.loads.end()) {
@@ -419,6 +419,13 @@ class Builder {
       return b_.CreateLoad(mem_type(dt), b_.CreateGEP(mem_type(dt), buf_ptrs_[load->second], ix));
     }
     if (n->op == Op::Contiguous) return eval_bits(n->src[0].get(), idx, valid);
+    if (n->op == Op::Bitcast && itemsize(n->dtype) == itemsize(n->src[0]->dtype)) {
+      // The source's bits, never through a float register (NaN payloads survive).
+      const Node* src = n->src[0].get();
+      Value* bits = eval_bits(src, idx, valid);
+      if (!bits) bits = to_mem(eval(src, idx, valid), src->dtype);
+      return b_.CreateBitCast(bits, mem_type(n->dtype));
+    }
     if (n->op != Op::View) return nullptr;
     SourceIndex s = view_source_index(n, idx);
     if (is_false(s.valid)) return nullptr;
@@ -483,6 +490,7 @@ class Builder {
       }
       case Op::Cast: return cast(eval(n->src[0].get(), idx, valid), n->src[0]->dtype, n->dtype);
       case Op::Bitcast: {
+        if (Value* bits = eval_bits(n, idx, valid)) return from_mem(bits, n->dtype);
         DType from = n->src[0]->dtype;
         Value* bits = to_mem(eval(n->src[0].get(), idx, valid), from);
         if (from == DType::Bool) bits = b_.CreateZExt(bits, b_.getInt8Ty());
@@ -499,6 +507,8 @@ class Builder {
   Value* reduce(const Node* n, const std::vector<Expr>& idx, const Expr& valid) {
     const Node* src = n->src[0].get();
     DType dt = n->dtype, sdt = src->dtype;
+    for (int a : n->args.axes)
+      if (src->shape[a] == 0) return identity(n->args.rop, dt);  // nothing to combine (and nothing to read)
     llvm::Type* ty = reg_type(dt);
     // the accumulator lives in an entry-block slot; mem2reg turns it into a phi
     llvm::IRBuilder<> eb(entry_, entry_->begin());
@@ -872,6 +882,38 @@ class Builder {
     return r;
   }
 
+  // PyTorch's calc_erfinv, in the register type: a rational first guess
+  // (central range |y| <= 0.7, else a tail formula), then two Newton steps.
+  Value* erfinv(Value* y) {
+    llvm::Type* ty = y->getType();
+    auto c = [&](double v) { return llvm::ConstantFP::get(ty, v); };
+    auto horner = [&](Value* z, std::initializer_list<double> coef) {  // highest degree first
+      Value* r = c(*coef.begin());
+      for (auto it = coef.begin() + 1; it != coef.end(); ++it) r = b_.CreateFAdd(b_.CreateFMul(r, z), c(*it));
+      return r;
+    };
+    Value* ya = call(llvm::Intrinsic::fabs, y);
+    Value* z = b_.CreateFMul(y, y);
+    Value* num = horner(z, {-0.140543331, 0.914624893, -1.645349621, 0.886226899});
+    Value* dem = horner(z, {0.012229801, -0.329097515, 1.442710462, -2.118377725, 1.0});
+    Value* central = b_.CreateFDiv(b_.CreateFMul(y, num), dem);
+    Value* t = call(llvm::Intrinsic::sqrt,
+                    b_.CreateFNeg(call(llvm::Intrinsic::log, b_.CreateFDiv(b_.CreateFSub(c(1.0), ya), c(2.0)))));
+    Value* tnum = horner(t, {1.641345311, 3.429567803, -1.624906493, -1.970840454});
+    Value* tdem = horner(t, {1.637067800, 3.543889200, 1.0});
+    Value* tail = b_.CreateFDiv(call2(llvm::Intrinsic::copysign, tnum, y), tdem);
+    Value* x = b_.CreateSelect(b_.CreateFCmpOLE(ya, c(0.7)), central, tail);
+    // 2/sqrt(pi) rounded to the type, as PyTorch's T(2.0) / T(sqrt(pi))
+    Value* k = b_.CreateFDiv(c(2.0), c(1.7724538509055160273));
+    for (int i = 0; i < 2; i++) {
+      Value* e = b_.CreateFSub(libm("erf", x), y);
+      Value* d = b_.CreateFMul(k, call(llvm::Intrinsic::exp, b_.CreateFMul(b_.CreateFNeg(x), x)));
+      x = b_.CreateFSub(x, b_.CreateFDiv(e, d));
+    }
+    x = b_.CreateSelect(b_.CreateFCmpOEQ(ya, c(1.0)), call2(llvm::Intrinsic::copysign, llvm::ConstantFP::getInfinity(ty), y), x);
+    return b_.CreateSelect(b_.CreateFCmpOGT(ya, c(1.0)), llvm::ConstantFP::getNaN(ty), x);
+  }
+
   Value* unary(Op op, Value* a, DType in, DType out) {
     bool f = a->getType()->isFloatingPointTy();
     auto fp = [&](Value* r) { return round_to(r, out); };
@@ -905,6 +947,7 @@ class Builder {
       case Op::Atanh: return fp(libm("atanh", a));
       case Op::Expm1: return fp(libm("expm1", a));
       case Op::Log1p: return fp(libm("log1p", a));
+      case Op::Erfinv: return fp(erfinv(a));
       case Op::Sign: {
         if (!f) {
           if (in == DType::Bool) return a;
@@ -913,11 +956,11 @@ class Builder {
           Value* neg = is_signed(in) ? b_.CreateZExt(b_.CreateICmpSLT(a, z), a->getType()) : z;
           return b_.CreateSub(pos, neg);
         }
+        // (x > 0) - (x < 0): NaN gives 0, as torch.sign
         Value* z = llvm::ConstantFP::get(a->getType(), 0.0);
         Value* pos = b_.CreateUIToFP(b_.CreateFCmpOGT(a, z), a->getType());
         Value* neg = b_.CreateUIToFP(b_.CreateFCmpOLT(a, z), a->getType());
-        Value* s = b_.CreateFSub(pos, neg);
-        return b_.CreateSelect(b_.CreateFCmpUNO(a, a), a, s);
+        return b_.CreateFSub(pos, neg);
       }
       case Op::IsNan: return f ? b_.CreateFCmpUNO(a, a) : b_.getInt1(false);
       default: break;
@@ -964,20 +1007,21 @@ class Builder {
       }
       case Op::FloorDiv: {
         if (f) {
-          // Python semantics: floor((a - fmod(a, b)) / b), as PyTorch computes it
-          Value* m = b_.CreateFRem(a, c);
-          Value* d = b_.CreateFDiv(b_.CreateFSub(a, m), c);
+          // Python semantics: floor((a - fmod(a, b)) / b), as PyTorch's
+          // div_floor_floating, which for 16-bit floats rounds every step
+          Value* m = fp(b_.CreateFRem(a, c));
+          Value* d = fp(b_.CreateFDiv(fp(b_.CreateFSub(a, m)), c));
           Value* zf = llvm::ConstantFP::get(ty, 0.0);
           Value* adjust = b_.CreateAnd(b_.CreateFCmpUNE(m, zf),
                                        b_.CreateXor(b_.CreateFCmpOLT(c, zf), b_.CreateFCmpOLT(m, zf)));
-          d = b_.CreateSelect(adjust, b_.CreateFSub(d, llvm::ConstantFP::get(ty, 1.0)), d);
+          d = b_.CreateSelect(adjust, fp(b_.CreateFSub(d, llvm::ConstantFP::get(ty, 1.0))), d);
           Value* fl = call(llvm::Intrinsic::floor, d);
-          Value* fixed = b_.CreateSelect(b_.CreateFCmpOGT(b_.CreateFSub(d, fl), llvm::ConstantFP::get(ty, 0.5)),
-                                         b_.CreateFAdd(fl, llvm::ConstantFP::get(ty, 1.0)), fl);
-          Value* res = b_.CreateSelect(b_.CreateFCmpUNE(d, zf), fixed,
-                                       call2(llvm::Intrinsic::copysign, zf, b_.CreateFDiv(a, c)));
+          Value* fixed = b_.CreateSelect(b_.CreateFCmpOGT(fp(b_.CreateFSub(d, fl)), llvm::ConstantFP::get(ty, 0.5)),
+                                         fp(b_.CreateFAdd(fl, llvm::ConstantFP::get(ty, 1.0))), fl);
+          Value* quotient = fp(b_.CreateFDiv(a, c));
+          Value* res = b_.CreateSelect(b_.CreateFCmpUNE(d, zf), fixed, call2(llvm::Intrinsic::copysign, zf, quotient));
           // b == 0 -> a / b (inf or nan)
-          return fp(b_.CreateSelect(b_.CreateFCmpOEQ(c, zf), b_.CreateFDiv(a, c), res));
+          return b_.CreateSelect(b_.CreateFCmpOEQ(c, zf), quotient, res);
         }
         Value* q = binary(Op::Div, a, c, dt);
         if (!s) return q;

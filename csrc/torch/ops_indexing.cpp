@@ -301,7 +301,7 @@ at::Tensor& put_(at::Tensor& self, const at::Tensor& index, const at::Tensor& so
   at::assert_no_internal_overlap(self);
   at::assert_no_overlap(self, index);
   at::assert_no_overlap(self, source);
-  TORCH_CHECK(index.numel() == source.numel(), "put_(): Expected source and index to have the same number of elements, but got source.numel() = ",
+  TORCH_CHECK_INDEX(index.numel() == source.numel(), "put_(): Expected source and index to have the same number of elements, but got source.numel() = ",
               source.numel(), ", index.numel() = ", index.numel());
   if (index.numel() == 0) return self;
   TORCH_CHECK_INDEX(self.numel() != 0, "put_(): Tried to put elements into an empty tensor");
@@ -522,7 +522,7 @@ at::Tensor& index_reduce_out(const at::Tensor& self, int64_t dim, const at::Tens
 at::Tensor& masked_scatter_(at::Tensor& self, const at::Tensor& mask, const at::Tensor& source) {
   TinyOp op("masked_scatter_");
   at::assert_no_internal_overlap(self);
-  TORCH_CHECK(self.scalar_type() == source.scalar_type(), "masked_scatter_: expected self and source to have same dtypes but got",
+  TORCH_CHECK(self.scalar_type() == source.scalar_type(), "masked_scatter: expected self and source to have same dtypes but got",
               self.scalar_type(), " and ", source.scalar_type());
   TORCH_CHECK(mask.scalar_type() == c10::kBool, "masked_scatter_ only supports boolean masks, but got mask with dtype ",
               mask.scalar_type());
@@ -538,8 +538,7 @@ at::Tensor& masked_scatter_(at::Tensor& self, const at::Tensor& mask, const at::
   int64_t* pp = pos.data_ptr<int64_t>();
   int64_t count = 0;
   for (int64_t i = 0; i < n; i++) pp[i] = mp[i] ? count++ : 0;
-  TORCH_CHECK(count <= source.numel(), "masked_scatter: expected source to have at least ", count,
-              " elements (number of ones in mask), but got ", source.numel());
+  TORCH_CHECK(count <= source.numel(), "Number of elements of source < number of ones in mask");
   if (count == 0) return self;
   T src = read(source).reshape({source.numel()}).gather(from_cpu(pos).reshape(shape));
   T chosen = mask.device().type() == c10::DeviceType::CPU ? from_cpu(m).reshape(shape) : operand(mask, c10::kBool, shape);

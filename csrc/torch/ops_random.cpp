@@ -83,6 +83,12 @@ struct UniformKernel {
     DType dt = compute_type(self.scalar_type());
     tiny::Shape s = to_shape(self.sizes());
     T u = uniform01(get_generator(gen), s, dt);
+    // as the CPU does, 16-bit floats draw only as many bits as they hold, so [0, 1) stays below 1
+    int digits = self.scalar_type() == c10::kHalf ? 11 : self.scalar_type() == c10::kBFloat16 ? 8 : 0;
+    if (digits) {
+      double scale = double(int64_t(1) << digits);
+      u = u.binary(Op::Mul, cf(scale, dt, s)).unary(Op::Floor).binary(Op::Mul, cf(1.0 / scale, dt, s));
+    }
     deliver(self, u.binary(Op::Mul, cf(to - from, dt, s)).binary(Op::Add, cf(from, dt, s)));
   }
 };

@@ -171,8 +171,8 @@ T repeat_value(const at::Tensor& self, at::IntArrayRef repeats) {
   tiny::Shape padded(n - size_t(self.dim()), 1), target;
   padded.insert(padded.end(), self.sizes().begin(), self.sizes().end());
   for (size_t i = 0; i < n; i++) target.push_back(padded[i] * repeats[i]);
-  for (auto r : repeats)
-    TORCH_CHECK(r >= 0, "Trying to create tensor with negative dimension ", r, ": ", c10::IntArrayRef(target));
+  for (auto t : target)
+    TORCH_CHECK(t >= 0, "Trying to create tensor with negative dimension ", t, ": ", c10::IntArrayRef(target));
   DType dt = to_engine(self.scalar_type());
   if (tiny::numel(target) == 0) return T::full(target, tiny::Scalar::from_int(0), dt);
   // (1, s0, 1, s1, ...) expanded to (r0, s0, r1, s1, ...), then merged pairwise

@@ -368,7 +368,7 @@ at::Tensor& index_fill_tensor_(at::Tensor& self, int64_t dim, const at::Tensor& 
 // ---------------------------------------------------------------- index_add / index_copy / index_reduce
 
 // Storage offsets in `dst` of `source`'s elements, with coordinate `dim`
-// taken from `index` (checked by `check`).
+// taken from the (checked) index.
 T index_offsets(const at::Tensor& dst, int64_t dim, const HostIndex& h, const at::Tensor& source) {
   tiny::Shape shape = to_shape(source.sizes());
   int rank = int(shape.size());
@@ -380,11 +380,13 @@ T index_offsets(const at::Tensor& dst, int64_t dim, const HostIndex& h, const at
   return os.value();
 }
 
-HostIndex checked_index(const at::Tensor& dst, int64_t dim, const at::Tensor& index, const char* kind) {
+// index_add and index_copy word their bounds errors differently on the CPU.
+enum class IndexOp { Add, Copy };
+HostIndex checked_index(const at::Tensor& dst, int64_t dim, const at::Tensor& index, IndexOp kind) {
   HostIndex h = host_index(index);
   int64_t size = size_of(dst, dim);
   if (const int64_t* bad = find_bad(h, [&](int64_t v) { return v < 0 || v >= size; })) {
-    if (std::string(kind) == "index_copy")
+    if (kind == IndexOp::Copy)
       TORCH_CHECK_INDEX(false, "index_copy_(): index ", *bad, " is out of bounds for dimension ", dim, " with size ", size);
     TORCH_CHECK_INDEX(dst.dim() > 1, "index out of range in self");
     TORCH_CHECK(false, "index ", *bad, " is out of bounds for dimension ", dim, " with size ", size);
@@ -396,7 +398,7 @@ HostIndex checked_index(const at::Tensor& dst, int64_t dim, const at::Tensor& in
 void index_add_into(const at::Tensor& dst, int64_t dim, const at::Tensor& index, const at::Tensor& source,
                     const c10::Scalar& alpha) {
   if (index.numel() == 0 || dst.numel() == 0) return;
-  HostIndex h = checked_index(dst, dim, index, "index_add");
+  HostIndex h = checked_index(dst, dim, index, IndexOp::Add);
   tiny::Shape shape = to_shape(source.sizes());
   T v = operand(source, dst.scalar_type(), shape);
   bool unit = alpha.isIntegral(true) ? alpha.toLong() == 1 : alpha.toDouble() == 1.0;
@@ -435,7 +437,7 @@ at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor&
 
 void index_copy_into(const at::Tensor& dst, int64_t dim, const at::Tensor& index, const at::Tensor& source) {
   if (index.numel() == 0 || dst.numel() == 0) return;
-  HostIndex h = checked_index(dst, dim, index, "index_copy");
+  HostIndex h = checked_index(dst, dim, index, IndexOp::Copy);
   T v = operand(source, dst.scalar_type(), to_shape(source.sizes()));
   scatter_storage(dst, index_offsets(dst, dim, h, source), v, false);
 }

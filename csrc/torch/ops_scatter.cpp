@@ -26,9 +26,9 @@ using RT = at::native::ReductionType;
 int64_t size_of(const at::Tensor& t, int64_t d) { return t.dim() == 0 ? 1 : t.size(d); }
 int64_t stride_of(const at::Tensor& t, int64_t d) { return t.dim() == 0 ? 1 : t.stride(d); }
 
-// Storage offsets in `t` of the elements `index` addresses along `dim` (the
-// other coordinates are the index element's own), after the CPU's bounds check.
-// With `row_major` the offsets are positions in t's row-major order instead.
+// The elements `index` addresses along `dim` (the other coordinates are the
+// index element's own), after the CPU's bounds check: their storage offsets in
+// `t`, and their positions in t's row-major order (for scatter_reduce's mean).
 struct Addressed {
   T offsets, rm_offsets;
 };

@@ -273,7 +273,7 @@ T source_coords(int64_t out_size, int64_t in_size, int64_t before, PadMode mode)
 }
 
 // Storage offsets (or, with `row_major`, row-major positions) in `input` of
-// the elements each output element of the padding reads. `padding` pairs run
+// the element each output element of the padding reads. `padding` pairs run
 // from the last dim backwards, as ATen orders them.
 T pad_offsets(const at::Tensor& input, at::IntArrayRef padding, PadMode mode, bool row_major) {
   int64_t nd = input.dim(), npad = int64_t(padding.size() / 2);

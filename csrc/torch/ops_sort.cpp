@@ -340,7 +340,8 @@ at::Tensor& searchsorted_out(const at::Tensor& boundaries, const at::Tensor& inp
   return assign_out(out, searchsorted_value(boundaries, input, side_right(right, side), sorter), out.scalar_type(),
                     {boundaries, input});
 }
-at::Tensor tiny_scalar(const c10::Scalar& s, const at::Tensor& like) {
+// A Scalar input as a wrapped-number tensor (for type promotion), on the device.
+at::Tensor tiny_scalar(const c10::Scalar& s) {
   at::Tensor host = at::native::searchsorted_scalar_tensor(s, c10::Device(c10::kCPU));
   TinyOp op("scalar");
   at::Tensor t = make_result(from_cpu(host), host.scalar_type());
@@ -349,12 +350,12 @@ at::Tensor tiny_scalar(const c10::Scalar& s, const at::Tensor& like) {
 }
 at::Tensor searchsorted_scalar(const at::Tensor& boundaries, const c10::Scalar& value, bool out_int32, bool right,
                                std::optional<c10::string_view> side, const std::optional<at::Tensor>& sorter) {
-  return tiny_searchsorted(boundaries, tiny_scalar(value, boundaries), out_int32, right, side, sorter);
+  return tiny_searchsorted(boundaries, tiny_scalar(value), out_int32, right, side, sorter);
 }
 at::Tensor& searchsorted_scalar_out(const at::Tensor& boundaries, const c10::Scalar& value, bool out_int32, bool right,
                                     std::optional<c10::string_view> side, const std::optional<at::Tensor>& sorter,
                                     at::Tensor& out) {
-  return searchsorted_out(boundaries, tiny_scalar(value, boundaries), out_int32, right, side, sorter, out);
+  return searchsorted_out(boundaries, tiny_scalar(value), out_int32, right, side, sorter, out);
 }
 
 at::Tensor tiny_bucketize(const at::Tensor& self, const at::Tensor& boundaries, bool out_int32, bool right) {
@@ -366,7 +367,7 @@ at::Tensor& bucketize_out(const at::Tensor& self, const at::Tensor& boundaries, 
   return searchsorted_out(boundaries, self, out_int32, right, std::nullopt, std::nullopt, out);
 }
 at::Tensor bucketize_scalar(const c10::Scalar& self, const at::Tensor& boundaries, bool out_int32, bool right) {
-  return tiny_bucketize(tiny_scalar(self, boundaries), boundaries, out_int32, right);
+  return tiny_bucketize(tiny_scalar(self), boundaries, out_int32, right);
 }
 
 // ---------------------------------------------------------------- unique (host)

@@ -589,3 +589,33 @@ def test_where_single_argument():
     x = torch.tensor([[0.0, 1.5, 0.0], [-2.0, 0.0, 3.0]])
     _check(lambda x: torch.where(x), x, exact=True)
     _check(lambda x: torch.where(x > 0), x, exact=True)
+
+
+# ---------------------------------------------------------------------- aliasing
+
+def test_writes_through_views_and_expanded_tensors():
+    def run(dev):
+        out = []
+        base = torch.arange(4.0, device=dev)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # index_put_ on expanded tensors is deprecated
+            base.expand(3, 4).index_put_((torch.tensor([1], device=dev), torch.tensor([2], device=dev)),
+                                         torch.tensor(9.0, device=dev))
+            out.append(base.clone())
+            z = torch.zeros(4, device=dev)
+            z.expand(3, 4).index_put_((torch.tensor([0, 1, 2], device=dev), torch.tensor([1, 1, 1], device=dev)),
+                                      torch.tensor(1.0, device=dev), accumulate=True)
+            out.append(z)
+        b = torch.arange(10.0, device=dev)
+        v1, v2 = b[2:8], b[::2]
+        before = v2 * 1  # computed before the write: keeps the old values
+        v1[torch.tensor([0, 3], device=dev)] = -1.0
+        out += [v2.clone(), b.clone(), before]
+        c = torch.arange(10.0, device=dev)
+        c[2:8].scatter_add_(0, torch.tensor([0, 0, 5], device=dev), torch.ones(3, device=dev))
+        c[1::3].index_fill_(0, torch.tensor([2], device=dev), 100.0)
+        c.t()[torch.tensor([9], device=dev)] += 0.5
+        out.append(c)
+        return out
+
+    assert_same(run(DEV), run("cpu"))

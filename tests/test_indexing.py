@@ -343,6 +343,7 @@ def test_index_add_duplicates_and_small_ranks():
     _check(lambda x, i, s: x.index_add(0, i, s), torch.tensor(1.0), L(0), torch.tensor(2.0))
 
 
+@pytest.mark.filterwarnings("ignore:index_reduce")
 @pytest.mark.parametrize("reduce", ["prod", "mean", "amax", "amin"])
 @pytest.mark.parametrize("include_self", [True, False])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64])

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <unordered_set>
 
 #include "engine/codegen/index_walk.h"
@@ -186,6 +187,13 @@ void realize_repeated_reduces(Planner& p, const std::vector<const Node*>& order)
             if (n->op == Op::Reduce && inner >= 0 && vars[size_t(inner)].in_reduce &&
                 n->src[0]->numel() / std::max<int64_t>(1, n->numel()) >= 16)
               nested.insert(n);
+            // Already its own kernel this round (or inside one that is): what
+            // lies below is counted again next round, from its own kernel.
+            // Descending here would multiply the contexts of everything below
+            // per path (residual blocks double them), exponentially in depth.
+            if (n->op == Op::Reduce &&
+                (nested.count(n) || evals[n] > double(std::max<int64_t>(1, n->numel())) * 1.0001))
+              return false;
           }
           parent_for_next = inner;  // its loops (or runtime index) nest here
           if (n->op == Op::Reduce) stack.push_back(n);
@@ -253,6 +261,34 @@ void collect_loads(Kernel& k, const NodeRef& root_value, const Node* self,
     }
     for (auto& s : n->src) stack.push_back(s.get());
   }
+}
+
+
+// Whether every read of the buffers in `bufs` by kernel `k` is at the kernel's
+// own iteration index (through elementwise ops and row-major reshapes only).
+// Only then does evaluating the producer inline compute nothing twice: a read
+// inside a reduce's loop, through a window, broadcast or permute, or as a
+// gather's data would recompute the producer's value per read.
+bool reads_in_place(const Kernel& k, const std::unordered_set<const Buffer*>& bufs) {
+  std::vector<std::pair<const Node*, bool>> stack;  // (node, reached at the iteration index)
+  std::set<std::pair<const Node*, bool>> seen;
+  for (auto& o : k.outputs) stack.push_back({o.value.get(), true});
+  while (!stack.empty()) {
+    auto [n, in_place] = stack.back();
+    stack.pop_back();
+    if (!seen.insert({n, in_place}).second) continue;
+    auto it = k.loads.find(n);
+    if (it != k.loads.end()) {
+      if (!in_place && bufs.count(k.buffers[size_t(it->second)].get())) return false;
+      continue;
+    }
+    for (size_t i = 0; i < n->src.size(); i++) {
+      bool keeps = is_elementwise(n->op) || n->op == Op::Bitcast || n->op == Op::Cast ||
+                   (n->op == Op::View && n->args.st.is_contiguous()) || (n->op == Op::Gather && i == 1);
+      stack.push_back({n->src[i].get(), in_place && keeps});
+    }
+  }
+  return true;
 }
 
 }  // namespace
@@ -406,6 +442,7 @@ Schedule create_schedule(const std::vector<NodeRef>& targets) {
                                       node->op == Op::Scatter))
               ok = false;
           }
+          if (ok && !reads_in_place(pk.k, g.writes)) ok = false;
           if (ok) {
             into = &g;
             inline_loads = true;

@@ -607,6 +607,8 @@ class Builder {
   // registers and the SLP vectorizer turns the tile into vector FMAs.
   static constexpr int64_t kTileCols = 32;
   static constexpr int64_t kTileRows = 4;
+  static constexpr int64_t kMinTileCols = 4;  // narrower output rows are not tiled
+  static constexpr int64_t kShortReduce = 16;  // reduce loops too short to vectorize
 
   struct TileCandidate {
     const Node* reduce = nullptr;
@@ -635,18 +637,22 @@ class Builder {
   }
 
   // Loads under the reduce's source must move by 0 or 1 element along the
-  // tiled var and by something other than 1 along the innermost reduce var.
+  // tiled var and by something other than 1 along the innermost reduce var,
+  // or that reduce loop is too short to vectorize (a convolution's kernel
+  // width) and some load moves by 1 along the tiled var.
   bool worth_tiling(const TileCandidate& c, int jid) {
     const Node* src = c.reduce->src[0].get();
     std::vector<Expr> sub = c.idx;
     int kid = -1;
+    int64_t inner_extent = 0;
     for (int a : c.reduce->args.axes)
       if (src->shape[a] > 1) {
         sub[a] = placeholder_var(src->shape[a]);
         kid = int(sub[a]->value);
+        inner_extent = src->shape[a];
       }
     if (kid < 0) return false;
-    bool ok = true, helps = false;
+    bool ok = true, helps = false, unit_j = false;
     IndexWalker w;
     w.is_leaf = [&](const Node* n) { return k_.loads.count(n) > 0; };
     w.fresh_var = [&](int64_t size) { return placeholder_var(size); };
@@ -659,41 +665,49 @@ class Builder {
       auto sj = linear_coefficient(flat, jid), sk = linear_coefficient(flat, kid);
       if (!sj || (*sj != 0 && *sj != 1)) ok = false;
       if (sk && *sk != 1 && !(sj && *sj == 0)) helps = true;
+      if (sj && *sj == 1) unit_j = true;
     };
     w.walk(src, sub, c.valid);
-    return ok && helps;
+    return ok && (helps || (unit_j && inner_extent < kShortReduce));
   }
 
   // Tiles the last output dim `d` (kTileCols wide) and, when there is one,
-  // the dim `d2` before it (kTileRows tall): the column tile loop runs
+  // the dim `d2` before it (kTileRows tall, or more for a narrow tile): the column tile loop runs
   // outside the row loop so the tile's slice of the other operand stays in
   // cache across rows. Returns false (emitting nothing) when not worth it.
   bool tiled(std::vector<Expr>& idx, int d2, size_t d, Value* lo_i, Value* hi_i, Value* lo_j, Value* hi_j) {
     int jid = int(idx[d]->value);
+    const Shape& shape = k_.shape;
+    if (shape[d] < kMinTileCols) return false;
     auto cand = find_tiled_reduce(idx, jid);
     if (!cand || !worth_tiling(*cand, jid)) return false;
     const Node* r = cand->reduce;
-    Value* ntj = b_.CreateSDiv(b_.CreateSub(hi_j, lo_j), b_.getInt64(kTileCols));
+    // A last dim narrower than kTileCols (a convolution's output width) gets
+    // a tile as wide as itself and more rows: about as many accumulators.
+    const int64_t tile_cols = std::min(kTileCols, shape[d]);
+    const int64_t tile_rows =
+        d2 < 0 ? 1 : std::max<int64_t>(1, std::min(shape[size_t(d2)], kTileCols * kTileRows / tile_cols));
+    Value* ntj = b_.CreateSDiv(b_.CreateSub(hi_j, lo_j), b_.getInt64(tile_cols));
     emit_loop(b_.getInt64(0), ntj, [&](Value* jt) {
-      Value* j0 = b_.CreateAdd(lo_j, b_.CreateMul(jt, b_.getInt64(kTileCols)));
+      Value* j0 = b_.CreateAdd(lo_j, b_.CreateMul(jt, b_.getInt64(tile_cols)));
       std::vector<Value*> cols;
-      for (int64_t c = 0; c < kTileCols; c++) cols.push_back(b_.CreateAdd(j0, b_.getInt64(c)));
+      for (int64_t c = 0; c < tile_cols; c++) cols.push_back(b_.CreateAdd(j0, b_.getInt64(c)));
       if (d2 < 0) {
         tile_block(r, idx, d2, {}, d, cols);
         return;
       }
-      Value* nti = b_.CreateSDiv(b_.CreateSub(hi_i, lo_i), b_.getInt64(kTileRows));
+      Value* nti = b_.CreateSDiv(b_.CreateSub(hi_i, lo_i), b_.getInt64(tile_rows));
       emit_loop(b_.getInt64(0), nti, [&](Value* it) {
-        Value* i0 = b_.CreateAdd(lo_i, b_.CreateMul(it, b_.getInt64(kTileRows)));
+        Value* i0 = b_.CreateAdd(lo_i, b_.CreateMul(it, b_.getInt64(tile_rows)));
         std::vector<Value*> rows;
-        for (int64_t q = 0; q < kTileRows; q++) rows.push_back(b_.CreateAdd(i0, b_.getInt64(q)));
+        for (int64_t q = 0; q < tile_rows; q++) rows.push_back(b_.CreateAdd(i0, b_.getInt64(q)));
         tile_block(r, idx, d2, rows, d, cols);
       }, /*scalar=*/true);
-      Value* rest_i = b_.CreateAdd(lo_i, b_.CreateMul(nti, b_.getInt64(kTileRows)));
+      Value* rest_i = b_.CreateAdd(lo_i, b_.CreateMul(nti, b_.getInt64(tile_rows)));
       emit_loop(rest_i, hi_i, [&](Value* i) { tile_block(r, idx, d2, {i}, d, cols); }, /*scalar=*/true);
     }, /*scalar=*/true);
     // the columns left over, one output at a time
-    Value* rest_j = b_.CreateAdd(lo_j, b_.CreateMul(ntj, b_.getInt64(kTileCols)));
+    Value* rest_j = b_.CreateAdd(lo_j, b_.CreateMul(ntj, b_.getInt64(tile_cols)));
     auto plain = [&]() {
       emit_loop(rest_j, hi_j, [&](Value* j) {
         vars_[size_t(idx[d]->value)] = j;

@@ -103,6 +103,16 @@ T pad_spatial(const T& x, const Dims& before, const Dims& after) {
   return y;
 }
 
+// The padded input of a window reduce, stored: read through masks, every
+// load of the convolution's inner loop would be a select on a clamped index
+// (no vector loads: 5-40x slower), and whatever computes the input (batch
+// norm, ReLU) would be recomputed per read. One cheap kernel instead, except
+// for small inputs, where the masked reads cost less than another kernel.
+constexpr int64_t kStorePaddedFrom = int64_t(1) << 15;  // elements
+T stored_if_padded(const T& y, const T& x) {
+  return y.shape() == x.shape() || y.numel() < kStorePaddedFrom ? y : y.contiguous();
+}
+
 // x with (s - 1) zeros between neighbours along each spatial dim (a view).
 T interleave_zeros(const T& x, const Dims& stride) {
   T y = x;
@@ -141,7 +151,7 @@ T conv_transposed_value(const T& x, const T& w, int64_t G, const Dims& stride, c
     after[i] = before[i] + opad[i];
     out[i] = (S - 1) * stride[i] - 2 * pad[i] + dil[i] * (K[i] - 1) + opad[i] + 1;
   }
-  T xt = pad_spatial(interleave_zeros(x, stride), before, after);
+  T xt = stored_if_padded(pad_spatial(interleave_zeros(x, stride), before, after), x);
   // (G, ICg, OCg, K...) -> (G, OCg, ICg, K...) flipped over K
   tiny::Shape w5{G, ICg, OCg};
   w5.insert(w5.end(), K.begin(), K.end());
@@ -165,7 +175,7 @@ T conv_value(const T& x, const T& w, int64_t G, const Dims& stride, const Dims& 
     out[i] = (x.shape()[2 + i] + 2 * pad[i] - dil[i] * (ws[2 + i] - 1) - 1) / stride[i] + 1;
   tiny::Shape w5{G, ws[0] / G};
   w5.insert(w5.end(), ws.begin() + 1, ws.end());
-  return conv_core(pad_spatial(x, pad, pad), w.reshape(w5), stride, dil, out);
+  return conv_core(stored_if_padded(pad_spatial(x, pad, pad), x), w.reshape(w5), stride, dil, out);
 }
 
 struct Params {
@@ -222,11 +232,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
   if (output_mask[1]) {
     T v;
     if (!transposed) {
-      v = wgrad_core(pad_spatial(x, p.pad, p.pad), go, groups, K, p.stride, p.dil);
+      v = wgrad_core(stored_if_padded(pad_spatial(x, p.pad, p.pad), x), go, groups, K, p.stride, p.dil);
     } else {
       // gw[ic, o, k] = sum x[n, ic, i] * go[n, o, i*s - p + k*d]: the weight
       // gradient of a convolution of grad_output with x in the output's role
-      T gp = pad_spatial(go, p.pad, p.pad);
+      T gp = stored_if_padded(pad_spatial(go, p.pad, p.pad), go);
       v = wgrad_core(gp, x, groups, K, p.stride, p.dil);
     }
     gw = make_result(v.reshape(to_shape(weight.sizes())).cast(edt), dt);

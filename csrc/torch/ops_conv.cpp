@@ -103,14 +103,25 @@ T pad_spatial(const T& x, const Dims& before, const Dims& after) {
   return y;
 }
 
-// The padded input of a window reduce, stored: read through masks, every
-// load of the convolution's inner loop would be a select on a clamped index
-// (no vector loads: 5-40x slower), and whatever computes the input (batch
-// norm, ReLU) would be recomputed per read. One cheap kernel instead, except
-// for small inputs, where the masked reads cost less than another kernel.
-constexpr int64_t kStorePaddedFrom = int64_t(1) << 15;  // elements
-T stored_if_padded(const T& y, const T& x) {
-  return y.shape() == x.shape() || y.numel() < kStorePaddedFrom ? y : y.contiguous();
+// An operand of a convolution's reduce is read many times per element (once
+// per output channel and kernel tap). Fused into the reduce, whatever computes
+// it (batch norm, ReLU, a concatenation's selects, padding masks) is redone
+// per read, and masked loads are selects on clamped indices (no vector loads:
+// 5-40x slower). So a computed or padded operand is stored first: one cheap
+// kernel, except for small operands, where that costs more than it saves.
+constexpr int64_t kStoreOperandFrom = int64_t(1) << 15;  // elements
+
+// Whether `t` is stored data seen through views (nothing to recompute).
+bool is_stored(const T& t) {
+  const tiny::Node* n = t.node().get();
+  while (!n->realized() && n->op == tiny::Op::View) n = n->src[0].get();
+  return n->realized() || n->op == tiny::Op::Buffer || n->op == tiny::Op::Const;
+}
+
+// `y` is `x` padded (or `x` itself).
+T stored_operand(const T& y, const T& x) {
+  if (y.numel() < kStoreOperandFrom || (y.shape() == x.shape() && is_stored(x))) return y;
+  return y.contiguous();
 }
 
 // x with (s - 1) zeros between neighbours along each spatial dim (a view).
@@ -151,7 +162,7 @@ T conv_transposed_value(const T& x, const T& w, int64_t G, const Dims& stride, c
     after[i] = before[i] + opad[i];
     out[i] = (S - 1) * stride[i] - 2 * pad[i] + dil[i] * (K[i] - 1) + opad[i] + 1;
   }
-  T xt = stored_if_padded(pad_spatial(interleave_zeros(x, stride), before, after), x);
+  T xt = stored_operand(pad_spatial(interleave_zeros(x, stride), before, after), x);
   // (G, ICg, OCg, K...) -> (G, OCg, ICg, K...) flipped over K
   tiny::Shape w5{G, ICg, OCg};
   w5.insert(w5.end(), K.begin(), K.end());
@@ -175,7 +186,7 @@ T conv_value(const T& x, const T& w, int64_t G, const Dims& stride, const Dims& 
     out[i] = (x.shape()[2 + i] + 2 * pad[i] - dil[i] * (ws[2 + i] - 1) - 1) / stride[i] + 1;
   tiny::Shape w5{G, ws[0] / G};
   w5.insert(w5.end(), ws.begin() + 1, ws.end());
-  return conv_core(stored_if_padded(pad_spatial(x, pad, pad), x), w.reshape(w5), stride, dil, out);
+  return conv_core(stored_operand(pad_spatial(x, pad, pad), x), w.reshape(w5), stride, dil, out);
 }
 
 struct Params {
@@ -213,6 +224,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
   c10::ScalarType dt = input.scalar_type();
   tiny::DType edt = to_engine(dt);
   T x = read_acc(input), w = read_acc(weight), go = read_acc(grad_output);
+  if (output_mask[0] || output_mask[1]) go = stored_operand(go, go);
   Dims K(weight.sizes().begin() + 2, weight.sizes().end());
   at::Tensor gi, gw, gb;
   if (output_mask[0]) {
@@ -232,11 +244,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
   if (output_mask[1]) {
     T v;
     if (!transposed) {
-      v = wgrad_core(stored_if_padded(pad_spatial(x, p.pad, p.pad), x), go, groups, K, p.stride, p.dil);
+      v = wgrad_core(stored_operand(pad_spatial(x, p.pad, p.pad), x), go, groups, K, p.stride, p.dil);
     } else {
       // gw[ic, o, k] = sum x[n, ic, i] * go[n, o, i*s - p + k*d]: the weight
       // gradient of a convolution of grad_output with x in the output's role
-      T gp = stored_if_padded(pad_spatial(go, p.pad, p.pad), go);
+      T gp = stored_operand(pad_spatial(go, p.pad, p.pad), go);
       v = wgrad_core(gp, x, groups, K, p.stride, p.dil);
     }
     gw = make_result(v.reshape(to_shape(weight.sizes())).cast(edt), dt);

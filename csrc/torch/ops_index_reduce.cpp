@@ -3,6 +3,7 @@
 // broadcast back and compared, selects arange positions, and a MIN reduce
 // keeps the first one. That gives the CPU's answer (first occurrence; NaN
 // counts as the extreme) without a host round trip, in two kernels.
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/ReduceOpsUtils.h>
 #include <torch/library.h>
 
@@ -44,8 +45,9 @@ std::tuple<at::Tensor&, at::Tensor&> max_dim_out(const at::Tensor& self, int64_t
   auto r = extreme_with_index(self, dim, keepdim, IsMax, IsMax ? "max()" : "min()");
   check_out_dtype(values, self.scalar_type());
   check_out_dtype(indices, c10::kLong);
-  assign_out_exact(values, r.values, self.scalar_type(), {self});
-  assign_out_exact(indices, r.indices, c10::kLong, {self});
+  at::assert_no_partial_overlap(values, self);  // the CPU checks these two
+  assign_out_exact(values, r.values, self.scalar_type());
+  assign_out_exact(indices, r.indices, c10::kLong);
   return {values, indices};
 }
 
@@ -69,7 +71,7 @@ template <bool IsMax>
 at::Tensor& argmax_out(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim, at::Tensor& out) {
   TinyOp op(IsMax ? "argmax" : "argmin");
   check_out_dtype(out, c10::kLong);
-  return assign_out_exact(out, arg_value<IsMax>(self, dim, keepdim), c10::kLong, {self});
+  return assign_out_exact(out, arg_value<IsMax>(self, dim, keepdim), c10::kLong);
 }
 
 }  // namespace

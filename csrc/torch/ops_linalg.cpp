@@ -73,7 +73,7 @@ at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
 }
 at::Tensor& mm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
   TinyOp op("mm");
-  return assign_out_exact(out, mm_value(a, b), a.scalar_type(), {a, b});
+  return assign_out_exact(out, mm_value(a, b), a.scalar_type());
 }
 
 T addmm_value(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b, const c10::Scalar& beta,
@@ -99,7 +99,7 @@ at::Tensor addmm(const at::Tensor& self, const at::Tensor& a, const at::Tensor& 
 at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b, const c10::Scalar& beta,
                       const c10::Scalar& alpha, at::Tensor& out) {
   TinyOp op("addmm");
-  return assign_out_exact(out, addmm_value(self, a, b, beta, alpha), a.scalar_type(), {self, a, b});
+  return assign_out_exact(out, addmm_value(self, a, b, beta, alpha), a.scalar_type());
 }
 at::Tensor& addmm_(at::Tensor& self, const at::Tensor& a, const at::Tensor& b, const c10::Scalar& beta,
                    const c10::Scalar& alpha) {
@@ -128,7 +128,7 @@ at::Tensor addmm_activation(const at::Tensor& self, const at::Tensor& a, const a
 at::Tensor& addmm_activation_out(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
                                  const c10::Scalar& beta, const c10::Scalar& alpha, bool use_gelu, at::Tensor& out) {
   TinyOp op("_addmm_activation");
-  return assign_out_exact(out, addmm_activation_value(self, a, b, beta, alpha, use_gelu), a.scalar_type(), {self, a, b});
+  return assign_out_exact(out, addmm_activation_value(self, a, b, beta, alpha, use_gelu), a.scalar_type());
 }
 
 // ---------------------------------------------------------------- bmm / baddbmm / addbmm
@@ -152,7 +152,7 @@ at::Tensor bmm(const at::Tensor& a, const at::Tensor& b) {
 }
 at::Tensor& bmm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
   TinyOp op("bmm");
-  return assign_out_exact(out, bmm_value(a, b), a.scalar_type(), {a, b});
+  return assign_out_exact(out, bmm_value(a, b), a.scalar_type());
 }
 
 T baddbmm_value(const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2, const c10::Scalar& beta,
@@ -174,7 +174,7 @@ at::Tensor baddbmm(const at::Tensor& self, const at::Tensor& b1, const at::Tenso
 at::Tensor& baddbmm_out(const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2, const c10::Scalar& beta,
                         const c10::Scalar& alpha, at::Tensor& out) {
   TinyOp op("baddbmm");
-  return assign_out_exact(out, baddbmm_value(self, b1, b2, beta, alpha), b1.scalar_type(), {self, b1, b2});
+  return assign_out_exact(out, baddbmm_value(self, b1, b2, beta, alpha), b1.scalar_type());
 }
 at::Tensor& baddbmm_(at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2, const c10::Scalar& beta,
                      const c10::Scalar& alpha) {
@@ -213,7 +213,7 @@ at::Tensor addbmm(const at::Tensor& self, const at::Tensor& b1, const at::Tensor
 at::Tensor& addbmm_out(const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2, const c10::Scalar& beta,
                        const c10::Scalar& alpha, at::Tensor& out) {
   TinyOp op("addbmm");
-  return assign_out(out, addbmm_value(self, b1, b2, beta, alpha), b1.scalar_type(), {self, b1, b2});
+  return assign_out_cast(out, addbmm_value(self, b1, b2, beta, alpha), b1.scalar_type());
 }
 at::Tensor& addbmm_(at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2, const c10::Scalar& beta,
                     const c10::Scalar& alpha) {
@@ -250,7 +250,7 @@ at::Tensor addmv(const at::Tensor& self, const at::Tensor& mat, const at::Tensor
 at::Tensor& addmv_out(const at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const c10::Scalar& beta,
                       const c10::Scalar& alpha, at::Tensor& out) {
   TinyOp op("addmv");
-  return assign_out_exact(out, addmv_value(self, mat, vec, beta, alpha), mat.scalar_type(), {self, mat, vec});
+  return assign_out_exact(out, addmv_value(self, mat, vec, beta, alpha), mat.scalar_type());
 }
 at::Tensor& addmv_(at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const c10::Scalar& beta,
                    const c10::Scalar& alpha) {
@@ -270,7 +270,7 @@ at::Tensor mv(const at::Tensor& mat, const at::Tensor& vec) {
 }
 at::Tensor& mv_out(const at::Tensor& mat, const at::Tensor& vec, at::Tensor& out) {
   TinyOp op("mv");
-  return assign_out_exact(out, mv_value(mat, vec), mat.scalar_type(), {mat, vec});
+  return assign_out_exact(out, mv_value(mat, vec), mat.scalar_type());
 }
 
 // ---------------------------------------------------------------- dot / vdot
@@ -292,7 +292,7 @@ at::Tensor dot(const at::Tensor& a, const at::Tensor& b) {
 }
 at::Tensor& dot_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
   TinyOp op("dot");
-  return assign_out_exact(out, dot_value(a, b), a.scalar_type(), {a, b});
+  return assign_out_exact(out, dot_value(a, b), a.scalar_type());
 }
 
 // ---------------------------------------------------------------- addr
@@ -334,7 +334,7 @@ at::Tensor& addr_out(const at::Tensor& self, const at::Tensor& v1, const at::Ten
   TinyOp op("addr");
   c10::ScalarType dt;
   T v = addr_value(self, v1, v2, beta, alpha, dt);
-  return assign_out(out, v, dt, {self, v1, v2});
+  return assign_out_cast(out, v, dt);
 }
 at::Tensor& addr_(at::Tensor& self, const at::Tensor& v1, const at::Tensor& v2, const c10::Scalar& beta,
                   const c10::Scalar& alpha) {
@@ -380,7 +380,7 @@ at::Tensor& tril_(at::Tensor& self, int64_t k) {
 template <bool Lower>
 at::Tensor& tril_out(const at::Tensor& self, int64_t k, at::Tensor& out) {
   TinyOp op(Lower ? "tril" : "triu");
-  return assign_out_exact(out, triangle_value(self, k, Lower), self.scalar_type(), {self});
+  return assign_out_exact(out, triangle_value(self, k, Lower), self.scalar_type());
 }
 
 // ---------------------------------------------------------------- diag_embed

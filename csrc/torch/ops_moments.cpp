@@ -53,8 +53,8 @@ template <bool Sqrt>
 at::Tensor& var_out(const at::Tensor& self, at::OptionalIntArrayRef dims, const std::optional<c10::Scalar>& correction,
                     bool keepdim, at::Tensor& out) {
   TinyOp op(Sqrt ? "std" : "var");
-  return assign_out(out, moments(self, dims, correction, keepdim, Sqrt, Sqrt ? "std" : "var").var, self.scalar_type(),
-                    {self});
+  return assign_out_cast(out, moments(self, dims, correction, keepdim, Sqrt, Sqrt ? "std" : "var").var,
+                         self.scalar_type());
 }
 template <bool Sqrt>
 std::tuple<at::Tensor, at::Tensor> var_mean(const at::Tensor& self, at::OptionalIntArrayRef dims,

@@ -76,7 +76,7 @@ at::Tensor& vector_norm_out(const at::Tensor& self, const c10::Scalar& ord, at::
                             bool keepdim, std::optional<c10::ScalarType> dtype, at::Tensor& out) {
   TinyOp op("linalg_vector_norm");
   c10::ScalarType dt = norm_dtype(self, dtype);
-  return assign_out_exact(out, vector_norm_value(self, ord, dims, keepdim, dt), dt, {self});
+  return assign_out_exact(out, vector_norm_value(self, ord, dims, keepdim, dt), dt);
 }
 
 c10::Scalar norm_ord(const std::optional<c10::Scalar>& p) { return p.value_or(c10::Scalar(2.0)); }

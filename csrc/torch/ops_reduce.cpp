@@ -21,12 +21,6 @@ c10::ScalarType sum_dtype(const at::Tensor& self, std::optional<c10::ScalarType>
   return at::native::get_dtype_from_self(self, dtype, /*promote_integers=*/true);
 }
 
-// `self` in `dt` reduced over `axes`. 16-bit floats accumulate in float32
-// inside the reduce (the engine's rule), as the CPU does.
-T reduce_value(const at::Tensor& self, ReduceOp op, const std::vector<int>& axes, bool keepdim, c10::ScalarType dt) {
-  T v = read(self).cast(to_engine(dt));
-  return squeeze_axes(reduce_keep(v, op, axes), axes, keepdim);
-}
 
 // ---------------------------------------------------------------- sum / prod / nansum
 template <ReduceOp R>
@@ -34,6 +28,13 @@ T sum_like_value(const at::Tensor& self, const std::vector<int>& axes, bool keep
   T v = read(self).cast(to_engine(dt));
   if (nan_zero) v = select(is_nan(v), constant_like(v, 0), v);
   return squeeze_axes(reduce_keep(v, R, axes), axes, keepdim);
+}
+
+// nansum of a float input into an integer out= has no CPU kernel (with
+// dtype= the input is cast first, which works)
+void check_nansum(const at::Tensor& self, c10::ScalarType dt) {
+  TORCH_CHECK_NOT_IMPLEMENTED(!c10::isFloatingType(self.scalar_type()) || c10::isFloatingType(dt),
+                              "\"nansum_cpu\" not implemented for '", dt, "'");
 }
 
 template <ReduceOp R, bool NanZero>
@@ -48,7 +49,8 @@ at::Tensor& sum_out(const at::Tensor& self, at::OptionalIntArrayRef dims, bool k
   TinyOp op(R == ReduceOp::Sum ? (NanZero ? "nansum" : "sum") : "prod");
   // the result dtype is out's unless dtype= names one (which out must then have)
   c10::ScalarType dt = dtype.value_or(out.scalar_type());
-  return assign_out_exact(out, sum_like_value<R>(self, reduce_axes(self, dims), keepdim, dt, NanZero), dt, {self});
+  if (NanZero && !dtype) check_nansum(self, dt);
+  return assign_out_exact(out, sum_like_value<R>(self, reduce_axes(self, dims), keepdim, dt, NanZero), dt);
 }
 template <ReduceOp R>
 at::Tensor sum_all(const at::Tensor& self, std::optional<c10::ScalarType> dtype) {
@@ -77,8 +79,9 @@ c10::ScalarType mean_dtype(const at::Tensor& self, std::optional<c10::ScalarType
 // sum / n, in float32 for 16-bit floats and rounded once (the CPU's order)
 T mean_value(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim, c10::ScalarType dt) {
   auto axes = reduce_axes(self, dims);
+  // the CPU sums the input straight in float32 for a 16-bit result
   tiny::DType acc = tiny::compute_dtype(to_engine(dt));
-  T s = reduce_keep(read(self).cast(to_engine(dt)).cast(acc), ReduceOp::Sum, axes);
+  T s = reduce_keep(read(self).cast(acc), ReduceOp::Sum, axes);
   s = div(s, constant_like(s, double(reduced_count(self, axes))));
   return squeeze_axes(s, axes, keepdim).cast(to_engine(dt));
 }
@@ -94,7 +97,7 @@ at::Tensor& mean_out(const at::Tensor& self, at::OptionalIntArrayRef dims, bool 
   TORCH_CHECK(c10::canCast(dt, out.scalar_type()), "result type ", dt, " can't be cast to the desired output type ",
               out.scalar_type());
   // the CPU sums straight into out's dtype
-  return assign_out(out, mean_value(self, dims, keepdim, out.scalar_type()), dt, {self});
+  return assign_out_cast(out, mean_value(self, dims, keepdim, out.scalar_type()), dt);
 }
 at::Tensor mean_all(const at::Tensor& self, std::optional<c10::ScalarType> dtype) {
   return mean_dim(self, std::nullopt, false, dtype);
@@ -119,7 +122,7 @@ at::Tensor& amax_out(const at::Tensor& self, c10::IntArrayRef dims, bool keepdim
   TinyOp op(IsMax ? "amax" : "amin");
   TORCH_CHECK(self.scalar_type() == out.scalar_type(), "Expected the dtype for input and out to match, but got ",
               self.scalar_type(), " for input's dtype and ", out.scalar_type(), " for out's dtype.");
-  return assign_out_exact(out, amax_value<IsMax>(self, dims, keepdim), self.scalar_type(), {self});
+  return assign_out_exact(out, amax_value<IsMax>(self, dims, keepdim), self.scalar_type());
 }
 
 template <bool IsMax>
@@ -138,7 +141,12 @@ at::Tensor max_all(const at::Tensor& self) {
 template <bool IsMax>
 at::Tensor& max_all_out(const at::Tensor& self, at::Tensor& out) {
   TinyOp op(IsMax ? "max" : "min");
-  return assign_out(out, max_all_value<IsMax>(self), self.scalar_type(), {self});
+  // the CPU's (unhelpful) message, verbatim
+  TORCH_CHECK(c10::canCast(self.scalar_type(), out.scalar_type()),
+              "Expected canCast( typeMetaToScalarType(self.dtype()), typeMetaToScalarType(out.dtype())) to be true, "
+              "but got false.  (Could this error message be improved?  If so, please report an enhancement request "
+              "to PyTorch.)");
+  return assign_out_cast(out, max_all_value<IsMax>(self), self.scalar_type());
 }
 
 // ---------------------------------------------------------------- aminmax
@@ -167,16 +175,19 @@ std::tuple<at::Tensor&, at::Tensor&> aminmax_out(const at::Tensor& self, std::op
   auto [mn, mx] = aminmax_value(self, dim, keepdim);
   check_out_dtype(min, self.scalar_type());
   check_out_dtype(max, self.scalar_type());
-  assign_out_exact(min, mn, self.scalar_type(), {self});
-  assign_out_exact(max, mx, self.scalar_type(), {self});
+  assign_out_exact(min, mn, self.scalar_type());
+  assign_out_exact(max, mx, self.scalar_type());
   return {min, max};
 }
 
 // ---------------------------------------------------------------- any / all
+// The CPU casts the input to the result dtype first: into a uint8 out=, a
+// float input is truncated to uint8 before the nonzero test.
 template <ReduceOp R>
-T any_all_value(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim) {
+T any_all_value(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim, c10::ScalarType out) {
   auto axes = reduce_axes(self, dims);
-  return squeeze_axes(reduce_keep(read(self).cast(tiny::DType::Bool), R, axes), axes, keepdim);
+  T x = read(self).cast(to_engine(out)).cast(tiny::DType::Bool);
+  return squeeze_axes(reduce_keep(x, R, axes), axes, keepdim);
 }
 // uint8 inputs keep uint8 results (a NumPy-compat rule ATen keeps)
 c10::ScalarType any_all_dtype(const at::Tensor& self) {
@@ -185,14 +196,14 @@ c10::ScalarType any_all_dtype(const at::Tensor& self) {
 template <ReduceOp R>
 at::Tensor any_all_dims(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim) {
   TinyOp op(R == ReduceOp::Any ? "any" : "all");
-  return make_result(any_all_value<R>(self, dims, keepdim), any_all_dtype(self));
+  return make_result(any_all_value<R>(self, dims, keepdim, any_all_dtype(self)), any_all_dtype(self));
 }
 template <ReduceOp R>
 at::Tensor& any_all_dims_out(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim, at::Tensor& out) {
   TinyOp op(R == ReduceOp::Any ? "any" : "all");
   TORCH_CHECK(out.scalar_type() == c10::kBool || out.scalar_type() == c10::kByte, R == ReduceOp::Any ? "any" : "all",
               " only supports bool tensor for result, got: ", out.scalar_type());
-  return assign_out_exact(out, any_all_value<R>(self, dims, keepdim), out.scalar_type(), {self});
+  return assign_out_exact(out, any_all_value<R>(self, dims, keepdim, out.scalar_type()), out.scalar_type());
 }
 template <ReduceOp R>
 at::Tensor any_all(const at::Tensor& self) { return any_all_dims<R>(self, std::nullopt, false); }
@@ -235,7 +246,7 @@ at::Tensor& logsumexp_out(const at::Tensor& self, c10::IntArrayRef dims, bool ke
   TinyOp op("logsumexp");
   TORCH_CHECK(c10::isFloatingType(out.scalar_type()) || c10::isComplexType(out.scalar_type()),
               "logsumexp(): Expected floating point type for result tensor, but got: ", out.scalar_type());
-  return assign_out(out, logsumexp_value(self, dims, keepdim, logsumexp_dtype(self)), logsumexp_dtype(self), {self});
+  return assign_out_cast(out, logsumexp_value(self, dims, keepdim, logsumexp_dtype(self)), logsumexp_dtype(self));
 }
 
 // ---------------------------------------------------------------- equal

@@ -49,7 +49,7 @@ at::Tensor& cumsum_out(const at::Tensor& self, int64_t dim, std::optional<c10::S
   TinyOp op(cum_name(Prod));
   c10::ScalarType dt = dtype.value_or(out.scalar_type());
   TORCH_CHECK_NOT_IMPLEMENTED(dt != c10::kBool, "\"", cum_name(Prod), "_out_cpu\" not implemented for 'Bool'");
-  return assign_out_exact(out, cum_value(self, dim, dt, Prod), dt, {self});
+  return assign_out_exact(out, cum_value(self, dim, dt, Prod), dt);
 }
 
 // ---------------------------------------------------------------- cummax / cummin
@@ -80,8 +80,8 @@ std::tuple<at::Tensor&, at::Tensor&> cummax_out(const at::Tensor& self, int64_t 
   check_same_type(values, self.scalar_type());
   check_same_type(indices, c10::kLong);
   auto [v, i] = cumextreme_value(self, dim, IsMax);
-  assign_out_exact(values, v, self.scalar_type(), {self});
-  assign_out_exact(indices, i, c10::kLong, {self});
+  assign_out_exact(values, v, self.scalar_type());
+  assign_out_exact(indices, i, c10::kLong);
   return {values, indices};
 }
 // what the CompositeExplicit cummax calls with preallocated outputs
@@ -105,7 +105,7 @@ at::Tensor logcumsumexp(const at::Tensor& self, int64_t dim) {
 at::Tensor& logcumsumexp_out(const at::Tensor& self, int64_t dim, at::Tensor& out) {
   TinyOp op("logcumsumexp");
   check_same_type(out, self.scalar_type());
-  return assign_out_exact(out, logcumsumexp_value(self, dim), self.scalar_type(), {self});
+  return assign_out_exact(out, logcumsumexp_value(self, dim), self.scalar_type());
 }
 
 }  // namespace

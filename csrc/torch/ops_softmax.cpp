@@ -55,7 +55,7 @@ template <bool Log>
 at::Tensor& softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float, at::Tensor& out) {
   TinyOp op(Log ? "log_softmax" : "softmax");
   c10::ScalarType dt = softmax_out_dtype(self, dim, half_to_float, Log);
-  return assign_out_exact(out, softmax_value(self, dim, dt, Log), dt, {self});
+  return assign_out_exact(out, softmax_value(self, dim, dt, Log), dt);
 }
 
 // ---------------------------------------------------------------- backward
@@ -100,7 +100,7 @@ at::Tensor& softmax_backward_out(const at::Tensor& grad, const at::Tensor& outpu
                                  c10::ScalarType input_dtype, at::Tensor& grad_input) {
   TinyOp op(Log ? "log_softmax_backward" : "softmax_backward");
   c10::ScalarType out = softmax_backward_dtype(grad, output, dim, input_dtype);
-  return assign_out_exact(grad_input, softmax_backward_value(grad, output, dim, out, Log), out, {grad, output});
+  return assign_out_exact(grad_input, softmax_backward_value(grad, output, dim, out, Log), out);
 }
 
 }  // namespace

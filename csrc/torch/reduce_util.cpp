@@ -161,17 +161,26 @@ void check_out_dtype(const at::Tensor& out, c10::ScalarType expected) {
               ", but got ", out.dtype(), " instead");
 }
 
-at::Tensor& assign_out_exact(at::Tensor& out, const T& v, c10::ScalarType expected,
-                             const std::vector<at::Tensor>& inputs) {
-  check_out_dtype(out, expected);
+namespace {
+at::Tensor& deliver(at::Tensor& out, const T& v) {
   TORCH_CHECK(out.device().type() == c10::DeviceType::PrivateUse1,
               "Expected out tensor to have device tiny:0, but got ", out.device(), " instead");
   at::native::resize_output(out, c10::IntArrayRef(v.shape()));
   at::assert_no_internal_overlap(out);
-  for (auto& in : inputs)
-    if (in.defined() && in.device() == out.device()) at::assert_no_partial_overlap(out, in);
   write(out, v.cast(to_engine(out.scalar_type())));
   return out;
+}
+}  // namespace
+
+at::Tensor& assign_out_exact(at::Tensor& out, const T& v, c10::ScalarType expected) {
+  check_out_dtype(out, expected);
+  return deliver(out, v);
+}
+
+at::Tensor& assign_out_cast(at::Tensor& out, const T& v, c10::ScalarType computed) {
+  TORCH_CHECK(c10::canCast(computed, out.scalar_type()), "result type ", computed,
+              " can't be cast to the desired output type ", out.scalar_type());
+  return deliver(out, v);
 }
 
 }  // namespace torch_tiny

@@ -61,10 +61,13 @@ tiny::Tensor logsumexp_keep(const tiny::Tensor& x, const std::vector<int>& axes,
 // log(exp(a) + exp(b)) elementwise, with ATen's handling of equal infinities.
 tiny::Tensor log_add_exp(const tiny::Tensor& a, const tiny::Tensor& b);
 
-// Delivers a value into an out= tensor whose dtype must be `expected` (the
-// check structured ATen kernels make), resizing it as ATen does.
-at::Tensor& assign_out_exact(at::Tensor& out, const tiny::Tensor& v, c10::ScalarType expected,
-                             const std::vector<at::Tensor>& inputs);
+// out= delivery for reductions, scans and BLAS-like ops. The value is built
+// from the inputs before out is written, so out may overlap an input (the
+// CPU does not check these ops either); out overlapping itself is an error.
+// _exact: out's dtype must be `expected` (structured kernels' check);
+// _cast: `computed` must cast safely to out's dtype.
+at::Tensor& assign_out_exact(at::Tensor& out, const tiny::Tensor& v, c10::ScalarType expected);
+at::Tensor& assign_out_cast(at::Tensor& out, const tiny::Tensor& v, c10::ScalarType computed);
 void check_out_dtype(const at::Tensor& out, c10::ScalarType expected);
 
 }  // namespace torch_tiny

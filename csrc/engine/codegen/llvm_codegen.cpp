@@ -352,6 +352,8 @@ class Builder {
   Value* reduce(const Node* n, const std::vector<Expr>& idx, const Expr& valid) {
     const Node* src = n->src[0].get();
     DType dt = n->dtype, sdt = src->dtype;
+    for (int a : n->args.axes)
+      if (src->shape[a] == 0) return identity(n->args.rop, dt);  // nothing to combine (and nothing to read)
     llvm::Type* ty = reg_type(dt);
     // the accumulator lives in an entry-block slot; mem2reg turns it into a phi
     llvm::IRBuilder<> eb(entry_, entry_->begin());

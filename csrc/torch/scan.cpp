@@ -1,5 +1,7 @@
 #include "torch/scan.h"
 
+#include <limits>
+
 #include "torch/reduce_util.h"
 
 namespace torch_tiny {
@@ -17,6 +19,7 @@ ScanRule simple_rule(ReduceOp op, Op combine, T (*identity)(const T&)) {
     return reduce_keep(mask ? select(*mask, x, identity(x)) : x, op, {axis});
   };
   r.combine = [combine](const T& carry, const T& part) { return carry.binary(combine, part); };
+  r.identity = identity;
   return r;
 }
 
@@ -61,17 +64,18 @@ T scan_last(const T& x, const ScanRule& rule) {
   totals_shape.back() = blocks;
   T totals = rule.reduce(xb, nullptr, nd).reshape(totals_shape);  // (..., B)
   T running = scan_last(totals, rule);
-  // carry[k] = running[k - 1]; block 0 takes no carry
+  // carry[k] = running[k - 1], the identity for block 0 (so `inner` is read
+  // once and fuses into this kernel)
   tiny::Ranges shift(size_t(nd), {0, 0});
   shift.back() = {1, 0};
   tiny::Ranges keep;
   for (int64_t d : totals_shape) keep.push_back({0, d});
   T carry = running.pad(shift).shrink(keep);
+  T first = iota(totals_shape, nd - 1).binary(Op::CmpEq, constant(totals_shape, 0, tiny::DType::Int64));
+  carry = select(first, rule.identity(carry), carry);
   tiny::Shape col = totals_shape;
   col.push_back(1);
-  carry = carry.reshape(col).expand(blocked);
-  T first = iota(blocked, nd - 1).binary(Op::CmpEq, constant(blocked, 0, tiny::DType::Int64));
-  T out = select(first, inner, rule.combine(carry, inner));
+  T out = rule.combine(carry.reshape(col).expand(blocked), inner);
   tiny::Shape flat = s;
   flat.back() = blocks * b;
   tiny::Ranges crop;
@@ -90,6 +94,7 @@ ScanRule logaddexp_rule() {
   ScanRule r;
   r.reduce = [](const T& x, const T* mask, int axis) { return logsumexp_keep(x, {axis}, mask); };
   r.combine = [](const T& carry, const T& part) { return log_add_exp(carry, part); };
+  r.identity = [](const T& like) { return constant_like(like, -std::numeric_limits<double>::infinity()); };
   return r;
 }
 

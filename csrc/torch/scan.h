@@ -29,6 +29,8 @@ struct ScanRule {
   std::function<tiny::Tensor(const tiny::Tensor& x, const tiny::Tensor* mask, int axis)> reduce;
   // The running value `carry` (everything before) followed by `part`.
   std::function<tiny::Tensor(const tiny::Tensor& carry, const tiny::Tensor& part)> combine;
+  // The value of an empty prefix (combine(identity, x) == x), shaped like x.
+  std::function<tiny::Tensor(const tiny::Tensor& like)> identity;
 };
 
 // Rules for the associative ops the scans need.

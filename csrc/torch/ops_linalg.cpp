@@ -36,6 +36,12 @@ void check_expandable(const at::Tensor& self, c10::IntArrayRef target) {
   at::inferExpandGeometry_dimvector(self.sizes(), self.strides(), target);
 }
 
+// Structured in-place ops check the result shape against self before anything else.
+void check_inplace_size(const at::Tensor& self, c10::IntArrayRef sizes) {
+  TORCH_CHECK(self.sizes() == sizes, "Bad in-place call: input tensor size ", self.sizes(), " and output tensor size ",
+              sizes, " should match");
+}
+
 bool is_zero(const c10::Scalar& s) { return s.isBoolean() ? !s.toBool() : s.toDouble() == 0.0; }
 bool is_one(const c10::Scalar& s) { return s.isBoolean() ? s.toBool() : s.toDouble() == 1.0; }
 
@@ -76,8 +82,7 @@ at::Tensor& mm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
   return assign_out_exact(out, mm_value(a, b), a.scalar_type());
 }
 
-T addmm_value(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b, const c10::Scalar& beta,
-              const c10::Scalar& alpha) {
+void check_addmm(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b) {
   TORCH_CHECK(self.scalar_type() == b.scalar_type(), "self and mat2 must have the same dtype, but got ",
               self.scalar_type(), " and ", b.scalar_type());
   TORCH_CHECK(a.scalar_type() == b.scalar_type(), "mat1 and mat2 must have the same dtype, but got ", a.scalar_type(),
@@ -86,6 +91,10 @@ T addmm_value(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b, 
   TORCH_CHECK(b.dim() == 2, "mat2 must be a matrix, got ", b.dim(), "-D tensor");
   TORCH_CHECK(a.size(1) == b.size(0), "mat1 and mat2 shapes cannot be multiplied (", a.size(0), "x", a.size(1), " and ",
               b.size(0), "x", b.size(1), ")");
+}
+T addmm_value(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b, const c10::Scalar& beta,
+              const c10::Scalar& alpha) {
+  check_addmm(self, a, b);
   check_expandable(self, {a.size(0), b.size(1)});
   check_not_bool(a, "addmm_impl_cpu_");
   T prod = product(a, b, acc_of(a.scalar_type()));
@@ -104,6 +113,8 @@ at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& a, const at::Ten
 at::Tensor& addmm_(at::Tensor& self, const at::Tensor& a, const at::Tensor& b, const c10::Scalar& beta,
                    const c10::Scalar& alpha) {
   TinyOp op("addmm_");
+  check_addmm(self, a, b);
+  check_inplace_size(self, {a.size(0), b.size(1)});
   return assign_inplace(self, addmm_value(self, a, b, beta, alpha), a.scalar_type(), {a, b});
 }
 
@@ -179,6 +190,8 @@ at::Tensor& baddbmm_out(const at::Tensor& self, const at::Tensor& b1, const at::
 at::Tensor& baddbmm_(at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2, const c10::Scalar& beta,
                      const c10::Scalar& alpha) {
   TinyOp op("baddbmm_");
+  check_bmm(b1, b2);
+  check_inplace_size(self, {b1.size(0), b1.size(1), b2.size(2)});
   return assign_inplace(self, baddbmm_value(self, b1, b2, beta, alpha), b1.scalar_type(), {b1, b2});
 }
 
@@ -255,6 +268,8 @@ at::Tensor& addmv_out(const at::Tensor& self, const at::Tensor& mat, const at::T
 at::Tensor& addmv_(at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const c10::Scalar& beta,
                    const c10::Scalar& alpha) {
   TinyOp op("addmv_");
+  check_addmv(self, mat, vec);
+  check_inplace_size(self, {mat.size(0)});
   return assign_inplace(self, addmv_value(self, mat, vec, beta, alpha), mat.scalar_type(), {mat, vec});
 }
 // ATen's mv is addmv_ into an empty vector of vec's dtype with beta = 0;
@@ -292,6 +307,8 @@ at::Tensor dot(const at::Tensor& a, const at::Tensor& b) {
 }
 at::Tensor& dot_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
   TinyOp op("dot");
+  TORCH_CHECK(out.scalar_type() == a.scalar_type(), "result dtype ", out.scalar_type(), " does not match input dtype ",
+              a.scalar_type());
   return assign_out_exact(out, dot_value(a, b), a.scalar_type());
 }
 

@@ -12,7 +12,7 @@ import torch
 from compare import check, check_grad, gradcheck, require_tiny_kernels
 from conftest import ALL_DTYPES, FLOAT_DTYPES, IS_TINY, to_dev
 
-LENGTHS = [1, 2, 7, 64, 65, 100, 1000, 2049]
+LENGTHS = [1, 2, 7, 32, 33, 64, 65, 257, 1000, 2049]
 
 
 def make(shape, dtype, seed=0, ties=False):
@@ -75,7 +75,7 @@ def test_cumprod_lengths(n):
 
 
 def test_very_long_scan():
-    # three levels of blocks (40000 > 64 * 32 * 32 / 2)
+    # four levels of blocks of 8 above the direct scan of 10 totals
     x = make((40000,), torch.float64)
     check(lambda x: x.cumsum(0), x)
     check(lambda x: x.cummax(0), make((40000,), torch.float32, ties=True))
@@ -261,12 +261,13 @@ def _count(fn, *args):
 
 @pytest.mark.skipif(not IS_TINY, reason="kernel counts are tiny-specific")
 def test_kernel_counts():
-    small = make((8, 64), torch.float32)
+    small = make((8, 30), torch.float32)
     assert _count(lambda x: x.cumsum(1), small) == 1  # one masked triangular reduce
     assert _count(lambda x: (x.cumsum(1) * 2).exp(), small) == 1  # fused with its consumer
-    # blocked: block totals, their scan, the fused block scans + combine
-    assert _count(lambda x: x.cumsum(1), make((8, 2000), torch.float32)) == 3
-    # two levels of blocks: totals and combine per level
-    assert _count(lambda x: x.cumsum(0), make((40000,), torch.float32)) == 5
+    assert _count(lambda x: x.cumsum(1), make((8, 32), torch.float32)) == 1  # still direct
+    # blocked: block totals (250), their totals (32), the direct scan of those,
+    # then one combine kernel per level
+    assert _count(lambda x: x.cumsum(1), make((8, 2000), torch.float32)) == 5
+    assert _count(lambda x: x.cumsum(0), make((40000,), torch.float32)) == 9
     # values, then the scan of hit positions
     assert _count(lambda x: x.cummax(1), small) == 2

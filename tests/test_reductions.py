@@ -457,6 +457,25 @@ def test_norm_errors_and_empty():
     check(lambda x: torch.linalg.vector_norm(with_specials(x), float("inf"), 1), make((3, 9), torch.float32))
 
 
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+def test_renorm(dtype):
+    x = make((4, 5, 3), dtype) * 2
+    for p, dim, maxnorm in [(2, 0, 1.0), (1, 1, 3.0), (3, -1, 0.5), (2.5, 2, 100.0), (float("inf"), 0, 1.0), (2, 1, 0)]:
+        check(lambda x: torch.renorm(x, p, dim, maxnorm), x, msg=f"{p} {dim} {maxnorm}")
+    check(lambda x: x.clone().renorm_(2, 0, 1.0), x)
+    check(lambda x: x.transpose(0, 2).renorm(2, 1, 1.0), x)
+    check(lambda x: torch.renorm(x, 2, 0, 1.0, out=torch.empty(0, dtype=dtype, device=x.device)), x)
+
+
+def test_renorm_errors():
+    x = make((3, 4), torch.float32)
+    check(lambda x: x.renorm(0, 0, 1.0), x)
+    check(lambda x: x.renorm(2, 0, -1.0), x)
+    check(lambda x: x[0].renorm(2, 0, 1.0), x)
+    check(lambda x: x.renorm(2, 2, 1.0), x)
+    check(lambda x: torch.renorm(x, 2, 0, 1.0, out=torch.empty(0, dtype=torch.float64, device=x.device)), x)
+
+
 # ---------------------------------------------------------------- logsumexp / nanmean / equal
 
 
@@ -531,6 +550,7 @@ GRAD_CASES = [
     ("logsumexp", lambda x: x.logsumexp(1), ()),
     ("nansum", lambda x: x.nansum(1), ()),
     ("nanmean", lambda x: x.nanmean(0), ()),
+    ("renorm", lambda x: x.renorm(2, 1, 1.0), (MASKED_FILL_S,)),
 ]
 
 

@@ -4,6 +4,8 @@
 // accumulate in float32 and round once, as the CPU kernel does.
 // linalg.norm / matrix_norm are CompositeImplicit and reach these through
 // vector_norm, amax/amin and sum.
+#include <ATen/AccumulateType.h>
+#include <ATen/WrapDimUtils.h>
 #include <ATen/core/Formatting.h>
 #include <torch/library.h>
 
@@ -97,9 +99,50 @@ at::Tensor& norm_dtype_out(const at::Tensor& self, const std::optional<c10::Scal
   return vector_norm_out(self, norm_ord(p), dims, keepdim, dtype, out);
 }
 
+// ---------------------------------------------------------------- renorm
+// Each slice along dim whose p-norm exceeds maxnorm is scaled down to it:
+// x * (norm > maxnorm ? maxnorm / (norm + 1e-7) : 1). The norm and the factor
+// are float32 for 16-bit inputs, the product is in the input's dtype (the CPU's
+// rounding steps).
+T renorm_value(const at::Tensor& self, const c10::Scalar& p, int64_t dim, const c10::Scalar& maxnorm) {
+  TORCH_CHECK(!p.isComplex(), "renorm: p must be real-valued");
+  TORCH_CHECK(p.toDouble() > 0.0, "renorm: non-positive-norm not supported");
+  TORCH_CHECK(!maxnorm.isComplex(), "renorm: maxnorm must be real-valued");
+  TORCH_CHECK(maxnorm.toDouble() >= 0.0, "renorm: expected maxnorm to be >= 0 but got ", maxnorm.toDouble());
+  TORCH_CHECK(self.dim() > 1, "renorm: input needs at least 2 dimensions, got ", self.dim(), " dimensions");
+  int axis = int(at::maybe_wrap_dim(dim, self.dim()));
+  std::vector<int64_t> others;
+  for (int64_t d = 0; d < self.dim(); d++)
+    if (d != axis) others.push_back(d);
+  c10::ScalarType dt = self.scalar_type();
+  c10::ScalarType acc = at::toAccumulateType(dt, /*is_cuda=*/true);
+  T norm = vector_norm_value(self, p, c10::IntArrayRef(others), true, norm_dtype(self, acc));
+  T mx = constant_like(norm, maxnorm.toDouble());
+  // norm > maxnorm is false for a NaN norm, which keeps factor 1
+  T factor = select(mx.binary(Op::CmpLt, norm), div(mx, add(norm, constant_like(norm, 1e-7))), constant_like(norm, 1.0));
+  T x = read(self);
+  return mul(x, factor.cast(x.dtype()).expand(x.shape()));
+}
+at::Tensor renorm(const at::Tensor& self, const c10::Scalar& p, int64_t dim, const c10::Scalar& maxnorm) {
+  TinyOp op("renorm");
+  return make_result(renorm_value(self, p, dim, maxnorm), self.scalar_type());
+}
+at::Tensor& renorm_(at::Tensor& self, const c10::Scalar& p, int64_t dim, const c10::Scalar& maxnorm) {
+  TinyOp op("renorm_");
+  return assign_inplace(self, renorm_value(self, p, dim, maxnorm), self.scalar_type(), {});
+}
+at::Tensor& renorm_out(const at::Tensor& self, const c10::Scalar& p, int64_t dim, const c10::Scalar& maxnorm,
+                       at::Tensor& out) {
+  TinyOp op("renorm");
+  return assign_out_exact(out, renorm_value(self, p, dim, maxnorm), self.scalar_type());
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("renorm", renorm);
+  m.impl("renorm_", renorm_);
+  m.impl("renorm.out", renorm_out);
   m.impl("linalg_vector_norm", vector_norm);
   m.impl("linalg_vector_norm.out", vector_norm_out);
   m.impl("norm.ScalarOpt_dim", norm_dim);

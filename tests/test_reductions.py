@@ -563,6 +563,18 @@ def test_gradients(name, fn, needs):
     check_grad(fn, x.requires_grad_(), msg=name)
 
 
+@pytest.mark.parametrize("dim,needs", [(None, ("aten::cat.out",)), (1, ("aten::cat.out",))])
+def test_prod_gradient_with_zeros(dim, needs):
+    require_tiny_kernels(*needs)
+    x = make((4, 6), torch.float32, seed=8)
+    x[1, 2] = x[2, 0] = x[2, 4] = 0
+    if dim is None:
+        x[1:] = 1 + x[1:] * 0.1
+        x[0, 1:] = 1
+        x[0, 0] = 0  # exactly one zero: its gradient is the product of the others
+    check_grad(lambda x: x.prod() if dim is None else x.prod(dim), x.requires_grad_())
+
+
 def test_gradients_noncontiguous():
     x = make((5, 4), torch.float32, seed=4)
     check_grad(lambda x: x.t().sum(0) * 2, x.requires_grad_())

@@ -239,6 +239,13 @@ def test_gradients(name, fn, needs):
     check_grad(fn, x.requires_grad_(), msg=name)
 
 
+def test_cumprod_gradient_with_zeros():
+    require_tiny_kernels(FLIP, "aten::gather.out", "aten::masked_fill_.Scalar")
+    x = make((4, 6), torch.float32, seed=8)
+    x[1, 2] = x[2, 0] = x[2, 4] = 0
+    check_grad(lambda x: x.cumprod(1), x.requires_grad_())
+
+
 @pytest.mark.parametrize("name,fn,needs", GRAD_CASES, ids=[c[0] for c in GRAD_CASES])
 def test_gradcheck_float64(name, fn, needs):
     require_tiny_kernels(*needs)

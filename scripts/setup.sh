@@ -32,7 +32,10 @@ $PY -c "import expecttest" 2>/dev/null || $PY -m pip install -q expecttest
 $PY -c "import hypothesis" 2>/dev/null || $PY -m pip install -q hypothesis
 
 # --- build (incremental) and install in development mode
-if ! $PY -m pip show -q torch_tiny >/dev/null 2>&1; then
+# (re)install when torch_tiny is missing or installed from another checkout
+here=$(pwd -P)
+installed=$(cd / && TORCH_DEVICE_BACKEND_AUTOLOAD=0 $PY -c "import importlib.util as u; s = u.find_spec('torch_tiny'); print(s.submodule_search_locations[0] if s else '')" 2>/dev/null || true)
+if [ "$installed" != "$here/torch_tiny" ]; then
   TORCH_DEVICE_BACKEND_AUTOLOAD=0 $PY -m pip install -q --no-build-isolation --no-deps -e .
 else
   TORCH_DEVICE_BACKEND_AUTOLOAD=0 $PY setup.py -q build_ext --inplace >/dev/null

@@ -19,3 +19,26 @@ TEST(Smoke, SumRows) {
   EXPECT_FLOAT_EQ(v[0], 0 + 1 + 2 + 3);
   EXPECT_FLOAT_EQ(v[2], 8 + 9 + 10 + 11);
 }
+
+TEST(Smoke, GatherFromView) {
+  auto a = from(iota_f(12), {3, 4});
+  auto t = a.permute({1, 0});  // (4, 3): t[i][j] = a[j][i] = 4*j + i
+  std::vector<int64_t> idx{0, 5, 11, 3};
+  auto g = t.gather(from(idx, {2, 2}));
+  auto v = to_vec<float>(g);
+  // flat index k of t -> (k / 3, k % 3) -> a[k % 3][k / 3]
+  std::vector<float> want{0, 4 * 2 + 1, 4 * 2 + 3, 1};
+  EXPECT_EQ(v, want);
+}
+
+TEST(Smoke, ScatterAccumulateDuplicates) {
+  auto base = from(iota_f(5), {5});
+  std::vector<int64_t> idx{1, 1, 4};
+  auto src = from(std::vector<float>{10, 20, 30}, {3});
+  auto r = base.scatter(from(idx, {3}), src, true);
+  EXPECT_EQ(to_vec<float>(r), (std::vector<float>{0, 31, 2, 3, 34}));
+  auto r2 = base.scatter(from(idx, {3}), src, false);
+  auto v2 = to_vec<float>(r2);
+  EXPECT_EQ(v2[4], 30);
+  EXPECT_TRUE(v2[1] == 10 || v2[1] == 20);
+}

@@ -19,7 +19,10 @@ void walk(const Kernel& k, const std::function<void(const Node*, bool is_load)>&
       for (auto& s : n->src) rec(s.get());
     fn(n, load);
   };
-  for (auto& o : k.outputs) rec(o.value.get());
+  for (auto& o : k.outputs) {
+    rec(o.value.get());
+    if (o.scatter_index) rec(o.scatter_index.get());
+  }
 }
 
 }  // namespace
@@ -41,9 +44,14 @@ std::string Kernel::key() const {
     for (auto& s : n->src) os << " " << ids[s.get()];
     os << ";";
   });
-  for (auto& o : outputs)
-    os << "O" << o.buffer << ":" << dtype_name(buffers[o.buffer]->dtype()) << "<-" << ids[o.value.get()] << "@"
-       << o.store.str() << ";";
+  for (auto& o : outputs) {
+    os << "O" << o.buffer << ":" << dtype_name(buffers[o.buffer]->dtype()) << "<-" << ids[o.value.get()] << "@";
+    if (o.scatter_index)
+      os << "scatter" << ids[o.scatter_index.get()] << (o.accumulate ? reduce_name(o.rop) : "") << ";";
+    else
+      os << o.store.str() << ";";
+  }
+  if (serial) os << "serial;";
   return os.str();
 }
 
@@ -81,7 +89,13 @@ std::string Kernel::ast() const {
     for (auto& s : n->src) os << " %" << ids[s.get()];
     os << "\n";
   });
-  for (auto& o : outputs) os << "  STORE buf" << o.buffer << " <- %" << ids[o.value.get()] << " @ " << o.store.str() << "\n";
+  for (auto& o : outputs) {
+    os << "  STORE buf" << o.buffer << " <- %" << ids[o.value.get()] << " @ ";
+    if (o.scatter_index)
+      os << "[%" << ids[o.scatter_index.get()] << "]" << (o.accumulate ? std::string(" ") + reduce_name(o.rop) : "") << "\n";
+    else
+      os << o.store.str() << "\n";
+  }
   return os.str();
 }
 

@@ -14,6 +14,11 @@ struct KernelOutput {
   NodeRef value;       // expression root; value->shape == kernel shape
   ShapeTracker store;  // iteration index -> element of the output buffer
   int buffer;          // index into Kernel::buffers
+  // A scatter stores at the flat index this int64 expression computes
+  // (instead of `store`), combining with the old value by `rop` if accumulate.
+  NodeRef scatter_index;
+  bool accumulate = false;
+  ReduceOp rop = ReduceOp::Sum;
 };
 
 struct Kernel {
@@ -22,6 +27,7 @@ struct Kernel {
   std::vector<BufferRef> buffers;                // everything read or written
   std::unordered_map<const Node*, int> loads;    // nodes read from buffers[i] (row-major)
   std::string reason;                            // why the outputs were stored
+  bool serial = false;                           // must run on one thread (accumulating scatter)
   // Canonical text of the computation with buffers numbered: equal keys
   // compute the same thing, so they share one compiled program.
   std::string key() const;

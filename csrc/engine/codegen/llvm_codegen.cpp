@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <sstream>
 #include <unordered_map>
 
@@ -20,6 +21,7 @@
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
 
+#include "engine/codegen/index_walk.h"
 #include "engine/runtime/llvm_jit.h"
 
 namespace tiny {
@@ -27,10 +29,71 @@ namespace {
 
 using llvm::Value;
 
+// A kernel that reduces everything to one value is split across threads:
+// each computes a partial over a chunk of the first reduce axis into a
+// scratch slot, then one finishing function combines the partials and
+// applies whatever follows the reduce. Chunks are fixed (not per machine) so
+// results do not depend on the thread count.
+struct SplitPlan {
+  const Node* reduce = nullptr;
+  std::vector<Expr> idx;  // the reduce's context (no variables: one output)
+  Expr valid;
+  int axis = 0;           // the reduce axis that is chunked
+  int64_t chunks = 1;
+};
+
+std::optional<SplitPlan> plan_split(const Kernel& k) {
+  if (k.serial || numel(k.shape) != 1) return std::nullopt;
+  std::vector<SplitPlan> found;
+  bool nested = false, other = false;
+  int next = 1 << 20;
+  IndexWalker w;
+  w.is_leaf = [&](const Node* n) { return k.loads.count(n) > 0; };
+  w.fresh_var = [&](int64_t size) { return var(next++, size); };
+  int depth = 0;
+  w.visit = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
+    if (n->op == Op::Gather || n->op == Op::Rand) other = true;
+    if (n->op != Op::Reduce) return true;
+    if (depth > 0) {
+      nested = true;
+      return false;
+    }
+    SplitPlan p;
+    p.reduce = n;
+    p.idx = ix;
+    p.valid = v;
+    found.push_back(p);
+    depth++;
+    return true;
+  };
+  w.leave = [&](const Node* n) {
+    if (n->op == Op::Reduce) depth--;
+  };
+  for (auto& o : k.outputs) w.walk(o.value.get(), std::vector<Expr>(k.shape.size(), cnst(0)), cnst(1));
+  if (found.size() != 1 || nested || other) return std::nullopt;
+  SplitPlan p = found[0];
+  const Node* r = p.reduce;
+  const Node* src = r->src[0].get();
+  if (r->args.rop == ReduceOp::Any || r->args.rop == ReduceOp::All || r->dtype == DType::Bool) return std::nullopt;
+  if (src->numel() < (int64_t(1) << 16)) return std::nullopt;
+  for (auto& e : p.idx)
+    if (!e->is_const()) return std::nullopt;
+  int axis = -1;
+  for (int a : r->args.axes)
+    if (src->shape[a] > 1) { axis = a; break; }
+  if (axis < 0) return std::nullopt;
+  p.axis = axis;
+  p.chunks = std::min<int64_t>(src->shape[axis], 32);
+  if (p.chunks < 2) return std::nullopt;
+  return p;
+}
+
 class Builder {
  public:
-  Builder(const Kernel& k, llvm::LLVMContext& ctx, llvm::Module& m, std::string fn_name)
-      : k_(k), ctx_(ctx), m_(m), b_(ctx), fn_name_(std::move(fn_name)) {}
+  enum class Part { Whole, SplitPartials, SplitFinish };
+  Builder(const Kernel& k, llvm::LLVMContext& ctx, llvm::Module& m, std::string fn_name,
+          const SplitPlan* split = nullptr, Part part = Part::Whole)
+      : k_(k), ctx_(ctx), m_(m), b_(ctx), fn_name_(std::move(fn_name)), split_(split), part_(part) {}
 
   void build() {
     auto* i8pp = llvm::Type::getInt8PtrTy(ctx_)->getPointerTo();
@@ -52,12 +115,33 @@ class Builder {
       buf_ptrs_.push_back(b_.CreateBitCast(p, mem_type(k_.buffers[i]->dtype())->getPointerTo()));
     }
     memo_.emplace_back();
+    if (part_ != Part::Whole) {
+      Value* scratch = b_.CreateLoad(b_.getInt8PtrTy(), b_.CreateConstGEP1_64(b_.getInt8PtrTy(), bufs, k_.buffers.size()));
+      scratch_ = b_.CreateBitCast(scratch, reg_type(split_->reduce->dtype)->getPointerTo());
+      if (part_ == Part::SplitPartials) emit_split_partials(begin, end);
+      else emit_split_finish();
+      b_.CreateRetVoid();
+      return;
+    }
 
     const Shape& shape = k_.shape;
     int par = -1;
     for (size_t d = 0; d < shape.size(); d++)
       if (shape[d] > 1) { par = int(d); break; }
+    if (k_.serial) par = -1;  // one thread runs every loop in full
+    size_t last = shape.size(), tile_outer = shape.size();
+    for (size_t d = 0; d < shape.size(); d++)
+      if (shape[d] > 1) {
+        tile_outer = last < shape.size() ? last : d;
+        last = d;
+      }
+    // with a single non-unit dim, the tile covers just that dim
+    if (last < shape.size() && tile_outer == shape.size()) tile_outer = last;
+    if (k_.serial) tile_outer = shape.size();
+    // All output loop variables exist up front so reduces can be hoisted
+    // above the loops their index does not depend on.
     std::vector<Expr> idx(shape.size(), cnst(0));
+    for (size_t d = 0; d < shape.size(); d++) idx[d] = placeholder_var(shape[d]);
     std::function<void(size_t)> nest = [&](size_t d) {
       if (d == shape.size()) {
         emit_stores(idx);
@@ -67,10 +151,17 @@ class Builder {
         nest(d + 1);
         return;
       }
+      hoist_reduces(output_roots(), idx, cnst(1), int(idx[d]->value));
       Value* lo = int(d) == par ? begin : b_.getInt64(0);
       Value* hi = int(d) == par ? end : b_.getInt64(shape[d]);
+      if (d == tile_outer) {
+        bool two = tile_outer != last;
+        Value* lo_j = two ? (int(last) == par ? begin : b_.getInt64(0)) : lo;
+        Value* hi_j = two ? (int(last) == par ? end : b_.getInt64(shape[last])) : hi;
+        if (tiled(idx, two ? int(d) : -1, last, lo, hi, lo_j, hi_j)) return;
+      }
       emit_loop(lo, hi, [&](Value* iv) {
-        idx[d] = new_var(iv, shape[d]);
+        vars_[size_t(idx[d]->value)] = iv;
         nest(d + 1);
       });
     };
@@ -158,8 +249,40 @@ class Builder {
     vars_.push_back(iv);
     return var(id, size);
   }
+  // A loop variable whose value is bound when its loop is emitted.
+  Expr placeholder_var(int64_t size) { return new_var(nullptr, size); }
 
-  void emit_loop(Value* lo, Value* hi, const std::function<void(Value*)>& body) {
+  std::vector<const Node*> output_roots() const {
+    std::vector<const Node*> r;
+    for (auto& o : k_.outputs) {
+      r.push_back(o.value.get());
+      if (o.scatter_index) r.push_back(o.scatter_index.get());
+    }
+    return r;
+  }
+
+  // Computes, here and now, every reduce under `roots` whose index uses no
+  // variable numbered `min_id` or above (the loops about to be opened and
+  // anything inside them). Later evaluations find the value in the memo, so
+  // a row statistic is computed once per row, not once per element.
+  void hoist_reduces(const std::vector<const Node*>& roots, const std::vector<Expr>& idx, const Expr& valid, int min_id) {
+    std::vector<std::tuple<const Node*, std::vector<Expr>, Expr>> found;
+    IndexWalker w;
+    w.is_leaf = [&](const Node* n) { return k_.loads.count(n) > 0; };
+    w.fresh_var = [&](int64_t size) { return placeholder_var(size); };
+    w.visit = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
+      if (n->op != Op::Reduce) return true;
+      bool inner = uses_vars(v, min_id, 1 << 30);
+      for (auto& e : ix) inner |= uses_vars(e, min_id, 1 << 30);
+      if (inner) return true;
+      found.emplace_back(n, ix, v);
+      return false;
+    };
+    for (auto* r : roots) w.walk(r, idx, valid);
+    for (auto& [n, ix, v] : found) eval(n, ix, v);
+  }
+
+  void emit_loop(Value* lo, Value* hi, const std::function<void(Value*)>& body, bool scalar = false) {
     auto* pre = b_.GetInsertBlock();
     auto* header = llvm::BasicBlock::Create(ctx_, "loop", fn_);
     auto* bodyb = llvm::BasicBlock::Create(ctx_, "body", fn_);
@@ -174,8 +297,16 @@ class Builder {
     body(iv);
     memo_.pop_back();
     Value* next = b_.CreateAdd(iv, b_.getInt64(1), "", true, true);
-    b_.CreateBr(header);
+    auto* br = b_.CreateBr(header);
     iv->addIncoming(next, b_.GetInsertBlock());
+    if (scalar) {
+      // the body is already wide (an unrolled tile): keep the loop vectorizer off it
+      auto* width = llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.vectorize.width"),
+                                             llvm::ConstantAsMetadata::get(b_.getInt32(1))});
+      auto* self = llvm::MDNode::getDistinct(ctx_, {nullptr, width});
+      self->replaceOperandWith(0, self);
+      br->setMetadata(llvm::LLVMContext::MD_loop, self);
+    }
     b_.SetInsertPoint(exit);
   }
 
@@ -244,6 +375,10 @@ class Builder {
     for (auto& o : k_.outputs) {
       DType dt = k_.buffers[o.buffer]->dtype();
       // Pure data movement stores the bits it loaded (NaN payloads survive).
+      if (o.scatter_index) {
+        emit_scatter(o, idx);
+        continue;
+      }
       Value* m = o.value->dtype == dt ? eval_bits(o.value.get(), idx, cnst(1)) : nullptr;
       if (!m) m = to_mem(eval(o.value.get(), idx, cnst(1)), dt);
       auto [ix, valid] = o.store.index_valid(idx);
@@ -252,8 +387,28 @@ class Builder {
     }
   }
 
-  // The value as stored bits when it is only loads seen through views;
-  // nullptr when it computes anything.
+  // Stores (or combines) at a data-dependent flat index; out-of-range
+  // indices are skipped (the torch layer has checked them already).
+  void emit_scatter(const KernelOutput& o, const std::vector<Expr>& idx) {
+    DType dt = k_.buffers[o.buffer]->dtype();
+    int64_t n = k_.buffers[o.buffer]->numel();
+    Value* at = eval(o.scatter_index.get(), idx, cnst(1));
+    Value* ok = b_.CreateAnd(b_.CreateICmpSGE(at, b_.getInt64(0)), b_.CreateICmpSLT(at, b_.getInt64(n)));
+    auto* store = llvm::BasicBlock::Create(ctx_, "scatter", fn_);
+    auto* done = llvm::BasicBlock::Create(ctx_, "scattered", fn_);
+    b_.CreateCondBr(ok, store, done);
+    b_.SetInsertPoint(store);
+    Value* ptr = b_.CreateGEP(mem_type(dt), buf_ptrs_[o.buffer], at);
+    Value* v = eval(o.value.get(), idx, cnst(1));
+    if (o.accumulate) v = combine(o.rop, from_mem(b_.CreateLoad(mem_type(dt), ptr), dt), v, dt);
+    b_.CreateStore(to_mem(v, dt), ptr);
+    b_.CreateBr(done);
+    b_.SetInsertPoint(done);
+    memo_.back().clear();  // values computed in the conditional block do not dominate what follows
+  }
+
+  // The value as stored bits when it is loads seen through views (or a
+  // same-size bitcast of anything); nullptr when it computes something.
   Value* eval_bits(const Node* n, const std::vector<Expr>& idx, const Expr& valid) {
     auto load = k_.loads.find(n);
     if (load != k_.loads.end()) {
@@ -264,30 +419,27 @@ class Builder {
       return b_.CreateLoad(mem_type(dt), b_.CreateGEP(mem_type(dt), buf_ptrs_[load->second], ix));
     }
     if (n->op == Op::Contiguous) return eval_bits(n->src[0].get(), idx, valid);
-    if (n->op != Op::View) return nullptr;
-    const Node* src = n->src[0].get();
-    auto [flat, v2] = n->args.st.index_valid(idx);
-    std::vector<Expr> sub(src->shape.size());
-    int64_t acc = 1;
-    for (size_t d = src->shape.size(); d-- > 0;) {
-      sub[d] = mod(floordiv(flat, acc), src->shape[d]);
-      acc *= src->shape[d];
+    if (n->op == Op::Bitcast && itemsize(n->dtype) == itemsize(n->src[0]->dtype)) {
+      // The source's bits, never through a float register (NaN payloads survive).
+      const Node* src = n->src[0].get();
+      Value* bits = eval_bits(src, idx, valid);
+      if (!bits) bits = to_mem(eval(src, idx, valid), src->dtype);
+      return b_.CreateBitCast(bits, mem_type(n->dtype));
     }
-    if (is_false(v2)) return nullptr;
-    Value* v = eval_bits(src, sub, land(valid, v2));
-    if (v && !is_true(v2)) v = b_.CreateSelect(condition(v2), v, llvm::Constant::getNullValue(v->getType()));
+    if (n->op != Op::View) return nullptr;
+    SourceIndex s = view_source_index(n, idx);
+    if (is_false(s.valid)) return nullptr;
+    Value* v = eval_bits(n->src[0].get(), s.idx, land(valid, s.valid));
+    if (v && !is_true(s.valid)) v = b_.CreateSelect(condition(s.valid), v, llvm::Constant::getNullValue(v->getType()));
     return v;
   }
 
   // ---- expression evaluation
   Value* eval(const Node* n, const std::vector<Expr>& idx, const Expr& valid) {
-    std::ostringstream key;
-    key << n;
-    for (auto& e : idx) key << "," << to_string(e);
-    key << "|" << to_string(valid);
-    if (Value* v = lookup(key.str())) return v;
+    std::string key = context_key(n, idx, valid);
+    if (Value* v = lookup(key)) return v;
     Value* r = eval_uncached(n, idx, valid);
-    remember(key.str(), r);
+    remember(key, r);
     return r;
   }
 
@@ -315,27 +467,30 @@ class Builder {
       }
       case Op::Rand: return rand(n, idx);
       case Op::View: {
-        const Node* src = n->src[0].get();
-        auto [flat, v2] = n->args.st.index_valid(idx);
-        std::vector<Expr> sub(src->shape.size());
-        int64_t acc = 1;
-        for (size_t d = src->shape.size(); d-- > 0;) {
-          sub[d] = mod(floordiv(flat, acc), src->shape[d]);
-          acc *= src->shape[d];
-        }
-        if (is_false(v2)) return zero(n->dtype);
-        Value* v = eval(src, sub, land(valid, v2));
-        if (!is_true(v2)) v = b_.CreateSelect(condition(v2), v, zero(n->dtype));
+        SourceIndex s = view_source_index(n, idx);
+        if (is_false(s.valid)) return zero(n->dtype);
+        Value* v = eval(n->src[0].get(), s.idx, land(valid, s.valid));
+        if (!is_true(s.valid)) v = b_.CreateSelect(condition(s.valid), v, zero(n->dtype));
         return v;
       }
       case Op::Contiguous: return eval(n->src[0].get(), idx, valid);
       case Op::Reduce: return reduce(n, idx, valid);
+      case Op::Gather: {
+        // the source evaluated at a runtime flat index (clamped into range)
+        const Node* src = n->src[0].get();
+        int64_t count = std::max<int64_t>(1, src->numel());
+        Value* at = eval(n->src[1].get(), idx, valid);
+        Value* ok = b_.CreateAnd(b_.CreateICmpSGE(at, b_.getInt64(0)), b_.CreateICmpSLT(at, b_.getInt64(count)));
+        Expr flat = new_var(b_.CreateSelect(ok, at, b_.getInt64(0)), count);
+        return eval(src, unflatten(flat, src->shape), valid);
+      }
       case Op::Where: {
         Value* c = eval(n->src[0].get(), idx, valid);
         return b_.CreateSelect(c, eval(n->src[1].get(), idx, valid), eval(n->src[2].get(), idx, valid));
       }
       case Op::Cast: return cast(eval(n->src[0].get(), idx, valid), n->src[0]->dtype, n->dtype);
       case Op::Bitcast: {
+        if (Value* bits = eval_bits(n, idx, valid)) return from_mem(bits, n->dtype);
         DType from = n->src[0]->dtype;
         Value* bits = to_mem(eval(n->src[0].get(), idx, valid), from);
         if (from == DType::Bool) bits = b_.CreateZExt(bits, b_.getInt8Ty());
@@ -361,8 +516,14 @@ class Builder {
     b_.CreateStore(identity(n->args.rop, dt), acc);
     std::vector<Expr> sub = idx;
     std::vector<int> axes;
-    for (int a : n->args.axes)
+    for (int a : n->args.axes) {
+      if (src->shape[a] == 0) return round_to(identity(n->args.rop, dt), dt);  // nothing to reduce
       if (src->shape[a] > 1) axes.push_back(a);
+    }
+    if (axes.empty()) return round_to(cast(eval(src, sub, valid), sdt, dt), dt);
+    for (int a : axes) sub[a] = placeholder_var(src->shape[a]);
+    // reduces inside that do not depend on these loops are computed first
+    hoist_reduces({src}, sub, valid, int(sub[axes[0]]->value));
     std::function<void(size_t)> nest = [&](size_t i) {
       if (i == axes.size()) {
         Value* v = eval(src, sub, valid);
@@ -373,12 +534,245 @@ class Builder {
       }
       int a = axes[i];
       emit_loop(b_.getInt64(0), b_.getInt64(src->shape[a]), [&](Value* iv) {
-        sub[a] = new_var(iv, src->shape[a]);
+        vars_[size_t(sub[a]->value)] = iv;
         nest(i + 1);
       });
     };
     nest(0);
     return round_to(b_.CreateLoad(ty, acc), dt);
+  }
+
+  // ---- split reductions (see SplitPlan)
+  void emit_split_partials(Value* begin, Value* end) {
+    const SplitPlan& p = *split_;
+    const Node* r = p.reduce;
+    const Node* src = r->src[0].get();
+    DType dt = r->dtype, sdt = src->dtype;
+    llvm::Type* ty = reg_type(dt);
+    int64_t extent = src->shape[size_t(p.axis)];
+    emit_loop(begin, end, [&](Value* chunk) {
+      Value* lo = b_.CreateSDiv(b_.CreateMul(chunk, b_.getInt64(extent)), b_.getInt64(p.chunks));
+      Value* hi = b_.CreateSDiv(b_.CreateMul(b_.CreateAdd(chunk, b_.getInt64(1)), b_.getInt64(extent)), b_.getInt64(p.chunks));
+      llvm::IRBuilder<> eb(entry_, entry_->begin());
+      auto* acc = eb.CreateAlloca(ty);
+      b_.CreateStore(identity(r->args.rop, dt), acc);
+      std::vector<Expr> sub = p.idx;
+      std::vector<int> axes;
+      for (int a : r->args.axes)
+        if (src->shape[a] > 1) axes.push_back(a);
+      for (int a : axes) sub[a] = placeholder_var(src->shape[a]);
+      std::function<void(size_t)> nest = [&](size_t i) {
+        if (i == axes.size()) {
+          Value* v = eval(src, sub, p.valid);
+          if (sdt != dt) v = cast(v, sdt, dt);
+          b_.CreateStore(combine(r->args.rop, b_.CreateLoad(ty, acc), v, dt), acc);
+          return;
+        }
+        int a = axes[i];
+        Value* from = a == p.axis ? lo : b_.getInt64(0);
+        Value* to = a == p.axis ? hi : b_.getInt64(src->shape[a]);
+        emit_loop(from, to, [&](Value* iv) {
+          vars_[size_t(sub[a]->value)] = iv;
+          nest(i + 1);
+        });
+      };
+      nest(0);
+      b_.CreateStore(b_.CreateLoad(ty, acc), b_.CreateGEP(ty, scratch_, chunk));
+    });
+  }
+
+  void emit_split_finish() {
+    const SplitPlan& p = *split_;
+    const Node* r = p.reduce;
+    DType dt = r->dtype;
+    llvm::Type* ty = reg_type(dt);
+    llvm::IRBuilder<> eb(entry_, entry_->begin());
+    auto* acc = eb.CreateAlloca(ty);
+    b_.CreateStore(identity(r->args.rop, dt), acc);
+    emit_loop(b_.getInt64(0), b_.getInt64(p.chunks), [&](Value* c) {
+      Value* part = b_.CreateLoad(ty, b_.CreateGEP(ty, scratch_, c));
+      b_.CreateStore(combine(r->args.rop, b_.CreateLoad(ty, acc), part, dt), acc);
+    });
+    remember(context_key(r, p.idx, p.valid), round_to(b_.CreateLoad(ty, acc), dt));
+    emit_stores(std::vector<Expr>(k_.shape.size(), cnst(0)));
+  }
+
+  // ---- register tiling of the innermost output loop
+  //
+  // A reduce evaluated in the innermost output loop whose loads are unit
+  // stride (or constant) along that loop but not along the reduce loop
+  // (matmul, convolution, column sums) runs the other way round: for a tile
+  // of kTile outputs, the reduce loop is outside and kTile accumulators are
+  // updated per step. The tile is unrolled, so accumulators live in
+  // registers and the SLP vectorizer turns the tile into vector FMAs.
+  static constexpr int64_t kTileCols = 32;
+  static constexpr int64_t kTileRows = 4;
+
+  struct TileCandidate {
+    const Node* reduce = nullptr;
+    std::vector<Expr> idx;  // the reduce's context in the loop being tiled
+    Expr valid;
+  };
+
+  // The single reduce under the outputs whose context depends on var `jid`.
+  std::optional<TileCandidate> find_tiled_reduce(const std::vector<Expr>& idx, int jid) {
+    std::vector<TileCandidate> found;
+    bool other = false;
+    IndexWalker w;
+    w.is_leaf = [&](const Node* n) { return k_.loads.count(n) > 0; };
+    w.fresh_var = [&](int64_t size) { return placeholder_var(size); };
+    w.visit = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
+      if (n->op == Op::Gather) other = true;
+      if (n->op != Op::Reduce) return true;
+      bool inner = uses_vars(v, jid, 1 << 30);
+      for (auto& e : ix) inner |= uses_vars(e, jid, 1 << 30);
+      if (inner) found.push_back({n, ix, v});
+      return false;
+    };
+    for (auto* r : output_roots()) w.walk(r, idx, cnst(1));
+    if (other || found.size() != 1) return std::nullopt;
+    return found[0];
+  }
+
+  // Loads under the reduce's source must move by 0 or 1 element along the
+  // tiled var and by something other than 1 along the innermost reduce var.
+  bool worth_tiling(const TileCandidate& c, int jid) {
+    const Node* src = c.reduce->src[0].get();
+    std::vector<Expr> sub = c.idx;
+    int kid = -1;
+    for (int a : c.reduce->args.axes)
+      if (src->shape[a] > 1) {
+        sub[a] = placeholder_var(src->shape[a]);
+        kid = int(sub[a]->value);
+      }
+    if (kid < 0) return false;
+    bool ok = true, helps = false;
+    IndexWalker w;
+    w.is_leaf = [&](const Node* n) { return k_.loads.count(n) > 0; };
+    w.fresh_var = [&](int64_t size) { return placeholder_var(size); };
+    w.visit = [&](const Node* n, const std::vector<Expr>&, const Expr&) {
+      if (n->op == Op::Gather || n->op == Op::Rand) ok = false;
+      return ok && n->op != Op::Reduce;  // nested reduces are hoisted per tile
+    };
+    w.on_leaf = [&](const Node* n, const std::vector<Expr>& ix, const Expr&) {
+      Expr flat = row_major(ix, n->shape);
+      auto sj = linear_coefficient(flat, jid), sk = linear_coefficient(flat, kid);
+      if (!sj || (*sj != 0 && *sj != 1)) ok = false;
+      if (sk && *sk != 1 && !(sj && *sj == 0)) helps = true;
+    };
+    w.walk(src, sub, c.valid);
+    return ok && helps;
+  }
+
+  // Tiles the last output dim `d` (kTileCols wide) and, when there is one,
+  // the dim `d2` before it (kTileRows tall): the column tile loop runs
+  // outside the row loop so the tile's slice of the other operand stays in
+  // cache across rows. Returns false (emitting nothing) when not worth it.
+  bool tiled(std::vector<Expr>& idx, int d2, size_t d, Value* lo_i, Value* hi_i, Value* lo_j, Value* hi_j) {
+    int jid = int(idx[d]->value);
+    auto cand = find_tiled_reduce(idx, jid);
+    if (!cand || !worth_tiling(*cand, jid)) return false;
+    const Node* r = cand->reduce;
+    Value* ntj = b_.CreateSDiv(b_.CreateSub(hi_j, lo_j), b_.getInt64(kTileCols));
+    emit_loop(b_.getInt64(0), ntj, [&](Value* jt) {
+      Value* j0 = b_.CreateAdd(lo_j, b_.CreateMul(jt, b_.getInt64(kTileCols)));
+      std::vector<Value*> cols;
+      for (int64_t c = 0; c < kTileCols; c++) cols.push_back(b_.CreateAdd(j0, b_.getInt64(c)));
+      if (d2 < 0) {
+        tile_block(r, idx, d2, {}, d, cols);
+        return;
+      }
+      Value* nti = b_.CreateSDiv(b_.CreateSub(hi_i, lo_i), b_.getInt64(kTileRows));
+      emit_loop(b_.getInt64(0), nti, [&](Value* it) {
+        Value* i0 = b_.CreateAdd(lo_i, b_.CreateMul(it, b_.getInt64(kTileRows)));
+        std::vector<Value*> rows;
+        for (int64_t q = 0; q < kTileRows; q++) rows.push_back(b_.CreateAdd(i0, b_.getInt64(q)));
+        tile_block(r, idx, d2, rows, d, cols);
+      }, /*scalar=*/true);
+      Value* rest_i = b_.CreateAdd(lo_i, b_.CreateMul(nti, b_.getInt64(kTileRows)));
+      emit_loop(rest_i, hi_i, [&](Value* i) { tile_block(r, idx, d2, {i}, d, cols); }, /*scalar=*/true);
+    }, /*scalar=*/true);
+    // the columns left over, one output at a time
+    Value* rest_j = b_.CreateAdd(lo_j, b_.CreateMul(ntj, b_.getInt64(kTileCols)));
+    auto plain = [&]() {
+      emit_loop(rest_j, hi_j, [&](Value* j) {
+        vars_[size_t(idx[d]->value)] = j;
+        emit_stores(idx);
+      });
+    };
+    if (d2 < 0) {
+      plain();
+    } else {
+      emit_loop(lo_i, hi_i, [&](Value* i) {
+        vars_[size_t(idx[size_t(d2)]->value)] = i;
+        plain();
+      });
+    }
+    return true;
+  }
+
+  // Accumulates reduce `r` for every (row, col) of a tile, then stores the outputs.
+  void tile_block(const Node* r, const std::vector<Expr>& idx, int d2, const std::vector<Value*>& rows, size_t d,
+                  const std::vector<Value*>& cols) {
+    const Node* src = r->src[0].get();
+    DType dt = r->dtype, sdt = src->dtype;
+    llvm::Type* ty = reg_type(dt);
+    std::vector<std::vector<Expr>> out_idx;
+    std::vector<TileCandidate> ctx;
+    size_t nrows = d2 < 0 ? 1 : rows.size();
+    std::vector<Expr> row_vars;
+    for (size_t q = 0; q < nrows; q++) row_vars.push_back(d2 < 0 ? idx[0] : new_var(rows[q], k_.shape[size_t(d2)]));
+    for (size_t q = 0; q < nrows; q++) {
+      for (auto* col : cols) {
+        std::vector<Expr> o = idx;
+        if (d2 >= 0) o[size_t(d2)] = row_vars[q];
+        o[d] = new_var(col, k_.shape[d]);
+        auto cc = find_tiled_reduce(o, int(o[d]->value));
+        if (!cc || cc->reduce != r) throw std::logic_error("tiny codegen: tile context mismatch");
+        out_idx.push_back(o);
+        ctx.push_back(*cc);
+      }
+    }
+    llvm::IRBuilder<> eb(entry_, entry_->begin());
+    std::vector<llvm::AllocaInst*> acc(ctx.size());
+    for (size_t c = 0; c < ctx.size(); c++) {
+      acc[c] = eb.CreateAlloca(ty);
+      b_.CreateStore(identity(r->args.rop, dt), acc[c]);
+    }
+    std::vector<int> axes;
+    for (int a : r->args.axes)
+      if (src->shape[a] > 1) axes.push_back(a);
+    std::vector<Expr> kv(src->shape.size());
+    for (int a : axes) kv[a] = placeholder_var(src->shape[a]);
+    // reduces under the source that do not depend on the reduce loops (a row
+    // statistic feeding a matmul) are computed once per tile, before them
+    for (size_t c = 0; c < ctx.size(); c++) {
+      std::vector<Expr> sub = ctx[c].idx;
+      for (int a : axes) sub[a] = kv[a];
+      hoist_reduces({src}, sub, ctx[c].valid, int(kv[axes[0]]->value));
+    }
+    std::function<void(size_t)> nest = [&](size_t i) {
+      if (i == axes.size()) {
+        for (size_t c = 0; c < ctx.size(); c++) {
+          std::vector<Expr> sub = ctx[c].idx;
+          for (int a : axes) sub[a] = kv[a];
+          Value* v = eval(src, sub, ctx[c].valid);
+          if (sdt != dt) v = cast(v, sdt, dt);
+          b_.CreateStore(combine(r->args.rop, b_.CreateLoad(ty, acc[c]), v, dt), acc[c]);
+        }
+        return;
+      }
+      int a = axes[i];
+      emit_loop(b_.getInt64(0), b_.getInt64(src->shape[a]), [&](Value* iv) {
+        vars_[size_t(kv[a]->value)] = iv;
+        nest(i + 1);
+      }, /*scalar=*/true);
+    };
+    nest(0);
+    for (size_t c = 0; c < ctx.size(); c++) {
+      remember(context_key(r, ctx[c].idx, ctx[c].valid), round_to(b_.CreateLoad(ty, acc[c]), dt));
+      emit_stores(out_idx[c]);
+    }
   }
 
   Value* identity(ReduceOp op, DType dt) {
@@ -408,8 +802,11 @@ class Builder {
     switch (op) {
       case ReduceOp::Sum:
         if (f) {
+          // reassociable (vector partial sums) and contractible into an FMA
+          // with a product feeding it
           auto* r = llvm::cast<llvm::Instruction>(b_.CreateFAdd(a, v));
           r->setHasAllowReassoc(true);
+          r->setHasAllowContract(true);
           return r;
         }
         return dt == DType::Bool ? b_.CreateOr(a, v) : b_.CreateAdd(a, v);
@@ -485,6 +882,38 @@ class Builder {
     return r;
   }
 
+  // PyTorch's calc_erfinv, in the register type: a rational first guess
+  // (central range |y| <= 0.7, else a tail formula), then two Newton steps.
+  Value* erfinv(Value* y) {
+    llvm::Type* ty = y->getType();
+    auto c = [&](double v) { return llvm::ConstantFP::get(ty, v); };
+    auto horner = [&](Value* z, std::initializer_list<double> coef) {  // highest degree first
+      Value* r = c(*coef.begin());
+      for (auto it = coef.begin() + 1; it != coef.end(); ++it) r = b_.CreateFAdd(b_.CreateFMul(r, z), c(*it));
+      return r;
+    };
+    Value* ya = call(llvm::Intrinsic::fabs, y);
+    Value* z = b_.CreateFMul(y, y);
+    Value* num = horner(z, {-0.140543331, 0.914624893, -1.645349621, 0.886226899});
+    Value* dem = horner(z, {0.012229801, -0.329097515, 1.442710462, -2.118377725, 1.0});
+    Value* central = b_.CreateFDiv(b_.CreateFMul(y, num), dem);
+    Value* t = call(llvm::Intrinsic::sqrt,
+                    b_.CreateFNeg(call(llvm::Intrinsic::log, b_.CreateFDiv(b_.CreateFSub(c(1.0), ya), c(2.0)))));
+    Value* tnum = horner(t, {1.641345311, 3.429567803, -1.624906493, -1.970840454});
+    Value* tdem = horner(t, {1.637067800, 3.543889200, 1.0});
+    Value* tail = b_.CreateFDiv(call2(llvm::Intrinsic::copysign, tnum, y), tdem);
+    Value* x = b_.CreateSelect(b_.CreateFCmpOLE(ya, c(0.7)), central, tail);
+    // 2/sqrt(pi) rounded to the type, as PyTorch's T(2.0) / T(sqrt(pi))
+    Value* k = b_.CreateFDiv(c(2.0), c(1.7724538509055160273));
+    for (int i = 0; i < 2; i++) {
+      Value* e = b_.CreateFSub(libm("erf", x), y);
+      Value* d = b_.CreateFMul(k, call(llvm::Intrinsic::exp, b_.CreateFMul(b_.CreateFNeg(x), x)));
+      x = b_.CreateFSub(x, b_.CreateFDiv(e, d));
+    }
+    x = b_.CreateSelect(b_.CreateFCmpOEQ(ya, c(1.0)), call2(llvm::Intrinsic::copysign, llvm::ConstantFP::getInfinity(ty), y), x);
+    return b_.CreateSelect(b_.CreateFCmpOGT(ya, c(1.0)), llvm::ConstantFP::getNaN(ty), x);
+  }
+
   Value* unary(Op op, Value* a, DType in, DType out) {
     bool f = a->getType()->isFloatingPointTy();
     auto fp = [&](Value* r) { return round_to(r, out); };
@@ -518,19 +947,20 @@ class Builder {
       case Op::Atanh: return fp(libm("atanh", a));
       case Op::Expm1: return fp(libm("expm1", a));
       case Op::Log1p: return fp(libm("log1p", a));
+      case Op::Erfinv: return fp(erfinv(a));
       case Op::Sign: {
         if (!f) {
           if (in == DType::Bool) return a;
           Value* z = llvm::ConstantInt::get(a->getType(), 0);
-          Value* pos = b_.CreateZExt(b_.CreateICmpSGT(a, z), a->getType());
+          Value* pos = b_.CreateZExt(is_signed(in) ? b_.CreateICmpSGT(a, z) : b_.CreateICmpUGT(a, z), a->getType());
           Value* neg = is_signed(in) ? b_.CreateZExt(b_.CreateICmpSLT(a, z), a->getType()) : z;
           return b_.CreateSub(pos, neg);
         }
+        // (x > 0) - (x < 0): NaN gives 0, as torch.sign
         Value* z = llvm::ConstantFP::get(a->getType(), 0.0);
         Value* pos = b_.CreateUIToFP(b_.CreateFCmpOGT(a, z), a->getType());
         Value* neg = b_.CreateUIToFP(b_.CreateFCmpOLT(a, z), a->getType());
-        Value* s = b_.CreateFSub(pos, neg);
-        return b_.CreateSelect(b_.CreateFCmpUNO(a, a), a, s);
+        return b_.CreateFSub(pos, neg);
       }
       case Op::IsNan: return f ? b_.CreateFCmpUNO(a, a) : b_.getInt1(false);
       default: break;
@@ -546,7 +976,13 @@ class Builder {
     switch (op) {
       case Op::Add: return f ? fp(b_.CreateFAdd(a, c)) : (dt == DType::Bool ? b_.CreateOr(a, c) : b_.CreateAdd(a, c));
       case Op::Sub: return f ? fp(b_.CreateFSub(a, c)) : b_.CreateSub(a, c);
-      case Op::Mul: return f ? fp(b_.CreateFMul(a, c)) : (dt == DType::Bool ? b_.CreateAnd(a, c) : b_.CreateMul(a, c));
+      case Op::Mul: {
+        if (!f) return dt == DType::Bool ? b_.CreateAnd(a, c) : b_.CreateMul(a, c);
+        // contract only pairs with a reduce's accumulation (whose add allows it too)
+        auto* m = llvm::cast<llvm::Instruction>(b_.CreateFMul(a, c));
+        m->setHasAllowContract(true);
+        return fp(m);
+      }
       case Op::Div: {
         if (f) return fp(b_.CreateFDiv(a, c));
         // integer division truncates; a zero divisor gives 0 instead of a trap
@@ -571,20 +1007,21 @@ class Builder {
       }
       case Op::FloorDiv: {
         if (f) {
-          // Python semantics: floor((a - fmod(a, b)) / b), as PyTorch computes it
-          Value* m = b_.CreateFRem(a, c);
-          Value* d = b_.CreateFDiv(b_.CreateFSub(a, m), c);
+          // Python semantics: floor((a - fmod(a, b)) / b), as PyTorch's
+          // div_floor_floating, which for 16-bit floats rounds every step
+          Value* m = fp(b_.CreateFRem(a, c));
+          Value* d = fp(b_.CreateFDiv(fp(b_.CreateFSub(a, m)), c));
           Value* zf = llvm::ConstantFP::get(ty, 0.0);
           Value* adjust = b_.CreateAnd(b_.CreateFCmpUNE(m, zf),
                                        b_.CreateXor(b_.CreateFCmpOLT(c, zf), b_.CreateFCmpOLT(m, zf)));
-          d = b_.CreateSelect(adjust, b_.CreateFSub(d, llvm::ConstantFP::get(ty, 1.0)), d);
+          d = b_.CreateSelect(adjust, fp(b_.CreateFSub(d, llvm::ConstantFP::get(ty, 1.0))), d);
           Value* fl = call(llvm::Intrinsic::floor, d);
-          Value* fixed = b_.CreateSelect(b_.CreateFCmpOGT(b_.CreateFSub(d, fl), llvm::ConstantFP::get(ty, 0.5)),
-                                         b_.CreateFAdd(fl, llvm::ConstantFP::get(ty, 1.0)), fl);
-          Value* res = b_.CreateSelect(b_.CreateFCmpUNE(d, zf), fixed,
-                                       call2(llvm::Intrinsic::copysign, zf, b_.CreateFDiv(a, c)));
+          Value* fixed = b_.CreateSelect(b_.CreateFCmpOGT(fp(b_.CreateFSub(d, fl)), llvm::ConstantFP::get(ty, 0.5)),
+                                         fp(b_.CreateFAdd(fl, llvm::ConstantFP::get(ty, 1.0))), fl);
+          Value* quotient = fp(b_.CreateFDiv(a, c));
+          Value* res = b_.CreateSelect(b_.CreateFCmpUNE(d, zf), fixed, call2(llvm::Intrinsic::copysign, zf, quotient));
           // b == 0 -> a / b (inf or nan)
-          return fp(b_.CreateSelect(b_.CreateFCmpOEQ(c, zf), b_.CreateFDiv(a, c), res));
+          return b_.CreateSelect(b_.CreateFCmpOEQ(c, zf), quotient, res);
         }
         Value* q = binary(Op::Div, a, c, dt);
         if (!s) return q;
@@ -729,17 +1166,23 @@ class Builder {
   std::vector<Value*> buf_ptrs_;
   std::vector<Value*> vars_;
   std::vector<std::unordered_map<std::string, Value*>> memo_;
+  const SplitPlan* split_ = nullptr;
+  Part part_ = Part::Whole;
+  Value* scratch_ = nullptr;
 };
 
 using KernelFn = void (*)(void**, int64_t, int64_t);
 
 class LLVMProgram final : public Program {
  public:
-  explicit LLVMProgram(KernelFn fn) : fn_(fn) {}
+  LLVMProgram(KernelFn fn, KernelFn finish) : fn_(fn), finish_(finish) {}
   void run(void** buffers, int64_t begin, int64_t end) const override { fn_(buffers, begin, end); }
+  void finish(void** buffers) const override {
+    if (finish_) finish_(buffers, 0, 1);
+  }
 
  private:
-  KernelFn fn_;
+  KernelFn fn_, finish_;
 };
 
 std::string function_name(const Kernel& k) {
@@ -748,10 +1191,16 @@ std::string function_name(const Kernel& k) {
   return os.str();
 }
 
-std::unique_ptr<llvm::Module> build_module(const Kernel& k, llvm::LLVMContext& ctx, const std::string& fn) {
+std::unique_ptr<llvm::Module> build_module(const Kernel& k, llvm::LLVMContext& ctx, const std::string& fn,
+                                           const std::optional<SplitPlan>& split) {
   auto m = std::make_unique<llvm::Module>("kernel", ctx);
   LLVMJit::get().configure(*m);
-  Builder(k, ctx, *m, fn).build();
+  if (split) {
+    Builder(k, ctx, *m, fn, &*split, Builder::Part::SplitPartials).build();
+    Builder(k, ctx, *m, fn + "_finish", &*split, Builder::Part::SplitFinish).build();
+  } else {
+    Builder(k, ctx, *m, fn).build();
+  }
   std::string err;
   llvm::raw_string_ostream es(err);
   if (llvm::verifyModule(*m, &es)) {
@@ -767,7 +1216,7 @@ std::unique_ptr<llvm::Module> build_module(const Kernel& k, llvm::LLVMContext& c
 
 std::string llvm_ir(const Kernel& k) {
   llvm::LLVMContext ctx;
-  auto m = build_module(k, ctx, function_name(k));
+  auto m = build_module(k, ctx, function_name(k), plan_split(k));
   std::string ir;
   llvm::raw_string_ostream os(ir);
   m->print(os, nullptr);
@@ -777,14 +1226,25 @@ std::string llvm_ir(const Kernel& k) {
 std::unique_ptr<Program> compile_llvm(const Kernel& k) {
   auto ctx = std::make_unique<llvm::LLVMContext>();
   std::string fn = function_name(k);
-  auto m = build_module(k, *ctx, fn);
-  void* addr = LLVMJit::get().compile(std::move(m), std::move(ctx), fn);
-  auto p = std::make_unique<LLVMProgram>(reinterpret_cast<KernelFn>(addr));
+  auto split = plan_split(k);
+  auto m = build_module(k, *ctx, fn, split);
+  std::vector<std::string> names{fn};
+  if (split) names.push_back(fn + "_finish");
+  auto addrs = LLVMJit::get().compile(std::move(m), std::move(ctx), names);
+  auto p = std::make_unique<LLVMProgram>(reinterpret_cast<KernelFn>(addrs[0]),
+                                         split ? reinterpret_cast<KernelFn>(addrs[1]) : nullptr);
   p->name = k.name();
+  if (split) {
+    p->parallel_size = split->chunks;
+    p->work_per_item = std::max<int64_t>(1, split->reduce->src[0]->numel() / split->chunks);
+    p->scratch_bytes = size_t(split->chunks) * 8;
+    p->scratch_index = k.buffers.size();
+    return p;
+  }
   int par = -1;
   for (size_t d = 0; d < k.shape.size(); d++)
     if (k.shape[d] > 1) { par = int(d); break; }
-  p->parallel_size = par < 0 ? 1 : k.shape[size_t(par)];
+  p->parallel_size = par < 0 || k.serial ? 1 : k.shape[size_t(par)];
   int64_t per = std::max<int64_t>(1, numel(k.shape) / std::max<int64_t>(1, p->parallel_size));
   int64_t flops = k.flops();
   p->work_per_item = std::max<int64_t>(per, flops / std::max<int64_t>(1, p->parallel_size));

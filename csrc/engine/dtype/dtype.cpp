@@ -52,6 +52,9 @@ bool Scalar::operator==(const Scalar& o) const {
 }
 
 Scalar Scalar::cast(DType t) const {
+  // An integer converts to float32 in one rounding (int64 -> double -> float
+  // could round twice); 16-bit floats construct from that float, as c10's do.
+  float f32 = kind == F ? static_cast<float>(f) : static_cast<float>(i);
   switch (t) {
     case DType::Bool: return from_bool(kind == F ? f != 0 : i != 0);
     case DType::UInt8: return from_int(static_cast<uint8_t>(to_int()));
@@ -59,9 +62,9 @@ Scalar Scalar::cast(DType t) const {
     case DType::Int16: return from_int(static_cast<int16_t>(to_int()));
     case DType::Int32: return from_int(static_cast<int32_t>(to_int()));
     case DType::Int64: return from_int(to_int());
-    case DType::Float16: return from_double(half_bits_to_float(float_to_half_bits(float(to_double()))));
-    case DType::BFloat16: return from_double(bfloat16_bits_to_float(float_to_bfloat16_bits(float(to_double()))));
-    case DType::Float32: return from_double(static_cast<float>(to_double()));
+    case DType::Float16: return from_double(half_bits_to_float(float_to_half_bits(f32)));
+    case DType::BFloat16: return from_double(bfloat16_bits_to_float(float_to_bfloat16_bits(f32)));
+    case DType::Float32: return from_double(f32);
     case DType::Float64: return from_double(to_double());
   }
   return *this;
@@ -69,6 +72,8 @@ Scalar Scalar::cast(DType t) const {
 
 std::string Scalar::str() const {
   std::ostringstream os;
+  // Every digit: kernel keys (the program cache) are built from this text.
+  os.precision(std::numeric_limits<double>::max_digits10);
   if (kind == F) os << f; else if (kind == B) os << (i ? "true" : "false"); else os << i;
   return os.str();
 }

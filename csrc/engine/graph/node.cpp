@@ -30,6 +30,7 @@ size_t hash_node(Op op, DType dtype, const Shape& shape, const std::vector<NodeR
   h = mix(h, a.offset);
   for (auto x : a.axes) h = mix(h, size_t(x));
   h = mix(h, size_t(a.rop));
+  h = mix(h, size_t(a.accumulate));
   h = mix(h, a.st.views().empty() ? 0 : a.st.hash());
   h = mix(h, reinterpret_cast<size_t>(a.buffer.get()));
   return h;
@@ -38,7 +39,7 @@ size_t hash_node(Op op, DType dtype, const Shape& shape, const std::vector<NodeR
 bool same(const Node& n, Op op, DType dtype, const Shape& shape, const std::vector<NodeRef>& src, const NodeArgs& a) {
   return n.op == op && n.dtype == dtype && n.shape == shape && n.src == src && n.args.value == a.value &&
          n.args.value2 == a.value2 && n.args.seed == a.seed && n.args.offset == a.offset && n.args.axes == a.axes &&
-         n.args.rop == a.rop && n.args.st == a.st && n.args.buffer == a.buffer;
+         n.args.rop == a.rop && n.args.accumulate == a.accumulate && n.args.st == a.st && n.args.buffer == a.buffer;
 }
 
 struct Table {
@@ -114,6 +115,7 @@ std::string Node::str() const {
       break;
     }
     case Op::View: case Op::Write: os << " " << args.st.str(); break;
+    case Op::Scatter: os << (args.accumulate ? std::string(" ") + reduce_name(args.rop) : std::string(" REPLACE")); break;
     default: break;
   }
   return os.str();

@@ -25,6 +25,7 @@ struct NodeArgs {
   uint64_t offset = 0;       // Rand counter offset
   std::vector<int> axes;     // Reduce
   ReduceOp rop = ReduceOp::Sum;
+  bool accumulate = false;   // Scatter: combine with `rop` instead of replacing
   ShapeTracker st;           // View, Write (region over the flat base)
   BufferRef buffer;          // Buffer
 };

@@ -10,7 +10,7 @@ const char* op_name(Op op) {
       "ISNAN", "CAST", "BITCAST",
       "ADD", "SUB", "MUL", "DIV", "MOD", "MAX", "MIN", "POW", "ATAN2", "CMPLT", "CMPLE", "CMPEQ", "CMPNE",
       "AND", "OR", "XOR", "SHL", "SHR", "FLOORDIV", "FLOORMOD", "FMOD", "COPYSIGN", "HYPOT",
-      "WHERE", "REDUCE", "CONTIGUOUS", "WRITE"};
+      "WHERE", "GATHER", "REDUCE", "CONTIGUOUS", "WRITE", "SCATTER"};
   return names[static_cast<int>(op)];
 }
 

@@ -21,11 +21,14 @@ enum class Op : uint8_t {
   And, Or, Xor, Shl, Shr, FloorDiv, FloorMod, Fmod, Copysign, Hypot,
   // ternary
   Where,
+  // data-dependent read: src[0] (seen as row-major flat) at the int64 flat indices src[1]
+  Gather,
   // reductions over `axes` (kept as size-1 dims)
   Reduce,
   // scheduling markers
   Contiguous,  // realize src[0] into its own buffer
   Write,       // src[0] (flat base) with the region `st` replaced by src[1]
+  Scatter,     // src[0] (flat base) with base[src[1][i]] = src[2][i] (or combined by `rop` if accumulate)
 };
 
 enum class ReduceOp : uint8_t { Sum, Prod, Max, Min, Any, All };

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <vector>
 #include <mutex>
 
 #include "engine/runtime/buffer.h"
@@ -60,8 +61,15 @@ class CpuDevice final : public Device {
   void launch(const Program& p, void** buffers) override {
     // Aim for slices of at least ~32k elements of work so threads pay off.
     int64_t min_slice = std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(1, p.work_per_item));
-    thread_pool().parallel_for(p.parallel_size, min_slice,
-                               [&](int64_t b, int64_t e) { p.run(buffers, b, e); });
+    if (p.scratch_bytes == 0) {
+      thread_pool().parallel_for(p.parallel_size, min_slice, [&](int64_t b, int64_t e) { p.run(buffers, b, e); });
+      return;
+    }
+    std::vector<void*> args(buffers, buffers + p.scratch_index);
+    std::vector<uint64_t> scratch((p.scratch_bytes + 7) / 8);
+    args.push_back(scratch.data());
+    thread_pool().parallel_for(p.parallel_size, min_slice, [&](int64_t b, int64_t e) { p.run(args.data(), b, e); });
+    p.finish(args.data());
   }
 
  private:

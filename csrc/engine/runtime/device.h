@@ -15,8 +15,13 @@ struct Program {
   std::string name;
   int64_t parallel_size = 1;  // extent of the parallel axis
   int64_t work_per_item = 1;  // elements of work per parallel index (to size slices)
+  // A split reduction: run() leaves one partial result per parallel index in
+  // a scratch buffer (passed after the kernel's buffers), finish() combines them.
+  size_t scratch_bytes = 0;
+  size_t scratch_index = 0;  // number of kernel buffers (the scratch comes after them)
   virtual ~Program() = default;
   virtual void run(void** buffers, int64_t begin, int64_t end) const = 0;
+  virtual void finish(void** buffers) const {}
 };
 
 class Device {

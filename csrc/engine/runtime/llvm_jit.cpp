@@ -54,6 +54,7 @@ class CachingCompiler : public llvm::orc::IRCompileLayer::IRCompiler {
       }
     }
     optimize(m);
+    if (debug_level() >= 5) m.print(llvm::errs(), nullptr);  // the optimized IR
     counters().compiles++;
     llvm::orc::SimpleCompiler compile(*tm_);
     auto obj = compile(m);
@@ -150,7 +151,8 @@ void LLVMJit::configure(llvm::Module& m) const {
 const std::string& LLVMJit::cpu_name() const { return impl_->cpu; }
 const std::string& LLVMJit::cpu_features() const { return impl_->features; }
 
-void* LLVMJit::compile(std::unique_ptr<llvm::Module> m, std::unique_ptr<llvm::LLVMContext> ctx, const std::string& fn) {
+std::vector<void*> LLVMJit::compile(std::unique_ptr<llvm::Module> m, std::unique_ptr<llvm::LLVMContext> ctx,
+                                    const std::vector<std::string>& fns) {
   std::lock_guard<std::mutex> g(impl_->mu);
   // Name the module by its content so the disk cache can find it again.
   std::string ir;
@@ -158,7 +160,7 @@ void* LLVMJit::compile(std::unique_ptr<llvm::Module> m, std::unique_ptr<llvm::LL
   m->print(os, nullptr);
   os.flush();
   std::ostringstream id;
-  id << std::hex << std::hash<std::string>()(ir + impl_->features) << "_" << fn;
+  id << std::hex << std::hash<std::string>()(ir + impl_->features) << "_" << fns[0];
   m->setModuleIdentifier(id.str());
   auto& jd = impl_->jit->getMainJITDylib();
   if (auto err = impl_->jit->addIRModule(jd, llvm::orc::ThreadSafeModule(std::move(m), std::move(ctx)))) {
@@ -167,14 +169,18 @@ void* LLVMJit::compile(std::unique_ptr<llvm::Module> m, std::unique_ptr<llvm::LL
     es << err;
     throw std::runtime_error("tiny LLVM JIT: " + es.str());
   }
-  auto sym = impl_->jit->lookup(fn);
-  if (!sym) {
-    std::string msg;
-    llvm::raw_string_ostream es(msg);
-    es << sym.takeError();
-    throw std::runtime_error("tiny LLVM JIT: " + es.str());
+  std::vector<void*> out;
+  for (auto& fn : fns) {
+    auto sym = impl_->jit->lookup(fn);
+    if (!sym) {
+      std::string msg;
+      llvm::raw_string_ostream es(msg);
+      es << sym.takeError();
+      throw std::runtime_error("tiny LLVM JIT: " + es.str());
+    }
+    out.push_back(reinterpret_cast<void*>(sym->getAddress()));
   }
-  return reinterpret_cast<void*>(sym->getAddress());
+  return out;
 }
 
 }  // namespace tiny

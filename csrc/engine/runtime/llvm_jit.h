@@ -3,6 +3,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace llvm {
 class Module;
@@ -19,8 +20,10 @@ class LLVMJit {
   void configure(llvm::Module& m) const;
   const std::string& cpu_name() const;
   const std::string& cpu_features() const;
-  // Optimizes (O3, vectorized for the host) and compiles `m`; returns the address of `fn`.
-  void* compile(std::unique_ptr<llvm::Module> m, std::unique_ptr<llvm::LLVMContext> ctx, const std::string& fn);
+  // Optimizes (O3, vectorized for the host) and compiles `m`; returns the
+  // addresses of the functions named `fns`.
+  std::vector<void*> compile(std::unique_ptr<llvm::Module> m, std::unique_ptr<llvm::LLVMContext> ctx,
+                             const std::vector<std::string>& fns);
 
  private:
   LLVMJit();

@@ -4,6 +4,7 @@
 #include <map>
 #include <unordered_set>
 
+#include "engine/codegen/index_walk.h"
 #include "engine/runtime/device.h"
 
 namespace tiny {
@@ -55,42 +56,130 @@ struct Planner {
   std::unordered_map<const Node*, NodeRef> refs;  // keep nodes alive and find their refs
   std::unordered_map<const Node*, std::string> roots;  // realize point -> reason
   std::unordered_map<const Node*, BufferRef> buffers;
-  std::unordered_map<const Node*, double> count;  // estimated evaluations
 
-  void note(const NodeRef& n) {
-    refs.emplace(n.get(), n);
-    for (auto& s : n->src) refs.emplace(s.get(), s);
-  }
-
-  void decide(const std::vector<NodeRef>& targets, const std::vector<const Node*>& order) {
+  // Realize points every schedule must have, whatever fusion decides.
+  void forced_roots(const std::vector<NodeRef>& targets, const std::vector<const Node*>& order) {
     for (auto& t : targets) roots[t.get()] = "requested";
-    for (auto it = order.rbegin(); it != order.rend(); ++it) {
-      const Node* n = *it;
-      double c = count[n];
-      double size = double(std::max<int64_t>(1, n->numel()));
-      if (!roots.count(n)) {
-        if (n->op == Op::Contiguous) roots[n] = "contiguous";
-        else if (n->op == Op::Write) roots[n] = "partial write";
-        else if (n->op == Op::Reduce && c > size) roots[n] = "reduce read by a broadcast or several kernels";
-        else if (is_transcendental(n->op) && c > 2 * size) roots[n] = "expensive value read many times";
-        else if (is_size_changing_bitcast(n)) roots[n] = "bitcast to another itemsize";
-      }
-      bool root = roots.count(n) > 0;
-      double evals = root ? size : c;
+    for (const Node* n : order) {
+      if (roots.count(n)) continue;
+      if (n->op == Op::Contiguous) roots[n] = "contiguous";
+      else if (n->op == Op::Write) roots[n] = "partial write";
+      else if (n->op == Op::Scatter) roots[n] = "scatter";
+      else if (is_size_changing_bitcast(n)) roots[n] = "bitcast to another itemsize";
+    }
+    for (const Node* n : order)
       if (is_size_changing_bitcast(n) && !roots.count(n->src[0].get()))
         roots[n->src[0].get()] = "source of a bitcast to another itemsize";
-      for (auto& s : n->src) {
-        double per = 1;
-        if (n->op == Op::Reduce) per = double(std::max<int64_t>(1, s->numel())) / size;
-        if (n->op == Op::Write) {
-          count[s.get()] += double(std::max<int64_t>(1, s->numel()));
-          continue;
-        }
-        count[s.get()] += evals * per;
-      }
-    }
   }
 };
+
+// What the kernel of root `n` computes: a reshape of a computed value is
+// stored in the same row-major order, so its kernel iterates in the shape the
+// value was computed in, keeping that layout's loops (and the reduces hoisted
+// out of them).
+const Node* kernel_value(const Planner& p, const Node* n) {
+  while (n->op == Op::View && n->args.st.is_contiguous() && !n->src[0]->realized() && !p.roots.count(n->src[0].get()))
+    n = n->src[0].get();
+  return n;
+}
+
+// The expression trees (value, iteration shape) the kernel(s) of root `n` evaluate.
+std::vector<std::pair<const Node*, Shape>> kernel_trees(const Planner& p, const Node* n) {
+  if (n->op == Op::Write) return {{n->src[0].get(), n->shape}, {n->src[1].get(), n->src[1]->shape}};
+  if (n->op == Op::Scatter)
+    return {{n->src[0].get(), n->shape}, {n->src[1].get(), n->src[1]->shape}, {n->src[2].get(), n->src[2]->shape}};
+  if (n->op == Op::Contiguous) return {{n->src[0].get(), n->shape}};
+  const Node* v = kernel_value(p, n);
+  return {{v, v->shape}};
+}
+
+// Fusing a reduce into the kernel that reads it is free when the generated
+// code computes it once per output element: the code generator evaluates a
+// reduce once per iteration of the innermost loop its index depends on
+// (hoisting it above the others). This counts those evaluations, for every
+// reduce, over every kernel, and makes a realize point of each reduce that
+// would be computed more often than it has elements (topmost first, then
+// again, since a new kernel changes what is below it).
+void realize_repeated_reduces(Planner& p, const std::vector<const Node*>& order) {
+  std::unordered_map<const Node*, int> position;
+  for (size_t i = 0; i < order.size(); i++) position[order[i]] = int(i);
+  for (int round = 0; round < 64; round++) {
+    std::unordered_map<const Node*, double> evals;
+    std::unordered_map<const Node*, std::vector<const Node*>> enclosing;  // reduce -> reduces around it
+    std::unordered_set<const Node*> nested;
+    for (auto* root : order) {
+      if (!p.roots.count(root)) continue;
+      for (auto [tree, shape] : kernel_trees(p, root)) {
+        struct VarInfo { double extent; int parent; int depth; bool in_reduce; };
+        std::vector<VarInfo> vars;
+        std::vector<const Node*> stack;
+        int parent_for_next = -1;
+        bool in_reduce_loop = false;  // whether the next variables belong to a reduce's loops
+        auto make_var = [&](int64_t size) {
+          int id = int(vars.size());
+          int depth = parent_for_next < 0 ? 0 : vars[size_t(parent_for_next)].depth + 1;
+          vars.push_back({double(size), parent_for_next, depth, in_reduce_loop});
+          parent_for_next = id;
+          return size > 1 ? var(id, size) : cnst(0);
+        };
+        std::vector<Expr> idx;
+        for (auto d : shape) idx.push_back(d > 1 ? make_var(d) : cnst(0));
+        in_reduce_loop = true;
+        IndexWalker w;
+        w.is_leaf = [&](const Node* n) { return n->realized() || (n != root && p.roots.count(n)); };
+        w.fresh_var = make_var;
+        w.visit = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
+          bool costly = n->op == Op::Reduce || is_transcendental(n->op);
+          if (!costly && n->op != Op::Gather) return true;
+          std::vector<int> used;
+          collect_vars(v, used);
+          for (auto& e : ix) collect_vars(e, used);
+          int inner = -1;
+          for (int id : used)
+            if (inner < 0 || vars[size_t(id)].depth > vars[size_t(inner)].depth) inner = id;
+          if (costly && n != root) {
+            double e = 1;
+            for (int id = inner; id >= 0; id = vars[size_t(id)].parent) e *= vars[size_t(id)].extent;
+            evals[n] += e;
+            enclosing[n].insert(enclosing[n].end(), stack.begin(), stack.end());
+            // A sizable reduce running inside another reduce's loop loses the
+            // tiling and threading its own kernel would get (matmul then sum).
+            if (n->op == Op::Reduce && inner >= 0 && vars[size_t(inner)].in_reduce &&
+                n->src[0]->numel() / std::max<int64_t>(1, n->numel()) >= 16)
+              nested.insert(n);
+          }
+          parent_for_next = inner;  // its loops (or runtime index) nest here
+          if (n->op == Op::Reduce) stack.push_back(n);
+          return true;
+        };
+        w.leave = [&](const Node* n) {
+          if (n->op == Op::Reduce) stack.pop_back();
+        };
+        w.walk(tree, idx, cnst(1));
+      }
+    }
+    // A reduce may be computed once per element; an expensive elementwise
+    // value twice (recomputing beats a round trip through memory).
+    std::vector<const Node*> repeated;
+    for (auto& [n, e] : evals) {
+      double limit = double(std::max<int64_t>(1, n->numel())) * (n->op == Op::Reduce ? 1.0001 : 2.0001);
+      if (e > limit) repeated.push_back(n);
+    }
+    for (auto* n : nested)
+      if (!evals.count(n) || evals[n] <= double(std::max<int64_t>(1, n->numel())) * 1.0001) repeated.push_back(n);
+    if (repeated.empty()) return;
+    std::unordered_set<const Node*> rep(repeated.begin(), repeated.end());
+    for (auto* n : repeated) {
+      bool inside = false;
+      for (auto* outer : enclosing[n]) inside |= rep.count(outer) > 0;
+      if (!inside)
+        p.roots[n] = nested.count(n) ? std::string("reduce inside another reduce's loop (its own kernel is tiled and threaded)") :
+                     std::string(n->op == Op::Reduce ? "reduce" : "expensive value") + " would be computed " +
+                     std::to_string(int64_t(evals[n] / double(std::max<int64_t>(1, n->numel())))) +
+                     "x per element if fused (read through a broadcast or by several kernels)";
+    }
+  }
+}
 
 // Adds `n`'s expression tree to kernel `k`, turning realized nodes and other
 // realize points into loads.
@@ -133,7 +222,8 @@ Schedule create_schedule(const std::vector<NodeRef>& targets) {
   for (auto& t : targets) p.refs.emplace(t.get(), t);
   for (auto* n : order)
     for (auto& s : n->src) p.refs.emplace(s.get(), s);
-  p.decide(targets, order);
+  p.forced_roots(targets, order);
+  realize_repeated_reduces(p, order);
 
   // Give every realize point a buffer; aliases share their source's memory.
   std::vector<const Node*> roots;  // producers first
@@ -146,9 +236,10 @@ Schedule create_schedule(const std::vector<NodeRef>& targets) {
       if (base) buf = std::make_shared<Buffer>(base, n->dtype, n->numel());
     }
     if (buf) {
-    } else if (n->op == Op::View && n->args.st.is_contiguous() && n->src[0]->realized() &&
-               n->src[0]->realized()->dtype() == n->dtype) {
-      buf = n->src[0]->realized();  // a reshape of stored data: same bytes
+    } else if (n->op == Op::View && n->args.st.is_contiguous() &&
+               (n->src[0]->realized() || p.buffers.count(n->src[0].get()))) {
+      // a reshape of stored data: the same bytes
+      buf = n->src[0]->realized() ? n->src[0]->realized() : p.buffers.at(n->src[0].get());
     } else {
       buf = std::make_shared<Buffer>(cpu_device(), n->dtype, n->numel());
       roots.push_back(n);
@@ -168,14 +259,25 @@ Schedule create_schedule(const std::vector<NodeRef>& targets) {
   std::vector<Pending> pending;
   std::unordered_map<const Buffer*, int> level_of;  // owning buffer -> level of its last writer
   auto add_kernel = [&](const NodeRef& value, const Node* self, const ShapeTracker& store, const BufferRef& out,
-                        const std::string& reason, bool mergeable) {
+                        const std::string& reason, bool mergeable, const Node* scatter = nullptr) {
     Pending pk;
     pk.k.shape = value->shape;
     pk.k.reason = reason;
     std::unordered_map<const Buffer*, int> index;
     pk.k.buffers.push_back(out);
     index[out.get()] = 0;
-    pk.k.outputs.push_back({value, store, 0});
+    KernelOutput o;
+    o.value = value;
+    o.store = store;
+    o.buffer = 0;
+    if (scatter) {
+      o.scatter_index = scatter->src[1];
+      o.accumulate = scatter->args.accumulate;
+      o.rop = scatter->args.rop;
+      pk.k.serial = o.accumulate;
+      collect_loads(pk.k, o.scatter_index, self, p.buffers, index);
+    }
+    pk.k.outputs.push_back(o);
     collect_loads(pk.k, value, self, p.buffers, index);
     // Run after whatever last wrote a buffer we touch (aliases count as their owner).
     int level = 0;
@@ -195,10 +297,15 @@ Schedule create_schedule(const std::vector<NodeRef>& targets) {
     if (n->op == Op::Write) {
       add_kernel(n->src[0], n, ShapeTracker::from_shape(n->shape), out, "copy of the base of a partial write", true);
       add_kernel(n->src[1], n, n->args.st, out, reason, false);
+    } else if (n->op == Op::Scatter) {
+      add_kernel(n->src[0], n, ShapeTracker::from_shape(n->shape), out, "copy of the base of a scatter", true);
+      add_kernel(n->src[2], n, ShapeTracker::from_shape(n->src[2]->shape), out, reason, false, n);
     } else if (n->op == Op::Contiguous) {
       add_kernel(n->src[0], n, ShapeTracker::from_shape(n->shape), out, reason, true);
     } else {
-      add_kernel(ref, n, ShapeTracker::from_shape(n->shape), out, reason, true);
+      const Node* v = kernel_value(p, n);
+      NodeRef value = v == n ? ref : p.refs.at(v);
+      add_kernel(value, n, ShapeTracker::from_shape(value->shape), out, reason, true);
     }
   }
 
@@ -223,7 +330,10 @@ Schedule create_schedule(const std::vector<NodeRef>& targets) {
         index[buf.get()] = v;
         return v;
       };
-      for (auto& o : b.k.outputs) a.k.outputs.push_back({o.value, o.store, id(b.k.buffers[o.buffer])});
+      for (auto o : b.k.outputs) {
+        o.buffer = id(b.k.buffers[o.buffer]);
+        a.k.outputs.push_back(o);
+      }
       for (auto& [node, bi] : b.k.loads) a.k.loads[node] = id(b.k.buffers[bi]);
       if (a.k.reason.find(b.k.reason) == std::string::npos) a.k.reason += "; " + b.k.reason;
       b.k.outputs.clear();

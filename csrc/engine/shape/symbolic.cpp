@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <sstream>
 
 namespace tiny {
@@ -23,6 +24,15 @@ Expr make(EOp op, int64_t value, int64_t vmin, int64_t vmax, std::vector<Expr> s
   return n;
 }
 
+// Structural equality (views rebuild equal subexpressions as new nodes).
+bool same_expr(const Expr& a, const Expr& b) {
+  if (a == b) return true;
+  if (a->op != b->op || a->value != b->value || a->src.size() != b->src.size()) return false;
+  for (size_t i = 0; i < a->src.size(); i++)
+    if (!same_expr(a->src[i], b->src[i])) return false;
+  return true;
+}
+
 // A sum as (term, coefficient) pairs plus a constant.
 struct Linear {
   std::vector<std::pair<Expr, int64_t>> terms;
@@ -33,11 +43,39 @@ struct Linear {
     if (e->op == EOp::Add) { for (auto& s : e->src) add_term(s, c); return; }
     if (e->op == EOp::Mul) { add_term(e->src[0], c * e->value); return; }
     for (auto& t : terms) {
-      if (t.first == e) { t.second += c; return; }
+      if (same_expr(t.first, e)) { t.second += c; return; }
     }
     terms.emplace_back(e, c);
   }
-  Expr build() const {
+  // (y // b) * (m*b) + (y % b) * m == y * m: an unflattened index flattened
+  // again (a view over a view) is the index itself.
+  void fold_divmod() {
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (size_t i = 0; i < terms.size() && !changed; i++) {
+        const Expr mod_e = terms[i].first;
+        int64_t m = terms[i].second;
+        if (mod_e->op != EOp::Mod || m == 0) continue;
+        const Expr y = mod_e->src[0];
+        int64_t b = mod_e->value;
+        for (size_t j = 0; j < terms.size(); j++) {
+          const Expr& d = terms[j].first;
+          if (j == i || d->op != EOp::Div || terms[j].second != m * b) continue;
+          // y // b, where y may itself be x // c (then it reads x // (c*b))
+          bool match = y->op == EOp::Div ? d->value == y->value * b && same_expr(d->src[0], y->src[0])
+                                         : d->value == b && same_expr(d->src[0], y);
+          if (!match) continue;
+          terms.erase(terms.begin() + std::ptrdiff_t(std::max(i, j)));
+          terms.erase(terms.begin() + std::ptrdiff_t(std::min(i, j)));
+          add_term(y, m);
+          changed = true;
+          break;
+        }
+      }
+    }
+  }
+  Expr build() {
+    fold_divmod();
     std::vector<Expr> src;
     int64_t lo = constant, hi = constant;
     for (auto& t : terms) {
@@ -56,6 +94,29 @@ struct Linear {
     return make(EOp::Add, 0, lo, hi, std::move(src));
   }
 };
+
+// Finds g dividing c (from a term's coefficient) with l == g*q + r and
+// 0 <= r < g; then l // c == q // (c/g) and l % c == g*(q % (c/g)) + r.
+bool split_gcd(const Linear& l, int64_t c, int64_t& g, Expr& q, Expr& r) {
+  for (auto& t : l.terms) {
+    int64_t cand = std::gcd(c, t.second < 0 ? -t.second : t.second);
+    if (cand <= 1 || cand >= c) continue;
+    Linear lq, lr;
+    for (auto& u : l.terms) {
+      if (u.second % cand == 0) lq.add_term(u.first, u.second / cand);
+      else lr.add_term(u.first, u.second);
+    }
+    lq.constant = floordiv_i(l.constant, cand);
+    lr.constant = l.constant - lq.constant * cand;
+    Expr rr = lr.build();
+    if (rr->vmin < 0 || rr->vmax >= cand) continue;
+    g = cand;
+    q = lq.build();
+    r = rr;
+    return true;
+  }
+  return false;
+}
 
 }  // namespace
 
@@ -102,11 +163,11 @@ Expr floordiv(const Expr& a, int64_t c) {
   rest.constant = l.constant - quotient.constant * c;
   Expr r = rest.build();
   if (r->vmin >= 0 && r->vmax < c) return quotient.build();
-  if (!quotient.terms.empty() || quotient.constant != 0) {
-    // (c*q + r) // c == q + r // c
-    Expr rd = make(EOp::Div, c, floordiv_i(r->vmin, c), floordiv_i(r->vmax, c), {r});
-    return add(quotient.build(), rd);
-  }
+  // (c*q + r) // c == q + r // c
+  if (!quotient.terms.empty() || quotient.constant != 0) return add(quotient.build(), floordiv(r, c));
+  int64_t g;
+  Expr q, rr;
+  if (split_gcd(l, c, g, q, rr)) return floordiv(q, c / g);
   return make(EOp::Div, c, lo, hi, {a});
 }
 
@@ -125,6 +186,9 @@ Expr mod(const Expr& a, int64_t c) {
   Expr r = rest.build();
   if (r->vmin >= 0 && r->vmax < c) return r;
   if (r->is_const()) return cnst(((r->value % c) + c) % c);
+  int64_t g;
+  Expr q, rr;
+  if (split_gcd(rest, c, g, q, rr)) return add(mul(mod(q, c / g), g), rr);
   return make(EOp::Mod, c, 0, c - 1, {r});
 }
 
@@ -155,6 +219,34 @@ bool uses_vars(const Expr& e, int lo, int hi) {
   if (e->op == EOp::Var) return e->value >= lo && e->value < hi;
   for (auto& s : e->src) if (uses_vars(s, lo, hi)) return true;
   return false;
+}
+
+std::optional<int64_t> linear_coefficient(const Expr& e, int id) {
+  switch (e->op) {
+    case EOp::Const: return 0;
+    case EOp::Var: return e->value == id ? 1 : 0;
+    case EOp::Add: {
+      int64_t total = 0;
+      for (auto& s : e->src) {
+        auto c = linear_coefficient(s, id);
+        if (!c) return std::nullopt;
+        total += *c;
+      }
+      return total;
+    }
+    case EOp::Mul: {
+      auto c = linear_coefficient(e->src[0], id);
+      if (!c) return std::nullopt;
+      return *c * e->value;
+    }
+    default:
+      return uses_vars(e, id, id + 1) ? std::nullopt : std::optional<int64_t>(0);
+  }
+}
+
+void collect_vars(const Expr& e, std::vector<int>& ids) {
+  if (e->op == EOp::Var) ids.push_back(int(e->value));
+  for (auto& s : e->src) collect_vars(s, ids);
 }
 
 std::string to_string(const Expr& e) {

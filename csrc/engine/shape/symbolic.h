@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,11 @@ bool is_true(const Expr& e);   // provably 1
 bool is_false(const Expr& e);  // provably 0
 // Whether any variable with an id in [lo, hi) appears.
 bool uses_vars(const Expr& e, int lo, int hi);
+// The coefficient of variable `id` when `e` is linear in it (0 if absent);
+// nullopt when the variable appears inside a division, modulo or comparison.
+std::optional<int64_t> linear_coefficient(const Expr& e, int id);
+// Ids of the variables in `e` (appended, possibly repeated).
+void collect_vars(const Expr& e, std::vector<int>& ids);
 std::string to_string(const Expr& e);
 
 }  // namespace tiny

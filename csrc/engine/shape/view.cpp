@@ -247,6 +247,47 @@ ShapeTracker ShapeTracker::as_strided(const Shape& shape, const Shape& strides, 
   return ShapeTracker(views);
 }
 
+// Collects e == offset + sum strides[id] * var(id); false when e is not linear.
+static bool linear_coeffs(const Expr& e, Shape& strides, int64_t& offset) {
+  switch (e->op) {
+    case EOp::Const: offset += e->value; return true;
+    case EOp::Var: strides[size_t(e->value)] += 1; return true;
+    case EOp::Mul:
+      if (e->src[0]->op != EOp::Var) return false;
+      strides[size_t(e->src[0]->value)] += e->value;
+      return true;
+    case EOp::Add:
+      for (auto& s : e->src)
+        if (!linear_coeffs(s, strides, offset)) return false;
+      return true;
+    default: return false;
+  }
+}
+
+// `top` (a window onto the row-major elements of below's shape) as one view
+// onto below's base, when the composed index is linear over top's valid
+// elements (masked-out ones are never read, so their index does not matter).
+static std::optional<View> merge_views(const View& below, const View& top) {
+  if (below.mask || numel(below.shape) == 0 || numel(top.shape) == 0) return std::nullopt;
+  // index d runs over the valid range [b, e) as b + var(d)
+  std::vector<Expr> idx;
+  for (size_t d = 0; d < top.shape.size(); d++) {
+    auto [b, e] = top.mask ? (*top.mask)[d] : std::make_pair<int64_t, int64_t>(0, int64_t(top.shape[d]));
+    if (b == e) return std::nullopt;
+    idx.push_back(add(var(int(d), e - b), cnst(b)));
+  }
+  Expr flat = View::make(top.shape, top.strides, top.offset, std::nullopt).index_valid(idx).first;
+  if (flat->vmin < 0 || flat->vmax >= numel(below.shape)) return std::nullopt;
+  Expr ix = below.index_valid(unflatten(flat, below.shape)).first;
+  Shape strides(top.shape.size(), 0);
+  int64_t offset = 0;
+  if (!linear_coeffs(ix, strides, offset)) return std::nullopt;
+  // ix is linear in var(d) = i_d - b_d; make it linear in i_d
+  for (size_t d = 0; d < top.shape.size(); d++)
+    if (top.mask) offset -= strides[d] * (*top.mask)[d].first;
+  return View::make(top.shape, strides, offset, top.mask);
+}
+
 ShapeTracker ShapeTracker::compose_onto(const ShapeTracker& below) const {
   ShapeTracker r = below;
   for (size_t i = 0; i < views_.size(); i++) {
@@ -265,14 +306,21 @@ ShapeTracker ShapeTracker::compose_onto(const ShapeTracker& below) const {
   while (r.views_.size() >= 2) {
     const View& top = r.views_.back();
     const View& below_v = r.views_[r.views_.size() - 2];
-    if (top.mask || below_v.mask) break;
-    // reshape-compatible: top is a contiguous reinterpretation of below
-    if (top.is_contiguous()) {
-      auto nv = reshape_view(below_v, top.shape);
+    if (below_v.mask) break;
+    if (top.mask) {
+      auto nv = merge_views(below_v, top);
       if (!nv) break;
       r.views_.pop_back();
       r.views_.back() = *nv;
       continue;
+    }
+    // reshape-compatible: top is a contiguous reinterpretation of below
+    if (top.is_contiguous()) {
+      if (auto nv = reshape_view(below_v, top.shape)) {
+        r.views_.pop_back();
+        r.views_.back() = *nv;
+        continue;
+      }
     }
     // below is 1-D unit-stride: top's strides apply directly
     if (below_v.shape.size() == 1 && below_v.strides[0] == 1) {
@@ -288,23 +336,34 @@ ShapeTracker ShapeTracker::compose_onto(const ShapeTracker& below) const {
       r.views_.back() = nv;
       continue;
     }
+    if (auto nv = merge_views(below_v, top)) {
+      r.views_.pop_back();
+      r.views_.back() = *nv;
+      continue;
+    }
     break;
   }
   return r;
+}
+
+std::vector<Expr> unflatten(const Expr& flat, const Shape& shape) {
+  std::vector<Expr> sub(shape.size(), cnst(0));
+  // No element of an empty shape is ever read; avoid dividing by its zero size.
+  if (numel(shape) == 0) return sub;
+  int64_t acc = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    sub[d] = mod(floordiv(flat, acc), shape[d]);
+    acc *= shape[d];
+  }
+  return sub;
 }
 
 std::pair<Expr, Expr> ShapeTracker::index_valid(const std::vector<Expr>& idxs) const {
   auto [index, valid] = views_.back().index_valid(idxs);
   for (size_t k = views_.size() - 1; k-- > 0;) {
     const View& v = views_[k];
-    // unflatten the row-major index into v's dims
-    std::vector<Expr> sub(v.shape.size());
-    int64_t acc = 1;
-    for (size_t d = v.shape.size(); d-- > 0;) {
-      sub[d] = mod(floordiv(index, acc), v.shape[d]);
-      acc *= v.shape[d];
-    }
-    auto [i2, v2] = v.index_valid(sub);
+    if (numel(v.shape) == 0) return {cnst(0), cnst(0)};
+    auto [i2, v2] = v.index_valid(unflatten(index, v.shape));
     index = i2;
     valid = land(valid, v2);
   }
@@ -322,6 +381,7 @@ int64_t ShapeTracker::eval_index(const std::vector<int64_t>& idx) const {
     }
     if (k == 0) return flat;
     const Shape& below = views_[k - 1].shape;
+    if (numel(below) == 0) return -1;
     cur.assign(below.size(), 0);
     for (size_t d = below.size(); d-- > 0;) {
       cur[d] = flat % below[d];

@@ -19,6 +19,9 @@ using Ranges = std::vector<std::pair<int64_t, int64_t>>;  // per dim [begin, end
 int64_t numel(const Shape& s);
 Shape contiguous_strides(const Shape& s);
 std::string shape_str(const Shape& s);
+// Per-dim indices of the row-major element `flat` of `shape` (all zero when
+// the shape is empty: nothing is read there).
+std::vector<Expr> unflatten(const Expr& flat, const Shape& shape);
 
 struct View {
   Shape shape;

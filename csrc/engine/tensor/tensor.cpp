@@ -119,60 +119,91 @@ Tensor Tensor::bitcast(DType dt) const {
   return Tensor(make_node(Op::Bitcast, dt, s, {node_}));
 }
 
-Tensor Tensor::view(const ShapeTracker& st) const {
-  if (st.is_contiguous() && st.shape() == shape()) return *this;
-  if (is_const(*this)) {
+namespace {
+
+// `st` (over base's row-major elements) as a tensor: the base itself when it
+// is the identity, a constant when the base is one and nothing is masked.
+Tensor view_over(const NodeRef& base, const ShapeTracker& st) {
+  if (st.is_contiguous() && st.shape() == base->shape) return Tensor(base);
+  if (base->op == Op::Const) {
     bool masked = false;
     for (auto& v : st.views()) masked |= bool(v.mask);
-    if (!masked) return full(st.shape(), node_->args.value, dtype());
-  }
-  NodeRef base = node_;
-  ShapeTracker composed = st;
-  if (node_->op == Op::View && !node_->realized()) {
-    // View of a view: one tracker over the innermost source.
-    composed = st.compose_onto(node_->args.st);
-    base = node_->src[0];
-    if (composed.is_contiguous() && composed.shape() == base->shape) return Tensor(base);
+    if (!masked) return Tensor::full(st.shape(), base->args.value, base->dtype);
   }
   NodeArgs a;
-  a.st = composed;
-  return Tensor(make_node(Op::View, dtype(), composed.shape(), {base}, std::move(a)));
+  a.st = st;
+  return Tensor(make_node(Op::View, base->dtype, st.shape(), {base}, std::move(a)));
+}
+
+bool pending_view(const NodeRef& n) { return n->op == Op::View && !n->realized(); }
+
+// A movement op on a pending view applies to its tracker directly (one
+// tracker over the base, masks moved by the op itself); otherwise it starts
+// from this tensor's shape.
+template <typename F>
+Tensor movement(const Tensor& t, F&& op) {
+  const NodeRef& n = t.node();
+  if (pending_view(n)) return view_over(n->src[0], op(n->args.st));
+  return view_over(n, op(ShapeTracker::from_shape(t.shape())));
+}
+
+}  // namespace
+
+Tensor Tensor::view(const ShapeTracker& st) const {
+  // View of a view: one tracker over the innermost source.
+  if (pending_view(node_)) return view_over(node_->src[0], st.compose_onto(node_->args.st));
+  return view_over(node_, st);
 }
 
 Tensor Tensor::reshape(const Shape& s) const {
   if (tiny::numel(s) != numel()) fail("reshape: " + shape_str(shape()) + " -> " + shape_str(s));
   if (s == shape()) return *this;
-  return view(ShapeTracker::from_shape(shape()).reshape(s));
+  return movement(*this, [&](const ShapeTracker& st) { return st.reshape(s); });
 }
 
 Tensor Tensor::permute(const std::vector<int>& order) const {
   if (int(order.size()) != ndim()) fail("permute: wrong number of dims");
+  std::vector<bool> seen(size_t(ndim()), false);
+  for (int o : order) {
+    if (o < 0 || o >= ndim() || seen[size_t(o)]) fail("permute: not a permutation");
+    seen[size_t(o)] = true;
+  }
   bool identity = true;
   for (int i = 0; i < ndim(); i++) identity &= order[i] == i;
   if (identity) return *this;
-  return view(ShapeTracker::from_shape(shape()).permute(order));
+  return movement(*this, [&](const ShapeTracker& st) { return st.permute(order); });
 }
 
 Tensor Tensor::expand(const Shape& s) const {
   if (s == shape()) return *this;
   if (s.size() != shape().size()) fail("expand: rank mismatch");
-  return view(ShapeTracker::from_shape(shape()).expand(s));
+  return movement(*this, [&](const ShapeTracker& st) { return st.expand(s); });
 }
 
 Tensor Tensor::pad(const Ranges& pads) const {
-  return view(ShapeTracker::from_shape(shape()).pad(pads));
+  if (int(pads.size()) != ndim()) fail("pad: one (before, after) per dim");
+  for (auto& p : pads)
+    if (p.first < 0 || p.second < 0) fail("pad: negative padding");
+  return movement(*this, [&](const ShapeTracker& st) { return st.pad(pads); });
 }
 
 Tensor Tensor::shrink(const Ranges& ranges) const {
-  return view(ShapeTracker::from_shape(shape()).shrink(ranges));
+  if (int(ranges.size()) != ndim()) fail("shrink: one [begin, end) per dim");
+  for (int i = 0; i < ndim(); i++)
+    if (ranges[size_t(i)].first < 0 || ranges[size_t(i)].first > ranges[size_t(i)].second ||
+        ranges[size_t(i)].second > shape()[size_t(i)])
+      fail("shrink: range out of bounds");
+  return movement(*this, [&](const ShapeTracker& st) { return st.shrink(ranges); });
 }
 
 Tensor Tensor::flip(const std::vector<bool>& dims) const {
-  return view(ShapeTracker::from_shape(shape()).flip(dims));
+  if (int(dims.size()) != ndim()) fail("flip: one flag per dim");
+  return movement(*this, [&](const ShapeTracker& st) { return st.flip(dims); });
 }
 
 Tensor Tensor::as_strided(const Shape& s, const Shape& strides, int64_t offset) const {
-  return view(ShapeTracker::from_shape({numel()}).as_strided(s, strides, offset));
+  if (s.size() != strides.size()) fail("as_strided: shape and strides differ in rank");
+  return movement(*this, [&](const ShapeTracker& st) { return st.as_strided(s, strides, offset); });
 }
 
 Tensor Tensor::reduce(ReduceOp op, std::vector<int> axes, bool keepdim) const {
@@ -231,6 +262,9 @@ Tensor Tensor::matmul(const Tensor& other) const {
 
 Tensor Tensor::contiguous() const {
   if (node_->op == Op::Buffer || node_->realized()) return *this;
+  // A row-major window of stored data is already contiguous: realizing it
+  // aliases the stored bytes instead of copying them.
+  if (node_->op == Op::View && node_->args.st.is_contiguous() && node_->src[0]->realized()) return *this;
   return Tensor(make_node(Op::Contiguous, dtype(), shape(), {node_}));
 }
 
@@ -242,6 +276,23 @@ Tensor Tensor::write_strided(const Shape& s, const Shape& strides, int64_t offse
   NodeArgs a;
   a.st = ShapeTracker::from_shape(shape()).as_strided(s, strides, offset);
   return Tensor(make_node(Op::Write, dtype(), shape(), {node_, value.node_}, std::move(a)));
+}
+
+Tensor Tensor::gather(const Tensor& index) const {
+  if (index.dtype() != DType::Int64) fail("gather: index must be int64");
+  return Tensor(make_node(Op::Gather, dtype(), index.shape(), {node_, index.node_}));
+}
+
+Tensor Tensor::scatter(const Tensor& index, const Tensor& src, bool accumulate, ReduceOp op) const {
+  if (ndim() != 1) fail("scatter: base must be 1-D");
+  if (index.dtype() != DType::Int64) fail("scatter: index must be int64");
+  if (index.shape() != src.shape()) fail("scatter: index and src shapes differ");
+  if (src.dtype() != dtype()) fail("scatter: dtype mismatch");
+  if (index.numel() == 0) return *this;
+  NodeArgs a;
+  a.accumulate = accumulate;
+  a.rop = op;
+  return Tensor(make_node(Op::Scatter, dtype(), shape(), {node_, index.node_, src.node_}, std::move(a)));
 }
 
 void Tensor::realize() const { realize_nodes({node_}); }

@@ -55,6 +55,13 @@ class Tensor {
 
   // ---- scheduling
   Tensor contiguous() const;
+  // Elements of this tensor (read as row-major flat) at int64 flat indices
+  // `index` (any shape; the result has its shape). Indices must be in range.
+  Tensor gather(const Tensor& index) const;
+  // This 1-D tensor with element index[i] replaced by src[i] (index and src
+  // share a shape), or combined with it by `op` when `accumulate`. Duplicate
+  // indices apply in order.
+  Tensor scatter(const Tensor& index, const Tensor& src, bool accumulate, ReduceOp op = ReduceOp::Sum) const;
   // This 1-D tensor with the strided region (shape, strides, offset) replaced by `value`.
   Tensor write_strided(const Shape& shape, const Shape& strides, int64_t offset, const Tensor& value) const;
 

@@ -1,0 +1,963 @@
+// The CUDA C renderer. It walks a kernel's expression trees the way the LLVM
+// generator does (same memoization by node + index + validity, same order of
+// operations) and prints one `const T vN = ...;` line per value.
+#include "engine/codegen/cuda_renderer.h"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <sstream>
+#include <stdexcept>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace tiny {
+namespace {
+
+// Helpers every kernel can use. Conversions mirror engine/dtype/dtype.cpp bit
+// for bit; integer helpers mirror the select chains in llvm_codegen.cpp.
+const char* kPrelude = R"(#pragma nv_diag_suppress 177  // helpers a kernel does not use
+#pragma nv_diag_suppress 186  // "x < 0" in templates instantiated for unsigned types
+typedef signed char i8;
+typedef unsigned char u8;
+typedef short i16;
+typedef unsigned short u16;
+typedef int i32;
+typedef unsigned int u32;
+typedef long long i64;
+typedef unsigned long long u64;
+#define TINY_INF_F __uint_as_float(0x7f800000u)
+
+// ---- 16-bit floats (round to nearest even; NaN payloads as the CPU keeps them)
+static __device__ __forceinline__ float tiny_half_to_float(u16 h) {
+  u32 sign = (u32)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu, x;
+  if (exp == 0) {
+    if (mant == 0) {
+      x = sign;
+    } else {
+      int e = -1;
+      do { e++; mant <<= 1; } while (!(mant & 0x400u));
+      x = sign | ((u32)(127 - 15 - e) << 23) | ((mant & 0x3ffu) << 13);
+    }
+  } else if (exp == 0x1f) {
+    x = sign | 0x7f800000u | (mant << 13);
+  } else {
+    x = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+  }
+  return __uint_as_float(x);
+}
+static __device__ __forceinline__ u16 tiny_float_to_half(float f) {
+  u32 x = __float_as_uint(f);
+  u32 sign = (x >> 16) & 0x8000u, mant = x & 0x7fffffu;
+  int exp = (int)((x >> 23) & 0xffu);
+  if (exp == 0xff) return (u16)(sign | 0x7c00u | (mant ? 0x200u | (mant >> 13) : 0u));
+  int e = exp - 127 + 15;
+  if (e >= 0x1f) return (u16)(sign | 0x7c00u);
+  if (e <= 0) {
+    if (e < -10) return (u16)sign;
+    mant |= 0x800000u;
+    u32 shift = (u32)(14 - e), half = mant >> shift, rem = mant & ((1u << shift) - 1u), mid = 1u << (shift - 1u);
+    if (rem > mid || (rem == mid && (half & 1u))) half++;
+    return (u16)(sign | half);
+  }
+  u32 half = sign | ((u32)e << 10) | (mant >> 13), rem = mant & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (half & 1u))) half++;
+  return (u16)half;
+}
+static __device__ __forceinline__ float tiny_bf16_to_float(u16 b) { return __uint_as_float((u32)b << 16); }
+static __device__ __forceinline__ u16 tiny_float_to_bf16(float f) {
+  if (f != f) return (u16)0x7fc0u;
+  u32 x = __float_as_uint(f);
+  return (u16)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+static __device__ __forceinline__ float tiny_round_f16(float f) { return tiny_half_to_float(tiny_float_to_half(f)); }
+static __device__ __forceinline__ float tiny_round_bf16(float f) { return tiny_bf16_to_float(tiny_float_to_bf16(f)); }
+
+// ---- index math: floor division and modulo by a positive constant
+static __device__ __forceinline__ i64 tiny_floordiv(i64 a, i64 c) { i64 q = a / c; return q - (i64)((q * c != a) & (a < 0)); }
+static __device__ __forceinline__ i64 tiny_floormod(i64 a, i64 c) { i64 m = a % c; return m < 0 ? m + c : m; }
+
+// ---- float -> integer through a saturating int64 (NaN -> 0)
+static __device__ __forceinline__ i64 tiny_f2i(float x) {
+  return x != x ? 0 : x >= 9223372036854775808.0f ? (i64)0x7fffffffffffffffLL
+       : x < -9223372036854775808.0f ? (i64)(-0x7fffffffffffffffLL - 1) : (i64)x;
+}
+static __device__ __forceinline__ i64 tiny_f2i(double x) {
+  return x != x ? 0 : x >= 9223372036854775808.0 ? (i64)0x7fffffffffffffffLL
+       : x < -9223372036854775808.0 ? (i64)(-0x7fffffffffffffffLL - 1) : (i64)x;
+}
+
+// ---- integer division and modulo: a zero divisor gives 0, x / -1 wraps
+template <class T> static __device__ __forceinline__ bool tiny_signed() { return (T)-1 < (T)0; }
+template <class T> static __device__ __forceinline__ T tiny_idiv(T a, T b) {
+  if (b == (T)0) return (T)0;
+  if (tiny_signed<T>() && b == (T)-1) return (T)(0ull - (u64)a);
+  return (T)(a / b);
+}
+template <class T> static __device__ __forceinline__ T tiny_imod(T a, T b) {
+  if (b == (T)0 || (tiny_signed<T>() && b == (T)-1)) return (T)0;
+  return (T)(a % b);
+}
+template <class T> static __device__ __forceinline__ T tiny_ifloordiv(T a, T b) {
+  T q = tiny_idiv(a, b);
+  if (!tiny_signed<T>()) return q;
+  T r = tiny_imod(a, b);
+  bool adjust = r != (T)0 && ((r < (T)0) != (b < (T)0));
+  return (T)((u64)q - (u64)adjust);
+}
+template <class T> static __device__ __forceinline__ T tiny_ifloormod(T a, T b) {
+  T r = tiny_imod(a, b);
+  if (!tiny_signed<T>()) return r;
+  bool adjust = r != (T)0 && ((r < (T)0) != (b < (T)0));
+  return adjust ? (T)((u64)r + (u64)b) : r;
+}
+// Power by squaring; a negative exponent gives 0 except for bases 1 and -1.
+template <class T> static __device__ __forceinline__ T tiny_ipow(T base, T exp) {
+  bool neg = tiny_signed<T>() && exp < (T)0;
+  T e = neg ? (T)0 : exp, r = (T)1, b = base;
+  while (e != (T)0) {
+    if (e & (T)1) r = (T)((u64)r * (u64)b);
+    b = (T)((u64)b * (u64)b);
+    e = (T)(e >> 1);
+  }
+  if (!neg) return r;
+  if (base == (T)1) return (T)1;
+  if (base == (T)-1) return (exp & (T)1) ? (T)-1 : (T)1;
+  return (T)0;
+}
+
+// ---- Python-style float floor division and modulo, as PyTorch computes them
+static __device__ __forceinline__ float tiny_floordiv_f32(float a, float c) {
+  float m = fmodf(a, c), d = (a - m) / c;
+  if (m != 0.0f && ((c < 0.0f) != (m < 0.0f))) d = d - 1.0f;
+  float fl = floorf(d), fixed = (d - fl > 0.5f) ? fl + 1.0f : fl;
+  float res = (d != 0.0f) ? fixed : copysignf(0.0f, a / c);
+  return (c == 0.0f) ? a / c : res;
+}
+static __device__ __forceinline__ double tiny_floordiv_f64(double a, double c) {
+  double m = fmod(a, c), d = (a - m) / c;
+  if (m != 0.0 && ((c < 0.0) != (m < 0.0))) d = d - 1.0;
+  double fl = floor(d), fixed = (d - fl > 0.5) ? fl + 1.0 : fl;
+  double res = (d != 0.0) ? fixed : copysign(0.0, a / c);
+  return (c == 0.0) ? a / c : res;
+}
+static __device__ __forceinline__ float tiny_floormod_f32(float a, float c) {
+  float m = fmodf(a, c);
+  return (m != 0.0f && ((c < 0.0f) != (m < 0.0f))) ? m + c : m;
+}
+static __device__ __forceinline__ double tiny_floormod_f64(double a, double c) {
+  double m = fmod(a, c);
+  return (m != 0.0 && ((c < 0.0) != (m < 0.0))) ? m + c : m;
+}
+
+// ---- Philox-4x32-10 (seed -> key, counter = offset + flat index); the first
+// word's top 24 bits become a float in [0, 1)
+static __device__ __forceinline__ float tiny_rand(u64 ctr, u32 k0, u32 k1) {
+  u32 c0 = (u32)ctr, c1 = (u32)(ctr >> 32), c2 = 0u, c3 = 0u;
+  for (int i = 0; i < 10; i++) {
+    u64 p0 = (u64)c0 * 0xD2511F53ull, p1 = (u64)c2 * 0xCD9E8D57ull;
+    u32 n0 = (u32)(p1 >> 32) ^ c1 ^ k0, n2 = (u32)(p0 >> 32) ^ c3 ^ k1;
+    c1 = (u32)p1; c3 = (u32)p0; c0 = n0; c2 = n2;
+    k0 += 0x9E3779B9u; k1 += 0xBB67AE85u;
+  }
+  return (float)(c0 >> 8) * (1.0f / 16777216.0f);
+}
+)";
+
+// The C type a value of `t` lives in while computing.
+const char* reg_type(DType t) {
+  switch (t) {
+    case DType::Bool: return "bool";
+    case DType::UInt8: return "u8";
+    case DType::Int8: return "i8";
+    case DType::Int16: return "i16";
+    case DType::Int32: return "i32";
+    case DType::Int64: return "i64";
+    case DType::Float16: case DType::BFloat16: case DType::Float32: return "float";
+    case DType::Float64: return "double";
+  }
+  return "?";
+}
+// The C type of an element in memory.
+const char* mem_type(DType t) {
+  switch (t) {
+    case DType::Bool: return "u8";
+    case DType::Float16: case DType::BFloat16: return "u16";
+    default: return reg_type(t);
+  }
+}
+// Unsigned type of the same width (shift-count checks) and the wide unsigned
+// type integer arithmetic wraps in (no signed overflow in C).
+const char* same_width_unsigned(DType t) {
+  switch (itemsize(t)) {
+    case 1: return "u8";
+    case 2: return "u16";
+    case 4: return "u32";
+    default: return "u64";
+  }
+}
+const char* wrap_type(DType t) { return itemsize(t) == 8 ? "u64" : "u32"; }
+bool reg_is_float(DType t) { return is_float(t); }
+
+// Negative literals come parenthesized so they can follow any operator.
+std::string i64_literal(int64_t v) {
+  if (v == INT64_MIN) return "(-0x7fffffffffffffffLL - 1)";
+  if (v < 0) return "(" + std::to_string(v) + "LL)";
+  return std::to_string(v) + "LL";
+}
+
+// A floating constant in `t`'s register type, exactly.
+std::string float_literal(double v, DType t) {
+  char buf[64];
+  if (reg_type(t) == std::string("double")) {
+    if (std::isfinite(v)) {
+      std::snprintf(buf, sizeof buf, "%.17g", v);
+      std::string s = buf;
+      if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+      return s[0] == '-' ? "(" + s + ")" : s;
+    }
+    uint64_t bits;
+    std::memcpy(&bits, &v, 8);
+    std::snprintf(buf, sizeof buf, "__longlong_as_double(0x%016llxLL)", (unsigned long long)bits);
+    return buf;
+  }
+  float f = float(v);
+  if (std::isfinite(f)) {
+    std::snprintf(buf, sizeof buf, "%.9g", double(f));
+    std::string s = buf;
+    if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+    return s[0] == '-' ? "(" + s + "f)" : s + "f";
+  }
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  std::snprintf(buf, sizeof buf, "__uint_as_float(0x%08xu)", bits);
+  return buf;
+}
+
+bool fits32(const Expr& e) {
+  if (e->vmin < INT32_MIN || e->vmax > INT32_MAX) return false;
+  for (auto& s : e->src)
+    if (!fits32(s)) return false;
+  return true;
+}
+
+class Renderer {
+ public:
+  Renderer(const Kernel& k, const CudaRenderOptions& opt) : k_(k), opt_(opt) {}
+
+  CudaKernelSource render() {
+    CudaKernelSource out;
+    std::ostringstream nm;
+    nm << k_.name() << "_" << std::hex << std::hash<std::string>()(k_.key());
+    out.name = nm.str();
+    out.outputs = numel(k_.shape);
+    out.num_buffers = int(k_.buffers.size());
+
+    bool inner = false;
+    int64_t max_r = top_level_reduce_size(&inner);
+    // A block per output when threads would otherwise be few or loop long, or
+    // when the reduced axis is the contiguous one (a block's threads then read
+    // neighbouring elements); long reductions over outer axes read neighbours
+    // across threads, so they stay one thread per output.
+    if (opt_.block_reduce == 1) block_ = max_r > 0;
+    else if (opt_.block_reduce == 0) block_ = false;
+    else block_ = max_r >= 128 && (out.outputs <= 4096 || max_r >= 4 * out.outputs || (inner && max_r >= 512));
+    int bs = std::max(32, opt_.block_size);
+    int p2 = 32;
+    while (p2 < bs && p2 < 1024) p2 *= 2;
+    bs = p2;
+    if (block_) {
+      while (bs > 32 && bs / 2 >= max_r) bs /= 2;  // no idle halves for short reductions
+    } else {
+      while (bs > 32 && bs / 2 >= out.outputs) bs /= 2;
+    }
+    block_size_ = bs;
+    out.block_size = bs;
+    out.block_reduce = block_;
+
+    // which buffers are stored to (the others are read-only: const pointers)
+    std::vector<bool> written(k_.buffers.size(), false);
+    for (auto& o : k_.outputs) written[size_t(o.buffer)] = true;
+
+    std::ostringstream src;
+    src << "// tiny kernel " << k_.name() << " (" << (block_ ? "one block per output, shared-memory reduce"
+                                                              : "one thread per output")
+        << ")\n// reason: " << k_.reason << "\n";
+    src << "extern \"C\" __global__ void __launch_bounds__(" << block_size_ << ") " << out.name << "(";
+    for (size_t i = 0; i < k_.buffers.size(); i++) {
+      DType dt = k_.buffers[i]->dtype();
+      src << (written[i] ? "" : "const ") << mem_type(dt) << "* b" << i << ", ";
+    }
+    src << "i64 tiny_begin, i64 tiny_end) {\n";
+    if (block_) src << "  __shared__ u64 tiny_smem[" << block_size_ << "];\n";
+    build_body();
+    src << body_.str() << "}\n";
+    out.kernel = src.str();
+    out.source = std::string(kPrelude) + "\n" + out.kernel;
+    return out;
+  }
+
+ private:
+  // ---- output: statements with indentation
+  void line(const std::string& s) { body_ << std::string(size_t(indent_) * 2, ' ') << s << "\n"; }
+  std::string tmp(const char* prefix = "v") { return prefix + std::to_string(next_id_++); }
+  std::string define(const std::string& type, const std::string& expr, const char* prefix = "v") {
+    std::string n = tmp(prefix);
+    line("const " + type + " " + n + " = " + expr + ";");
+    return n;
+  }
+
+  std::string lookup(const std::string& key) {
+    for (auto it = memo_.rbegin(); it != memo_.rend(); ++it) {
+      auto f = it->find(key);
+      if (f != it->end()) return f->second;
+    }
+    return "";
+  }
+  void remember(const std::string& key, const std::string& v) { memo_.back()[key] = v; }
+
+  // ---- structure
+  // The largest flattened extent of a reduce not nested inside another reduce.
+  // `inner`: whether that reduce covers its source's last non-unit dim (the
+  // contiguous one for the usual row-major sources).
+  int64_t top_level_reduce_size(bool* inner) const {
+    int64_t best = 0;
+    *inner = false;
+    std::unordered_set<const Node*> seen;
+    std::function<void(const Node*)> rec = [&](const Node* n) {
+      if (!seen.insert(n).second || k_.loads.count(n)) return;
+      if (n->op == Op::Reduce) {
+        const Shape& ss = n->src[0]->shape;
+        int64_t r = 1;
+        for (int a : n->args.axes) r *= ss[size_t(a)];
+        r = std::max<int64_t>(r, 1);
+        if (r > best) {
+          best = r;
+          int last = int(ss.size()) - 1;
+          while (last > 0 && ss[size_t(last)] == 1) last--;
+          *inner = std::find(n->args.axes.begin(), n->args.axes.end(), last) != n->args.axes.end();
+        }
+        return;  // reduces inside run sequentially per thread
+      }
+      for (auto& s : n->src) rec(s.get());
+    };
+    for (auto& o : k_.outputs) rec(o.value.get());
+    return best;
+  }
+
+  Expr new_var(const std::string& name, int64_t size) {
+    int id = int(var_names_.size());
+    var_names_.push_back(name);
+    return var(id, size);
+  }
+  static const char* index_type(int64_t extent) { return extent - 1 <= INT32_MAX ? "int" : "i64"; }
+
+  void build_body() {
+    const Shape& shape = k_.shape;
+    indent_ = 1;
+    memo_.emplace_back();
+    if (block_) {
+      line("for (i64 gid = tiny_begin + (i64)blockIdx.x; gid < tiny_end; gid += (i64)gridDim.x) {");
+    } else {
+      line("for (i64 gid = tiny_begin + (i64)blockIdx.x * blockDim.x + threadIdx.x; gid < tiny_end;");
+      line("     gid += (i64)gridDim.x * blockDim.x) {");
+    }
+    indent_++;
+    memo_.emplace_back();
+    std::vector<Expr> idx(shape.size(), cnst(0));
+    int64_t total = numel(shape);
+    bool narrow = total - 1 <= INT32_MAX;
+    if (narrow) line("const u32 g = (u32)gid;");
+    int64_t stride = total;
+    bool first = true;
+    for (size_t d = 0; d < shape.size(); d++) {
+      if (shape[d] == 0) break;
+      stride /= shape[d];
+      if (shape[d] == 1) continue;
+      std::string name = "i" + std::to_string(d);
+      std::string g = narrow ? "g" : "gid";
+      std::string e = stride == 1 ? g : "(" + g + " / " + std::to_string(stride) + (narrow ? "u" : "ll") + ")";
+      if (!first) e = "(" + e + " % " + std::to_string(shape[d]) + (narrow ? "u" : "ll") + ")";
+      first = false;
+      line("const " + std::string(index_type(shape[d])) + " " + name + " = (" + index_type(shape[d]) + ")" + e + ";");
+      idx[d] = new_var(name, shape[d]);
+    }
+    emit_stores(idx);
+    memo_.pop_back();
+    indent_--;
+    line("}");
+  }
+
+  // ---- index expressions
+  std::string render_expr(const Expr& e, bool wide) {
+    auto c = [&](int64_t v) {
+      if (wide) return i64_literal(v);
+      return v < 0 ? "(" + std::to_string(v) + ")" : std::to_string(v);
+    };
+    switch (e->op) {
+      case EOp::Const: return c(e->value);
+      case EOp::Var: return wide ? "(i64)" + var_names_[size_t(e->value)] : var_names_[size_t(e->value)];
+      case EOp::Add: {
+        std::string s = "(";
+        for (size_t i = 0; i < e->src.size(); i++) s += (i ? " + " : "") + render_expr(e->src[i], wide);
+        return s + ")";
+      }
+      case EOp::Mul: return "(" + render_expr(e->src[0], wide) + " * " + c(e->value) + ")";
+      case EOp::Div:
+      case EOp::Mod: {
+        bool div = e->op == EOp::Div;
+        std::string a = render_expr(e->src[0], wide);
+        if (e->src[0]->vmin >= 0) {  // unsigned division by a constant is cheapest
+          if (wide) return "(i64)((u64)" + a + (div ? " / " : " % ") + std::to_string(e->value) + "ull)";
+          return "(int)((u32)" + a + (div ? " / " : " % ") + std::to_string(e->value) + "u)";
+        }
+        std::string r = std::string(div ? "tiny_floordiv(" : "tiny_floormod(") + a + ", " + i64_literal(e->value) + ")";
+        return wide ? r : "(int)" + r;
+      }
+      case EOp::Lt:
+        return std::string(wide ? "(i64)" : "(int)") + "(" + render_expr(e->src[0], wide) + " < " + c(e->value) + ")";
+      case EOp::And: return "(" + render_expr(e->src[0], wide) + " & " + render_expr(e->src[1], wide) + ")";
+    }
+    return "0";
+  }
+  // An index as a named temporary (memoized per scope like the LLVM builder).
+  std::string index(const Expr& e) {
+    if (e->is_const()) return i64_literal(e->value);
+    if (e->op == EOp::Var) return var_names_[size_t(e->value)];
+    std::string key = "#" + to_string(e);
+    std::string v = lookup(key);
+    if (!v.empty()) return v;
+    bool wide = !fits32(e);
+    v = define(wide ? "i64" : "int", render_expr(e, wide), "x");
+    remember(key, v);
+    return v;
+  }
+  std::string condition(const Expr& valid) { return index(valid); }
+
+  static Expr row_major(const std::vector<Expr>& idx, const Shape& shape) {
+    Expr flat = cnst(0);
+    Shape st = contiguous_strides(shape);
+    for (size_t d = 0; d < shape.size(); d++) flat = add(flat, mul(idx[d], st[d]));
+    return flat;
+  }
+  // The load index, clamped to 0 where the element is masked out.
+  std::string load_index(const std::vector<Expr>& idx, const Shape& shape, const Expr& valid) {
+    std::string ix = index(row_major(idx, shape));
+    if (is_true(valid)) return ix;
+    return define(fits32(row_major(idx, shape)) ? "int" : "i64", condition(valid) + " ? " + ix + " : 0", "x");
+  }
+
+  // ---- conversions between memory and registers
+  std::string from_mem(const std::string& v, DType t) {
+    switch (t) {
+      case DType::Bool: return "(" + v + " != 0)";
+      case DType::Float16: return "tiny_half_to_float(" + v + ")";
+      case DType::BFloat16: return "tiny_bf16_to_float(" + v + ")";
+      default: return v;
+    }
+  }
+  std::string to_mem(const std::string& v, DType t) {
+    switch (t) {
+      case DType::Bool: return "(u8)" + v;
+      case DType::Float16: return "tiny_float_to_half(" + v + ")";
+      case DType::BFloat16: return "tiny_float_to_bf16(" + v + ")";
+      default: return v;
+    }
+  }
+  std::string round_to(const std::string& v, DType t) {
+    if (t == DType::Float16) return "tiny_round_f16(" + v + ")";
+    if (t == DType::BFloat16) return "tiny_round_bf16(" + v + ")";
+    return v;
+  }
+
+  std::string zero(DType t) {
+    if (t == DType::Bool) return "false";
+    if (reg_is_float(t)) return float_literal(0.0, t);
+    return std::string("(") + reg_type(t) + ")0";
+  }
+  std::string constant(const Scalar& s, DType t) {
+    if (reg_is_float(t)) return float_literal(s.to_double(), t);
+    if (t == DType::Bool) return s.to_int() != 0 ? "true" : "false";
+    return std::string("(") + reg_type(t) + ")" + i64_literal(s.to_int());
+  }
+
+  // ---- stores
+  void emit_stores(const std::vector<Expr>& idx) {
+    for (auto& o : k_.outputs) {
+      DType dt = k_.buffers[size_t(o.buffer)]->dtype();
+      // Pure data movement stores the bits it loaded (NaN payloads survive).
+      std::string m = o.value->dtype == dt ? eval_bits(o.value.get(), idx, cnst(1)) : "";
+      if (m.empty()) m = to_mem(eval(o.value.get(), idx, cnst(1)), dt);
+      auto iv = o.store.index_valid(idx);
+      std::string ix = index(iv.first);
+      std::string stmt = "b" + std::to_string(o.buffer) + "[" + ix + "] = " + m + ";";
+      line(block_ ? "if (threadIdx.x == 0) " + stmt : stmt);
+    }
+  }
+
+  // The value as stored bits when it is only loads seen through views; "" when it computes.
+  std::string eval_bits(const Node* n, const std::vector<Expr>& idx, const Expr& valid) {
+    auto load = k_.loads.find(n);
+    if (load != k_.loads.end()) {
+      DType dt = k_.buffers[size_t(load->second)]->dtype();
+      if (dt != n->dtype) return "";
+      std::string ix = load_index(idx, n->shape, valid);
+      return define(mem_type(dt), "b" + std::to_string(load->second) + "[" + ix + "]");
+    }
+    if (n->op == Op::Contiguous) return eval_bits(n->src[0].get(), idx, valid);
+    if (n->op != Op::View) return "";
+    const Node* src = n->src[0].get();
+    auto [flat, v2] = n->args.st.index_valid(idx);
+    std::vector<Expr> sub = unflatten(flat, src->shape);
+    if (is_false(v2)) return "";
+    std::string v = eval_bits(src, sub, land(valid, v2));
+    if (!v.empty() && !is_true(v2))
+      v = define(mem_type(n->dtype), condition(v2) + " ? " + v + " : (" + mem_type(n->dtype) + ")0");
+    return v;
+  }
+
+  static std::vector<Expr> unflatten(const Expr& flat, const Shape& shape) {
+    std::vector<Expr> sub(shape.size());
+    int64_t acc = 1;
+    for (size_t d = shape.size(); d-- > 0;) {
+      sub[d] = mod(floordiv(flat, acc), shape[d]);
+      acc *= shape[d];
+    }
+    return sub;
+  }
+
+  // ---- expression evaluation
+  std::string eval(const Node* n, const std::vector<Expr>& idx, const Expr& valid) {
+    std::ostringstream key;
+    key << n;
+    for (auto& e : idx) key << "," << to_string(e);
+    key << "|" << to_string(valid);
+    std::string v = lookup(key.str());
+    if (!v.empty()) return v;
+    v = eval_uncached(n, idx, valid);
+    remember(key.str(), v);
+    return v;
+  }
+
+  // Names a computed value (constants and names stay inline).
+  std::string value(DType t, const std::string& expr) { return define(reg_type(t), expr); }
+
+  std::string eval_uncached(const Node* n, const std::vector<Expr>& idx, const Expr& valid) {
+    auto load = k_.loads.find(n);
+    if (load != k_.loads.end()) {
+      DType dt = k_.buffers[size_t(load->second)]->dtype();
+      std::string ix = load_index(idx, n->shape, valid);
+      return value(dt, from_mem("b" + std::to_string(load->second) + "[" + ix + "]", dt));
+    }
+    switch (n->op) {
+      case Op::Const: return constant(n->args.value, n->dtype);
+      case Op::Arange: {
+        std::string i = index(row_major(idx, n->shape));
+        if (is_float(n->dtype)) {
+          std::string x = "(" + float_literal(n->args.value.to_double(), DType::Float64) + " + (double)" + i + " * " +
+                          float_literal(n->args.value2.to_double(), DType::Float64) + ")";
+          return value(n->dtype, round_to(std::string("(") + reg_type(n->dtype) + ")" + x, n->dtype));
+        }
+        return value(n->dtype, std::string("(") + reg_type(n->dtype) + ")((u64)" + i64_literal(n->args.value.to_int()) +
+                                   " + (u64)" + i + " * (u64)" + i64_literal(n->args.value2.to_int()) + ")");
+      }
+      case Op::Rand: {
+        std::string i = index(row_major(idx, n->shape));
+        uint64_t seed = n->args.seed;
+        char keys[64];
+        std::snprintf(keys, sizeof keys, "0x%08xu, 0x%08xu", uint32_t(seed), uint32_t(seed >> 32));
+        return value(DType::Float32, "tiny_rand((u64)" + i + " + " + std::to_string(n->args.offset) + "ull, " + keys + ")");
+      }
+      case Op::View: {
+        const Node* src = n->src[0].get();
+        auto [flat, v2] = n->args.st.index_valid(idx);
+        std::vector<Expr> sub = unflatten(flat, src->shape);
+        if (is_false(v2)) return zero(n->dtype);
+        std::string v = eval(src, sub, land(valid, v2));
+        if (!is_true(v2)) v = value(n->dtype, condition(v2) + " ? " + v + " : " + zero(n->dtype));
+        return v;
+      }
+      case Op::Contiguous: return eval(n->src[0].get(), idx, valid);
+      case Op::Reduce: return reduce(n, idx, valid);
+      case Op::Where: {
+        std::string c = eval(n->src[0].get(), idx, valid);
+        std::string a = eval(n->src[1].get(), idx, valid);
+        std::string b = eval(n->src[2].get(), idx, valid);
+        return value(n->dtype, c + " ? " + a + " : " + b);
+      }
+      case Op::Cast: return cast(eval(n->src[0].get(), idx, valid), n->src[0]->dtype, n->dtype);
+      case Op::Bitcast: return bitcast(eval(n->src[0].get(), idx, valid), n->src[0]->dtype, n->dtype);
+      default: break;
+    }
+    if (is_unary(n->op)) return unary(n->op, eval(n->src[0].get(), idx, valid), n->src[0]->dtype, n->dtype);
+    if (is_binary(n->op))
+      return binary(n->op, eval(n->src[0].get(), idx, valid), eval(n->src[1].get(), idx, valid), n->src[0]->dtype);
+    throw std::runtime_error(std::string("tiny cuda: cannot generate ") + op_name(n->op));
+  }
+
+  // ---- reductions
+  std::string reduce(const Node* n, const std::vector<Expr>& idx, const Expr& valid) {
+    const Node* src = n->src[0].get();
+    DType dt = n->dtype, sdt = src->dtype;
+    std::vector<int> axes;
+    for (int a : n->args.axes) {
+      if (src->shape[size_t(a)] == 0) return value(dt, identity(n->args.rop, dt));  // empty: nothing to combine
+      if (src->shape[size_t(a)] > 1) axes.push_back(a);
+    }
+    std::string acc = tmp("acc");
+    line(std::string(reg_type(dt)) + " " + acc + " = " + identity(n->args.rop, dt) + ";");
+    std::vector<Expr> sub = idx;
+    auto accumulate = [&]() {
+      std::string v = eval(src, sub, valid);
+      if (sdt != dt) v = cast(v, sdt, dt);
+      line(acc + " = " + combine(n->args.rop, acc, v, dt) + ";");
+    };
+    bool cooperative = block_ && reduce_depth_ == 0;
+    reduce_depth_++;
+    if (cooperative) {
+      // The block's threads stride over the flattened reduce axes.
+      int64_t total = 1;
+      for (int a : axes) total *= src->shape[size_t(a)];
+      std::string rr = tmp("rr");
+      const char* t = index_type(total);
+      line(std::string("for (") + t + " " + rr + " = threadIdx.x; " + rr + " < " + std::to_string(total) + "; " + rr +
+           " += blockDim.x) {");
+      indent_++;
+      memo_.emplace_back();
+      int64_t stride = total;
+      for (size_t i = 0; i < axes.size(); i++) {
+        int64_t size = src->shape[size_t(axes[i])];
+        stride /= size;
+        std::string name = tmp("r");
+        std::string e = stride == 1 ? rr : "(" + rr + " / " + std::to_string(stride) + ")";
+        if (i > 0) e = "(" + e + " % " + std::to_string(size) + ")";
+        line(std::string("const ") + index_type(size) + " " + name + " = " + e + ";");
+        sub[size_t(axes[i])] = new_var(name, size);
+      }
+      accumulate();
+      memo_.pop_back();
+      indent_--;
+      line("}");
+      block_combine(acc, n->args.rop, dt);
+    } else {
+      std::function<void(size_t)> nest = [&](size_t i) {
+        if (i == axes.size()) {
+          accumulate();
+          return;
+        }
+        int a = axes[i];
+        int64_t size = src->shape[size_t(a)];
+        std::string name = tmp("r");
+        const char* t = index_type(size);
+        line(std::string("for (") + t + " " + name + " = 0; " + name + " < " + std::to_string(size) + "; " + name +
+             "++) {");
+        indent_++;
+        memo_.emplace_back();
+        sub[size_t(a)] = new_var(name, size);
+        nest(i + 1);
+        memo_.pop_back();
+        indent_--;
+        line("}");
+      };
+      nest(0);
+    }
+    reduce_depth_--;
+    return value(dt, round_to(acc, dt));
+  }
+
+  // Tree reduction of every thread's `acc` through shared memory; all threads get the result.
+  void block_combine(const std::string& acc, ReduceOp op, DType dt) {
+    std::string t = reg_type(dt);
+    line("{");
+    indent_++;
+    line(t + "* red = (" + t + "*)tiny_smem;");
+    line("red[threadIdx.x] = " + acc + ";");
+    line("__syncthreads();");
+    line("for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {");
+    indent_++;
+    line("if (threadIdx.x < s) {");
+    indent_++;
+    line("const " + t + " a = red[threadIdx.x], b = red[threadIdx.x + s];");
+    line("red[threadIdx.x] = " + combine(op, "a", "b", dt) + ";");
+    indent_--;
+    line("}");
+    line("__syncthreads();");
+    indent_--;
+    line("}");
+    line(acc + " = red[0];");
+    line("__syncthreads();");
+    indent_--;
+    line("}");
+  }
+
+  std::string identity(ReduceOp op, DType dt) {
+    bool f = reg_is_float(dt);
+    switch (op) {
+      case ReduceOp::Sum: return zero(dt);
+      case ReduceOp::Prod: return f ? float_literal(1.0, dt) : dt == DType::Bool ? "true" : std::string("(") + reg_type(dt) + ")1";
+      case ReduceOp::Any: return "false";
+      case ReduceOp::All: return "true";
+      case ReduceOp::Max:
+        if (f) return float_literal(-INFINITY, dt);
+        if (dt == DType::Bool) return "false";
+        return min_value(dt);
+      case ReduceOp::Min:
+        if (f) return float_literal(INFINITY, dt);
+        if (dt == DType::Bool) return "true";
+        return max_value(dt);
+    }
+    return "0";
+  }
+  static std::string min_value(DType dt) {
+    switch (dt) {
+      case DType::Int8: return "(i8)-128";
+      case DType::Int16: return "(i16)-32768";
+      case DType::Int32: return "(i32)(-2147483647 - 1)";
+      case DType::Int64: return "(i64)(-0x7fffffffffffffffLL - 1)";
+      default: return std::string("(") + reg_type(dt) + ")0";  // unsigned
+    }
+  }
+  static std::string max_value(DType dt) {
+    switch (dt) {
+      case DType::UInt8: return "(u8)255";
+      case DType::Int8: return "(i8)127";
+      case DType::Int16: return "(i16)32767";
+      case DType::Int32: return "(i32)2147483647";
+      case DType::Int64: return "(i64)0x7fffffffffffffffLL";
+      default: return "0";
+    }
+  }
+
+  // The combined value as an expression of two names.
+  std::string combine(ReduceOp op, const std::string& a, const std::string& v, DType dt) {
+    bool f = reg_is_float(dt);
+    std::string t = reg_type(dt);
+    switch (op) {
+      case ReduceOp::Sum:
+        if (f) return a + " + " + v;
+        if (dt == DType::Bool) return "(" + a + " | " + v + ")";
+        return wrap(dt, a, "+", v);
+      case ReduceOp::Prod:
+        if (f) return a + " * " + v;
+        if (dt == DType::Bool) return "(" + a + " & " + v + ")";
+        return wrap(dt, a, "*", v);
+      case ReduceOp::Any: return "(" + a + " | " + v + ")";
+      case ReduceOp::All: return "(" + a + " & " + v + ")";
+      case ReduceOp::Max: return max_min(true, a, v, dt);
+      case ReduceOp::Min: return max_min(false, a, v, dt);
+    }
+    return a;
+  }
+  // Integer arithmetic that wraps like LLVM's: in a wide unsigned type, then truncated.
+  std::string wrap(DType dt, const std::string& a, const char* op, const std::string& b) {
+    std::string w = wrap_type(dt);
+    return std::string("(") + reg_type(dt) + ")((" + w + ")" + a + " " + op + " (" + w + ")" + b + ")";
+  }
+  std::string max_min(bool mx, const std::string& a, const std::string& c, DType dt) {
+    std::string pick = a + (mx ? " > " : " < ") + c;
+    if (reg_is_float(dt)) return "(" + a + " != " + a + " || " + pick + ") ? " + a + " : " + c;  // NaN propagates
+    return "(" + pick + ") ? " + a + " : " + c;
+  }
+
+  // ---- casts
+  std::string cast(const std::string& v, DType from, DType to) {
+    if (from == to) return v;
+    std::string tt = reg_type(to);
+    if (to == DType::Bool) return value(to, "(" + v + " != " + zero(from) + ")");
+    if (from == DType::Bool) return value(to, "(" + tt + ")" + v);
+    if (is_float(from) && is_float(to)) {
+      std::string r = std::string(reg_type(from)) == tt ? v : "(" + tt + ")" + v;
+      return value(to, round_to(r, to));
+    }
+    if (is_float(from)) return value(to, "(" + tt + ")tiny_f2i(" + v + ")");
+    if (is_float(to)) return value(to, round_to("(" + tt + ")" + v, to));
+    return value(to, "(" + tt + ")" + v);  // C widens by the source's signedness, as LLVM's intcast
+  }
+
+  std::string bitcast(const std::string& v, DType from, DType to) {
+    // raw bits of `from` as an unsigned integer of its width
+    std::string m = to_mem(v, from);
+    std::string bits;
+    switch (from) {
+      case DType::Float32: bits = "__float_as_uint(" + v + ")"; break;
+      case DType::Float64: bits = "(u64)__double_as_longlong(" + v + ")"; break;
+      default: bits = std::string("(") + same_width_unsigned(from) + ")" + m; break;
+    }
+    std::string b = define(same_width_unsigned(from), bits, "bits");
+    std::string mem;
+    switch (to) {
+      case DType::Float32: mem = "__uint_as_float((u32)" + b + ")"; break;
+      case DType::Float64: mem = "__longlong_as_double((i64)" + b + ")"; break;
+      default: mem = std::string("(") + mem_type(to) + ")" + b; break;
+    }
+    return value(to, from_mem(mem, to));
+  }
+
+  // ---- elementwise
+  std::string fn1(const char* name, const std::string& a, DType t) {
+    std::string n = name;
+    if (reg_type(t) == std::string("float")) n += "f";
+    return n + "(" + a + ")";
+  }
+  std::string fn2(const char* name, const std::string& a, const std::string& b, DType t) {
+    std::string n = name;
+    if (reg_type(t) == std::string("float")) n += "f";
+    return n + "(" + a + ", " + b + ")";
+  }
+
+  std::string unary(Op op, const std::string& a, DType in, DType out) {
+    bool f = reg_is_float(in);
+    auto fp = [&](const std::string& r) { return value(out, round_to(r, out)); };
+    auto math = [&](const char* name) {
+      if (!f) throw std::runtime_error(std::string("tiny cuda: ") + op_name(op) + " on " + dtype_name(in));
+      return fp(fn1(name, a, in));
+    };
+    switch (op) {
+      case Op::Neg:
+        if (f) return fp("-" + a);
+        if (in == DType::Bool) return a;
+        return value(out, std::string("(") + reg_type(in) + ")(0ull - (u64)" + a + ")");
+      case Op::Not:
+        if (in == DType::Bool) return value(out, "!" + a);
+        if (f) throw std::runtime_error("tiny cuda: NOT on a float");
+        return value(out, std::string("(") + reg_type(in) + ")~" + a);
+      case Op::Abs:
+        if (f) return value(out, fn1("fabs", a, in));
+        if (!is_signed(in)) return a;
+        return value(out, a + " < 0 ? " + std::string("(") + reg_type(in) + ")(0ull - (u64)" + a + ") : " + a);
+      case Op::Exp: return math("exp");
+      case Op::Log: return math("log");
+      case Op::Sin: return math("sin");
+      case Op::Cos: return math("cos");
+      case Op::Sqrt: return math("sqrt");
+      case Op::Trunc: return f ? value(out, fn1("trunc", a, in)) : a;
+      case Op::Floor: return f ? value(out, fn1("floor", a, in)) : a;
+      case Op::Ceil: return f ? value(out, fn1("ceil", a, in)) : a;
+      case Op::Round: return f ? value(out, fn1("rint", a, in)) : a;  // half to even
+      case Op::Recip:
+        if (!f) throw std::runtime_error("tiny cuda: RECIP on an integer");
+        return fp(float_literal(1.0, in) + " / " + a);
+      case Op::Tan: return math("tan");
+      case Op::Erf: return math("erf");
+      case Op::Erfinv: return math("erfinv");
+      case Op::Tanh: return math("tanh");
+      case Op::Asin: return math("asin");
+      case Op::Acos: return math("acos");
+      case Op::Atan: return math("atan");
+      case Op::Sinh: return math("sinh");
+      case Op::Cosh: return math("cosh");
+      case Op::Asinh: return math("asinh");
+      case Op::Acosh: return math("acosh");
+      case Op::Atanh: return math("atanh");
+      case Op::Expm1: return math("expm1");
+      case Op::Log1p: return math("log1p");
+      case Op::Sign: {
+        if (!f) {
+          if (in == DType::Bool) return a;
+          std::string t = reg_type(in);
+          if (!is_signed(in)) return value(out, "(" + t + ")(" + a + " > 0)");
+          return value(out, "(" + t + ")((int)(" + a + " > 0) - (int)(" + a + " < 0))");
+        }
+        std::string t = reg_type(in);
+        return value(out, a + " != " + a + " ? " + a + " : (" + t + ")(" + a + " > 0) - (" + t + ")(" + a + " < 0)");
+      }
+      case Op::IsNan: return f ? value(DType::Bool, "(" + a + " != " + a + ")") : "false";
+      default: break;
+    }
+    throw std::runtime_error(std::string("tiny cuda: unsupported unary ") + op_name(op));
+  }
+
+  std::string binary(Op op, const std::string& a, const std::string& c, DType dt) {
+    bool f = reg_is_float(dt);
+    bool s = is_signed(dt);
+    bool b = dt == DType::Bool;
+    std::string t = reg_type(dt);
+    auto fp = [&](const std::string& r) { return value(dt, round_to(r, dt)); };
+    auto as = [&](const std::string& r) { return value(dt, r); };
+    auto boolean = [&](const std::string& r) { return value(DType::Bool, r); };
+    auto need_int = [&]() {
+      if (f) throw std::runtime_error(std::string("tiny cuda: ") + op_name(op) + " on a float");
+    };
+    switch (op) {
+      case Op::Add:
+        if (f) return fp(a + " + " + c);
+        return as(b ? "(bool)(" + a + " | " + c + ")" : wrap(dt, a, "+", c));
+      case Op::Sub:
+        if (f) return fp(a + " - " + c);
+        return as(b ? "(bool)(" + a + " ^ " + c + ")" : wrap(dt, a, "-", c));
+      case Op::Mul:
+        if (f) return fp(a + " * " + c);
+        return as(b ? "(bool)(" + a + " & " + c + ")" : wrap(dt, a, "*", c));
+      case Op::Div:
+        if (f) return fp(a + " / " + c);
+        return as("tiny_idiv<" + t + ">(" + a + ", " + c + ")");
+      case Op::Mod:
+      case Op::Fmod:
+        if (f) return fp(fn2("fmod", a, c, dt));
+        return as("tiny_imod<" + t + ">(" + a + ", " + c + ")");
+      case Op::FloorDiv:
+        if (f) return fp(std::string(t == "double" ? "tiny_floordiv_f64(" : "tiny_floordiv_f32(") + a + ", " + c + ")");
+        return as("tiny_ifloordiv<" + t + ">(" + a + ", " + c + ")");
+      case Op::FloorMod:
+        if (f) return fp(std::string(t == "double" ? "tiny_floormod_f64(" : "tiny_floormod_f32(") + a + ", " + c + ")");
+        return as("tiny_ifloormod<" + t + ">(" + a + ", " + c + ")");
+      case Op::Max: return as(max_min(true, a, c, dt));
+      case Op::Min: return as(max_min(false, a, c, dt));
+      case Op::Pow:
+        if (f) return fp(fn2("pow", a, c, dt));
+        return as("tiny_ipow<" + t + ">(" + a + ", " + c + ")");
+      case Op::Atan2:
+        if (!f) throw std::runtime_error("tiny cuda: ATAN2 on integers");
+        return fp(fn2("atan2", a, c, dt));
+      case Op::Hypot:
+        if (!f) throw std::runtime_error("tiny cuda: HYPOT on integers");
+        return fp(fn2("hypot", a, c, dt));
+      case Op::Copysign:
+        if (!f) throw std::runtime_error("tiny cuda: COPYSIGN on integers");
+        return fp(fn2("copysign", a, c, dt));
+      // C's float comparisons are the ordered ones, except != which is unordered, as in LLVM
+      case Op::CmpLt: return boolean("(" + a + " < " + c + ")");
+      case Op::CmpLe: return boolean("(" + a + " <= " + c + ")");
+      case Op::CmpEq: return boolean("(" + a + " == " + c + ")");
+      case Op::CmpNe: return boolean("(" + a + " != " + c + ")");
+      case Op::And: need_int(); return as("(" + t + ")(" + a + " & " + c + ")");
+      case Op::Or: need_int(); return as("(" + t + ")(" + a + " | " + c + ")");
+      case Op::Xor: need_int(); return as("(" + t + ")(" + a + " ^ " + c + ")");
+      case Op::Shl:
+      case Op::Shr: {
+        need_int();
+        if (b) return as("(" + c + " ? false : " + a + ")");
+        std::string bits = std::to_string(itemsize(dt) * 8);
+        std::string big = "(" + std::string(same_width_unsigned(dt)) + ")" + c + " >= " + bits;
+        if (op == Op::Shl)
+          return as(big + " ? (" + t + ")0 : (" + t + ")((" + wrap_type(dt) + ")" + a + " << " + c + ")");
+        if (!s) return as(big + " ? (" + t + ")0 : (" + t + ")(" + a + " >> " + c + ")");
+        return as(big + " ? (" + t + ")(" + a + " >> " + std::to_string(itemsize(dt) * 8 - 1) + ") : (" + t + ")(" + a +
+                  " >> " + c + ")");
+      }
+      default: break;
+    }
+    throw std::runtime_error(std::string("tiny cuda: unsupported binary ") + op_name(op));
+  }
+
+  const Kernel& k_;
+  CudaRenderOptions opt_;
+  bool block_ = false;
+  int block_size_ = 256;
+  int indent_ = 0;
+  int next_id_ = 0;
+  int reduce_depth_ = 0;
+  std::ostringstream body_;
+  std::vector<std::string> var_names_;
+  std::vector<std::unordered_map<std::string, std::string>> memo_;
+};
+
+}  // namespace
+
+CudaKernelSource render_cuda(const Kernel& k, const CudaRenderOptions& opt) { return Renderer(k, opt).render(); }
+const char* cuda_prelude() { return kPrelude; }
+
+}  // namespace tiny

@@ -1,0 +1,44 @@
+// Kernel -> CUDA C++ source: one extern "C" __global__ function plus small
+// self-contained device helpers (no #include, so NVRTC needs no include path).
+//
+// Semantics follow the CPU code generator (llvm_codegen.cpp) exactly: 16-bit
+// floats compute in float32 and round after every op, integer division by zero
+// gives 0, casts to integers go through a saturating int64, max/min propagate
+// NaN, Philox random numbers are bit-identical, pure copies move bits.
+//
+// Launch shape: the kernel's output elements are flattened and walked with a
+// grid-stride loop over [begin, end). Reductions run in one of two modes:
+//   per thread: each thread owns an output element and loops over the reduce axes;
+//   per block:  each block owns an output element; its threads stride over the
+//               flattened reduce axes and combine through shared memory (chosen
+//               for few outputs with long reductions, e.g. a full reduction).
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "engine/codegen/kernel.h"
+
+namespace tiny {
+
+struct CudaRenderOptions {
+  int block_reduce = -1;  // -1: choose, 0: reduce per thread, 1: reduce per block
+  int block_size = 256;   // threads per block (a power of two)
+};
+
+struct CudaKernelSource {
+  std::string name;     // the __global__ function
+  std::string source;   // the whole translation unit: cuda_prelude() + kernel
+  std::string kernel;   // the __global__ function alone
+  int block_size = 256;
+  bool block_reduce = false;
+  int64_t outputs = 0;  // output elements: the launch range is [0, outputs)
+  int num_buffers = 0;  // parameters: one pointer per Kernel::buffers entry, then begin, end
+  // Output elements one block covers per pass of the grid-stride loop.
+  int64_t elements_per_block() const { return block_reduce ? 1 : block_size; }
+};
+
+CudaKernelSource render_cuda(const Kernel& k, const CudaRenderOptions& opt = {});
+// The typedefs and device helpers every rendered kernel relies on.
+const char* cuda_prelude();
+
+}  // namespace tiny

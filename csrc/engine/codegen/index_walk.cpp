@@ -1,0 +1,57 @@
+#include "engine/codegen/index_walk.h"
+
+#include <sstream>
+
+namespace tiny {
+
+SourceIndex view_source_index(const Node* view, const std::vector<Expr>& idx) {
+  auto [flat, valid] = view->args.st.index_valid(idx);
+  return {unflatten(flat, view->src[0]->shape), valid};
+}
+
+std::string context_key(const Node* n, const std::vector<Expr>& idx, const Expr& valid) {
+  std::ostringstream key;
+  key << n;
+  for (auto& e : idx) key << "," << to_string(e);
+  key << "|" << to_string(valid);
+  return key.str();
+}
+
+void IndexWalker::walk(const Node* n, const std::vector<Expr>& idx, const Expr& valid) {
+  if (is_leaf(n)) {
+    if (on_leaf) on_leaf(n, idx, valid);
+    return;
+  }
+  if (!seen_.insert(context_key(n, idx, valid)).second) return;
+  if (!visit(n, idx, valid)) return;
+  descend(n, idx, valid);
+  if (leave) leave(n);
+}
+
+void IndexWalker::descend(const Node* n, const std::vector<Expr>& idx, const Expr& valid) {
+  switch (n->op) {
+    case Op::View: {
+      SourceIndex s = view_source_index(n, idx);
+      if (!is_false(s.valid)) walk(n->src[0].get(), s.idx, land(valid, s.valid));
+      return;
+    }
+    case Op::Reduce: {
+      const Node* src = n->src[0].get();
+      std::vector<Expr> sub = idx;
+      for (int a : n->args.axes)
+        if (src->shape[a] > 1) sub[a] = fresh_var(src->shape[a]);
+      walk(src, sub, valid);
+      return;
+    }
+    case Op::Gather: {
+      walk(n->src[1].get(), idx, valid);
+      const Node* src = n->src[0].get();
+      walk(src, unflatten(fresh_var(std::max<int64_t>(1, src->numel())), src->shape), valid);
+      return;
+    }
+    default:
+      for (auto& s : n->src) walk(s.get(), idx, valid);
+  }
+}
+
+}  // namespace tiny

@@ -1,0 +1,41 @@
+// How a kernel's expression is evaluated, index-wise: a VIEW maps the index
+// of its output to the index of its source, a REDUCE opens loops over its
+// axes, a GATHER reads its source at a runtime index. The code generator and
+// the scheduler's cost model both walk expressions this way.
+#pragma once
+#include <functional>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "engine/graph/node.h"
+
+namespace tiny {
+
+struct SourceIndex {
+  std::vector<Expr> idx;  // into the view's source
+  Expr valid;             // the view's mask at this index
+};
+SourceIndex view_source_index(const Node* view, const std::vector<Expr>& idx);
+
+// A key naming one evaluation: node and index context.
+std::string context_key(const Node* n, const std::vector<Expr>& idx, const Expr& valid);
+
+class IndexWalker {
+ public:
+  std::function<bool(const Node*)> is_leaf;            // loads: not descended
+  std::function<Expr(int64_t size)> fresh_var;         // a new loop (or runtime) variable
+  // Called once per distinct (node, context); return false to not descend.
+  std::function<bool(const Node*, const std::vector<Expr>&, const Expr&)> visit;
+  std::function<void(const Node*)> leave;  // optional: after a descended node's sources
+  // optional: each leaf reached, with its context
+  std::function<void(const Node*, const std::vector<Expr>&, const Expr&)> on_leaf;
+
+  void walk(const Node* n, const std::vector<Expr>& idx, const Expr& valid);
+
+ private:
+  void descend(const Node* n, const std::vector<Expr>& idx, const Expr& valid);
+  std::unordered_set<std::string> seen_;
+};
+
+}  // namespace tiny

@@ -1,0 +1,249 @@
+// Convolution (1d/2d/3d, strided, padded, dilated, grouped, transposed) and
+// its backward as lazy engine graphs. ATen's convolution / _convolution do
+// the argument checks, padding modes and batching, then call the
+// *_overrideable entry points for out-of-tree backends; the autograd formula
+// of `convolution` reaches convolution_backward_overrideable the same way.
+//
+// A convolution is the padded input seen through a window view (as_strided:
+// free) times the weight, summed over (C_in/groups, kernel...): one fused
+// reduce, no materialized im2col. A transposed convolution is a convolution
+// over the zero-interleaved input (also a view) with the flipped weight.
+#include <ATen/core/Tensor.h>
+#include <torch/library.h>
+
+#include "torch/elementwise.h"
+#include "torch/nn_util.h"
+#include "torch/ops_util.h"
+
+namespace torch_tiny {
+namespace {
+
+using namespace nn;
+using Dims = std::vector<int64_t>;
+
+Dims dims_of(c10::IntArrayRef a, size_t d, int64_t fill) {
+  Dims out(d, fill);
+  for (size_t i = 0; i < d; i++) out[i] = a.size() == 1 ? a[0] : a.size() > i ? a[i] : fill;
+  return out;
+}
+
+// out[n, g*OCg + o, y...] = sum_{c, k} xp[n, g*Cg + c, y*s + k*d] * w[g, o, c, k]
+// xp: (N, G*Cg, P...) already padded; w: (G, OCg, Cg, K...). Accumulates in
+// w's dtype (the caller casts).
+T conv_core(const T& xp, const T& w, const Dims& stride, const Dims& dil, const Dims& out) {
+  const auto& xs = xp.shape();
+  const auto& ws = w.shape();
+  size_t D = xs.size() - 2;
+  int64_t N = xs[0], C = xs[1], G = ws[0], OCg = ws[1], Cg = ws[2];
+  Dims pstr(xs.size(), 1);  // row-major strides of the padded input
+  for (int i = int(xs.size()) - 2; i >= 0; i--) pstr[size_t(i)] = pstr[size_t(i) + 1] * xs[size_t(i) + 1];
+  // window: (N, G, 1, O..., Cg, K...)
+  tiny::Shape wshape{N, G, 1}, wstr{C * pstr[1], Cg * pstr[1], 0};
+  for (size_t i = 0; i < D; i++) { wshape.push_back(out[i]); wstr.push_back(stride[i] * pstr[2 + i]); }
+  wshape.push_back(Cg);
+  wstr.push_back(pstr[1]);
+  for (size_t i = 0; i < D; i++) { wshape.push_back(ws[3 + i]); wstr.push_back(dil[i] * pstr[2 + i]); }
+  tiny::Shape full = wshape;
+  full[2] = OCg;
+  if (tiny::numel(full) == 0 || xp.numel() == 0) {
+    tiny::Shape o{N, G * OCg};
+    o.insert(o.end(), out.begin(), out.end());
+    return cnst(o, 0, w.dtype());
+  }
+  T win = xp.as_strided(wshape, wstr, 0).expand(full);
+  // weight: (1, G, OCg, 1..., Cg, K...)
+  tiny::Shape wr{1, G, OCg};
+  for (size_t i = 0; i < D; i++) wr.push_back(1);
+  wr.push_back(Cg);
+  for (size_t i = 0; i < D; i++) wr.push_back(ws[3 + i]);
+  T wv = w.reshape(wr).expand(full);
+  T r = mul(win, wv).reduce(ReduceOp::Sum, range_axes(int(3 + D), int(full.size())), false);
+  tiny::Shape o{N, G * OCg};
+  o.insert(o.end(), out.begin(), out.end());
+  return r.reshape(o);
+}
+
+// gw[g, o, c, k] = sum_{n, y} go[n, g*OCg + o, y] * xp[n, g*Cg + c, y*s + k*d]
+// xp: (N, G*Cg, P...) padded input; go: (N, G*OCg, O...). Returns (G, OCg, Cg, K...).
+T wgrad_core(const T& xp, const T& go, int64_t G, const Dims& K, const Dims& stride, const Dims& dil) {
+  const auto& xs = xp.shape();
+  const auto& gs = go.shape();
+  size_t D = xs.size() - 2;
+  int64_t N = xs[0], C = xs[1], Cg = C / G, OCg = gs[1] / G;
+  Dims pstr(xs.size(), 1);
+  for (int i = int(xs.size()) - 2; i >= 0; i--) pstr[size_t(i)] = pstr[size_t(i) + 1] * xs[size_t(i) + 1];
+  // window: (G, 1, Cg, K..., N, O...)
+  tiny::Shape wshape{G, 1, Cg}, wstr{Cg * pstr[1], 0, pstr[1]};
+  for (size_t i = 0; i < D; i++) { wshape.push_back(K[i]); wstr.push_back(dil[i] * pstr[2 + i]); }
+  wshape.push_back(N);
+  wstr.push_back(C * pstr[1]);
+  for (size_t i = 0; i < D; i++) { wshape.push_back(gs[2 + i]); wstr.push_back(stride[i] * pstr[2 + i]); }
+  tiny::Shape full = wshape;
+  full[1] = OCg;
+  tiny::Shape res{G, OCg, Cg};
+  res.insert(res.end(), K.begin(), K.end());
+  if (tiny::numel(full) == 0) return cnst(res, 0, go.dtype());
+  T win = xp.as_strided(wshape, wstr, 0).expand(full);
+  // go: (N, G, OCg, O...) -> (G, OCg, 1, 1..., N, O...)
+  tiny::Shape g5{N, G, OCg};
+  for (size_t i = 0; i < D; i++) g5.push_back(gs[2 + i]);
+  std::vector<int> perm{1, 2, 0};
+  for (size_t i = 0; i < D; i++) perm.push_back(int(3 + i));
+  tiny::Shape gr{G, OCg, 1};
+  for (size_t i = 0; i < D; i++) gr.push_back(1);
+  gr.push_back(N);
+  for (size_t i = 0; i < D; i++) gr.push_back(gs[2 + i]);
+  T gv = go.reshape(g5).permute(perm).reshape(gr).expand(full);
+  return mul(win, gv).reduce(ReduceOp::Sum, range_axes(int(3 + D), int(full.size())), false).reshape(res);
+}
+
+T pad_spatial(const T& x, const Dims& before, const Dims& after) {
+  T y = x;
+  for (size_t i = 0; i < before.size(); i++) y = pad_dim(y, int(2 + i), before[i], after[i]);
+  return y;
+}
+
+// x with (s - 1) zeros between neighbours along each spatial dim (a view).
+T interleave_zeros(const T& x, const Dims& stride) {
+  T y = x;
+  for (size_t i = 0; i < stride.size(); i++) {
+    int64_t s = stride[i];
+    if (s == 1) continue;
+    int d = int(2 + i);
+    tiny::Shape sh = y.shape();
+    int64_t n = sh[size_t(d)];
+    if (n == 0) continue;
+    tiny::Shape s1 = sh;
+    s1.insert(s1.begin() + d + 1, 1);
+    tiny::Ranges pads(s1.size(), {0, 0});
+    pads[size_t(d) + 1] = {0, s - 1};
+    tiny::Shape s2 = sh;
+    s2[size_t(d)] = n * s;
+    y = y.reshape(s1).pad(pads).reshape(s2);
+    tiny::Ranges r;
+    for (auto v : s2) r.push_back({0, v});
+    r[size_t(d)] = {0, (n - 1) * s + 1};
+    y = y.shrink(r);
+  }
+  return y;
+}
+
+// Transposed convolution. x: (N, G*ICg, S...), w: (G*ICg, OCg, K...).
+T conv_transposed_value(const T& x, const T& w, int64_t G, const Dims& stride, const Dims& pad, const Dims& dil,
+                        const Dims& opad) {
+  size_t D = stride.size();
+  const auto& ws = w.shape();
+  int64_t ICg = ws[0] / G, OCg = ws[1];
+  Dims K(ws.begin() + 2, ws.end()), before(D), after(D), out(D), one(D, 1);
+  for (size_t i = 0; i < D; i++) {
+    int64_t S = x.shape()[2 + i];
+    before[i] = dil[i] * (K[i] - 1) - pad[i];
+    after[i] = before[i] + opad[i];
+    out[i] = (S - 1) * stride[i] - 2 * pad[i] + dil[i] * (K[i] - 1) + opad[i] + 1;
+  }
+  T xt = pad_spatial(interleave_zeros(x, stride), before, after);
+  // (G, ICg, OCg, K...) -> (G, OCg, ICg, K...) flipped over K
+  tiny::Shape w5{G, ICg, OCg};
+  w5.insert(w5.end(), K.begin(), K.end());
+  std::vector<int> perm{0, 2, 1};
+  std::vector<bool> flips{false, false, false};
+  for (size_t i = 0; i < D; i++) { perm.push_back(int(3 + i)); flips.push_back(true); }
+  T wt = w.reshape(w5).permute(perm).flip(flips);
+  if (x.shape()[0] == 0 || x.numel() == 0) {
+    tiny::Shape o{x.shape()[0], G * OCg};
+    o.insert(o.end(), out.begin(), out.end());
+    return cnst(o, 0, w.dtype());
+  }
+  return conv_core(xt, wt, one, dil, out);
+}
+
+T conv_value(const T& x, const T& w, int64_t G, const Dims& stride, const Dims& pad, const Dims& dil) {
+  size_t D = stride.size();
+  const auto& ws = w.shape();
+  Dims out(D);
+  for (size_t i = 0; i < D; i++)
+    out[i] = (x.shape()[2 + i] + 2 * pad[i] - dil[i] * (ws[2 + i] - 1) - 1) / stride[i] + 1;
+  tiny::Shape w5{G, ws[0] / G};
+  w5.insert(w5.end(), ws.begin() + 1, ws.end());
+  return conv_core(pad_spatial(x, pad, pad), w.reshape(w5), stride, dil, out);
+}
+
+struct Params {
+  Dims stride, pad, dil, opad;
+  size_t D;
+};
+Params params(const at::Tensor& input, c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation,
+              c10::IntArrayRef output_padding) {
+  TORCH_CHECK(input.dim() >= 3 && input.dim() <= 5, "tiny: convolution expects a batched 3-D, 4-D or 5-D input, got ",
+              input.dim(), "-D");
+  size_t D = size_t(input.dim() - 2);
+  return {dims_of(stride, D, 1), dims_of(padding, D, 0), dims_of(dilation, D, 1), dims_of(output_padding, D, 0), D};
+}
+
+at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& weight,
+                                    const std::optional<at::Tensor>& bias, c10::IntArrayRef stride,
+                                    c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
+                                    c10::IntArrayRef output_padding, int64_t groups) {
+  TinyOp op("convolution");
+  Params p = params(input, stride, padding, dilation, output_padding);
+  c10::ScalarType dt = input.scalar_type();
+  T x = read_acc(input), w = read_acc(weight);
+  T out = transposed ? conv_transposed_value(x, w, groups, p.stride, p.pad, p.dil, p.opad)
+                     : conv_value(x, w, groups, p.stride, p.pad, p.dil);
+  if (present(bias)) out = add(out, channel_bcast(read_acc(*bias), out.shape()));
+  return make_result(out.cast(to_engine(dt)), dt);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, c10::IntArrayRef stride,
+    c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed, c10::IntArrayRef output_padding,
+    int64_t groups, std::array<bool, 3> output_mask) {
+  TinyOp op("convolution_backward");
+  Params p = params(input, stride, padding, dilation, output_padding);
+  c10::ScalarType dt = input.scalar_type();
+  tiny::DType edt = to_engine(dt);
+  T x = read_acc(input), w = read_acc(weight), go = read_acc(grad_output);
+  Dims K(weight.sizes().begin() + 2, weight.sizes().end());
+  at::Tensor gi, gw, gb;
+  if (output_mask[0]) {
+    T v;
+    if (!transposed) {
+      // the transposed convolution of grad_output, sized back to the input
+      Dims opad(p.D);
+      for (size_t i = 0; i < p.D; i++)
+        opad[i] = input.size(int64_t(2 + i)) -
+                  ((grad_output.size(int64_t(2 + i)) - 1) * p.stride[i] - 2 * p.pad[i] + p.dil[i] * (K[i] - 1) + 1);
+      v = conv_transposed_value(go, w, groups, p.stride, p.pad, p.dil, opad);
+    } else {
+      v = conv_value(go, w, groups, p.stride, p.pad, p.dil);
+    }
+    gi = make_result(v.cast(edt), dt);
+  }
+  if (output_mask[1]) {
+    T v;
+    if (!transposed) {
+      v = wgrad_core(pad_spatial(x, p.pad, p.pad), go, groups, K, p.stride, p.dil);
+    } else {
+      // gw[ic, o, k] = sum x[n, ic, i] * go[n, o, i*s - p + k*d]: the weight
+      // gradient of a convolution of grad_output with x in the output's role
+      T gp = pad_spatial(go, p.pad, p.pad);
+      v = wgrad_core(gp, x, groups, K, p.stride, p.dil);
+    }
+    gw = make_result(v.reshape(to_shape(weight.sizes())).cast(edt), dt);
+  }
+  if (output_mask[2]) {
+    std::vector<int> axes{0};
+    for (size_t i = 0; i < p.D; i++) axes.push_back(int(2 + i));
+    gb = make_result(go.reduce(ReduceOp::Sum, axes, false).cast(edt), dt);
+  }
+  return {gi, gw, gb};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("convolution_overrideable", convolution_overrideable);
+  m.impl("convolution_backward_overrideable", convolution_backward_overrideable);
+}
+
+}  // namespace torch_tiny

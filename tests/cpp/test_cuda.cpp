@@ -1,0 +1,1031 @@
+// CUDA code generation. Every case builds tensors through the engine API, takes
+// the scheduler's kernels, and
+//   1. renders CUDA C and compiles it with NVRTC to a sm_80 device binary (both
+//      reduce modes where a kernel reduces): no errors, no warnings;
+//   2. runs the rendered source on the host (tests/cpp/cuda_host_shim.h turns it
+//      into C++ compiled by the build's compiler) in both reduce modes and
+//      compares every requested result with the CPU backend bit for bit
+//      (integers, casts, copies, + - * /) or within a dtype's tolerance;
+//   3. when a GPU is present (cuda_available()), runs them on it and compares
+//      the same way.
+// NVRTC is found as runtime/nvrtc.h describes (TINY_NVRTC first, then the
+// CUDA toolkit, the loader path and pip's nvidia wheels); without it the cases
+// print why and skip.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "engine/codegen/cuda_program.h"
+#include "engine/codegen/program_cache.h"
+#include "engine/runtime/cuda_device.h"
+#include "engine/runtime/nvrtc.h"
+#include "engine/schedule/scheduler.h"
+#include "engine/tensor/tensor.h"
+
+#ifndef TINY_TEST_CXX
+#define TINY_TEST_CXX "c++"
+#endif
+#ifndef TINY_TEST_SHIM
+#define TINY_TEST_SHIM ""
+#endif
+#ifndef TINY_TEST_MOCK_CUDA
+#define TINY_TEST_MOCK_CUDA ""
+#endif
+
+using namespace tiny;
+
+namespace {
+
+// ---------------------------------------------------------------- inputs
+
+uint32_t next(uint32_t& s) {
+  s = s * 1664525u + 1013904223u;
+  return s >> 8;
+}
+
+// Values of `dt` with the edge cases each kind of value has: NaN, infinities,
+// signed zeros, ties for rounding, float overflow for casts and 16-bit floats,
+// integer extremes, -1 and 0 divisors, shift counts past the width.
+std::vector<uint8_t> make_bytes(DType dt, int64_t n, uint32_t seed, bool specials) {
+  std::vector<uint8_t> out(size_t(n) * itemsize(dt));
+  uint32_t s = seed * 7919u + 17u;
+  const double fspecial[] = {NAN, INFINITY, -INFINITY, -0.0, 0.0, 0.5, 1.5, 2.5, -2.5, 1e30, -1e30, 65504.0,
+                             70000.0, 1e-6, 3e9, -3e9, 1.0, -1.0};
+  const int64_t ispecial[] = {0, -1, 1, 7, 8, 31, 32, 63, 64, std::numeric_limits<int64_t>::min(),
+                              std::numeric_limits<int64_t>::max(), -128, 127, 255, 32767, -32768, 2147483647};
+  for (int64_t i = 0; i < n; i++) {
+    uint32_t r = next(s);
+    bool sp = specials && r % 5 == 0;
+    uint8_t* p = out.data() + size_t(i) * itemsize(dt);
+    if (is_float(dt)) {
+      double v = sp ? fspecial[next(s) % (sizeof fspecial / sizeof *fspecial)] : (double(next(s) % 80000) / 10000.0 - 4.0);
+      if (dt == DType::Float64) std::memcpy(p, &v, 8);
+      else if (dt == DType::Float32) { float f = float(v); std::memcpy(p, &f, 4); }
+      else if (dt == DType::Float16) { uint16_t h = float_to_half_bits(float(v)); std::memcpy(p, &h, 2); }
+      else { uint16_t h = float_to_bfloat16_bits(float(v)); std::memcpy(p, &h, 2); }
+      continue;
+    }
+    int64_t v;
+    if (dt == DType::Bool) v = r & 1;
+    else if (sp) v = ispecial[next(s) % (sizeof ispecial / sizeof *ispecial)];
+    else if (r % 2) v = int64_t(next(s) % 11) - 5;
+    else v = int64_t((uint64_t(next(s)) << 40) ^ (uint64_t(next(s)) << 20) ^ next(s));
+    switch (dt) {
+      case DType::Bool: case DType::UInt8: case DType::Int8: { uint8_t x = uint8_t(v); std::memcpy(p, &x, 1); break; }
+      case DType::Int16: { int16_t x = int16_t(v); std::memcpy(p, &x, 2); break; }
+      case DType::Int32: { int32_t x = int32_t(v); std::memcpy(p, &x, 4); break; }
+      default: std::memcpy(p, &v, 8); break;
+    }
+  }
+  return out;
+}
+
+Tensor input(DType dt, const Shape& shape, uint32_t seed, bool specials = true) {
+  auto bytes = make_bytes(dt, numel(shape), seed, specials);
+  return Tensor::from_host(bytes.data(), shape, dt);
+}
+
+// Non-negative, moderate values (sums, products, logs).
+Tensor positive(DType dt, const Shape& shape, uint32_t seed) {
+  Tensor r = Tensor::rand(shape, seed, 0);
+  return r.binary(Op::Add, Tensor::full(shape, Scalar::from_double(0.25), DType::Float32)).cast(dt);
+}
+
+const DType kAll[] = {DType::Bool, DType::UInt8, DType::Int8, DType::Int16, DType::Int32,
+                      DType::Int64, DType::Float16, DType::BFloat16, DType::Float32, DType::Float64};
+const DType kFloats[] = {DType::Float16, DType::BFloat16, DType::Float32, DType::Float64};
+const DType kInts[] = {DType::UInt8, DType::Int8, DType::Int16, DType::Int32, DType::Int64};
+
+// ---------------------------------------------------------------- comparing
+
+double element(const uint8_t* p, DType dt, int64_t i) {
+  p += size_t(i) * itemsize(dt);
+  switch (dt) {
+    case DType::Float16: { uint16_t h; std::memcpy(&h, p, 2); return half_bits_to_float(h); }
+    case DType::BFloat16: { uint16_t h; std::memcpy(&h, p, 2); return bfloat16_bits_to_float(h); }
+    case DType::Float32: { float f; std::memcpy(&f, p, 4); return f; }
+    case DType::Float64: { double d; std::memcpy(&d, p, 8); return d; }
+    case DType::Bool: case DType::UInt8: return double(*p);
+    case DType::Int8: return double(int8_t(*p));
+    case DType::Int16: { int16_t x; std::memcpy(&x, p, 2); return x; }
+    case DType::Int32: { int32_t x; std::memcpy(&x, p, 4); return x; }
+    case DType::Int64: { int64_t x; std::memcpy(&x, p, 8); return double(x); }
+  }
+  return 0;
+}
+
+std::string hex_element(const uint8_t* p, DType dt, int64_t i) {
+  std::ostringstream os;
+  os << std::hex;
+  for (size_t b = itemsize(dt); b-- > 0;) os << (p[size_t(i) * itemsize(dt) + b] >> 4) << (p[size_t(i) * itemsize(dt) + b] & 15);
+  return os.str();
+}
+
+// Tolerances for float math that is not exactly rounded (transcendentals,
+// reductions in another order): a few ulps of the result's dtype.
+std::pair<double, double> tolerance(DType dt) {
+  switch (dt) {
+    case DType::Float16: return {4e-3, 2e-3};
+    case DType::BFloat16: return {3e-2, 2e-2};
+    case DType::Float32: return {2e-5, 1e-5};
+    default: return {1e-12, 1e-12};
+  }
+}
+
+// Compares `got` with the CPU's `want`; "" when they agree.
+std::string compare(const uint8_t* want, const uint8_t* got, DType dt, int64_t n, bool exact) {
+  std::ostringstream os;
+  int bad = 0;
+  for (int64_t i = 0; i < n && bad < 5; i++) {
+    bool same = std::memcmp(want + size_t(i) * itemsize(dt), got + size_t(i) * itemsize(dt), itemsize(dt)) == 0;
+    if (same) continue;
+    double w = element(want, dt, i), g = element(got, dt, i);
+    if (!exact && is_float(dt)) {
+      auto [rtol, atol] = tolerance(dt);
+      if (std::isnan(w) && std::isnan(g)) continue;
+      if (w == g) continue;  // e.g. NaN payloads differ only in exact mode
+      if (std::isfinite(w) && std::isfinite(g) && std::fabs(w - g) <= atol + rtol * std::fabs(w)) continue;
+    }
+    os << "  [" << i << "] cpu " << w << " (0x" << hex_element(want, dt, i) << ") vs " << g << " (0x"
+       << hex_element(got, dt, i) << ")\n";
+    bad++;
+  }
+  return os.str();
+}
+
+// ---------------------------------------------------------------- host emulation
+
+struct HostModule {
+  void* handle = nullptr;
+  std::string error;
+  ~HostModule() {
+    if (handle) dlclose(handle);
+  }
+};
+
+using HostLaunch = void (*)(void**, long long, long long, unsigned, unsigned, int);
+
+std::string shell_quote(const std::string& s) {
+  std::string r = "'";
+  for (char c : s) r += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return r + "'";
+}
+
+// Compiles rendered kernels into one shared library of host functions launch_<i>,
+// plus host_<name>(params, grid, block) for each of `device` (what the mock
+// driver's cuLaunchKernel calls with the driver's kernel parameters).
+bool compile_host(const std::vector<CudaKernelSource>& srcs, const std::vector<CudaKernelSource>& device,
+                  HostModule& mod) {
+  char dir[] = "/tmp/tiny_cuda_hostXXXXXX";
+  if (!mkdtemp(dir)) {
+    mod.error = "mkdtemp failed";
+    return false;
+  }
+  std::string cpp = std::string(dir) + "/kernels.cpp", so = std::string(dir) + "/kernels.so",
+              log = std::string(dir) + "/log.txt";
+  {
+    std::ofstream f(cpp);
+    f << cuda_prelude() << "\n";
+    for (size_t i = 0; i < srcs.size(); i++) {
+      std::string text = srcs[i].kernel;
+      std::string unique = srcs[i].name + "_v" + std::to_string(i);
+      size_t at = text.find(srcs[i].name + "(");
+      text.replace(at, srcs[i].name.size(), unique);
+      f << text << "\n";
+      f << "extern \"C\" void launch_" << i << "(void** b, long long begin, long long end, unsigned grid, unsigned block, "
+        << "int coop) { tiny_host_launch(&" << unique << ", b, begin, end, grid, block, coop != 0); }\n";
+    }
+    std::set<std::string> seen;
+    for (auto& d : device) {
+      if (!seen.insert(d.name).second) continue;  // equal keys render equal kernels
+      int n = d.num_buffers;
+      f << d.kernel << "\n";
+      f << "extern \"C\" void host_" << d.name << "(void** p, unsigned grid, unsigned block) {\n  void* b[" << n + 1
+        << "];\n  for (int i = 0; i < " << n << "; i++) b[i] = *(void**)p[i];\n  tiny_host_launch(&" << d.name
+        << ", b, *(long long*)p[" << n << "], *(long long*)p[" << n + 1 << "], grid, block, " << int(d.block_reduce)
+        << ");\n}\n";
+    }
+  }
+  std::string cmd = shell_quote(TINY_TEST_CXX) + " -std=c++17 -O0 -w -shared -fPIC -include " +
+                    shell_quote(TINY_TEST_SHIM) + " " + shell_quote(cpp) + " -o " + shell_quote(so) +
+                    " -lpthread > " + shell_quote(log) + " 2>&1";
+  int rc = std::system(cmd.c_str());
+  if (rc != 0) {
+    std::ifstream l(log);
+    std::stringstream ss;
+    ss << l.rdbuf();
+    mod.error = "host compile failed: " + cmd + "\n" + ss.str().substr(0, 6000);
+  } else {
+    mod.handle = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!mod.handle) mod.error = dlerror();
+  }
+  std::remove(cpp.c_str());
+  std::remove(so.c_str());
+  std::remove(log.c_str());
+  rmdir(dir);
+  return mod.handle != nullptr;
+}
+
+// ---------------------------------------------------------------- the mock driver
+
+// The mock libcuda (tests/cpp/mock) when this process runs on it, else nullptr.
+void* mock_driver() {
+  static void* h = [] () -> void* {
+    const char* p = std::getenv("TINY_LIBCUDA");
+    if (!p || !cuda_available()) return nullptr;
+    void* lib = dlopen(p, RTLD_NOW | RTLD_NOLOAD);
+    if (lib && !dlsym(lib, "tiny_mock_register")) lib = nullptr;
+    return lib;
+  }();
+  return h;
+}
+
+template <typename T>
+T mock_fn(const char* name) {
+  return reinterpret_cast<T>(dlsym(mock_driver(), name));
+}
+
+// ---------------------------------------------------------------- the check
+
+using Bytes = std::vector<uint8_t>;
+
+bool has_reduce(const Kernel& k) { return k.name()[0] == 'r'; }
+
+class CudaCheck {
+ public:
+  // `exact`: the result must match the CPU bit for bit.
+  CudaCheck& add(const Tensor& t, bool exact, const std::string& label = "") {
+    targets_.push_back({t, exact});
+    labels_.push_back(label);
+    return *this;
+  }
+
+  void run() {
+    std::vector<NodeRef> nodes;
+    for (auto& t : targets_) nodes.push_back(t.first.node());
+    Schedule sched = create_schedule(nodes);
+    ASSERT_FALSE(sched.kernels.empty());
+    kernels_ = int(sched.kernels.size());
+
+    // Host copies of every buffer before anything runs: inputs hold data,
+    // the rest a pattern the kernels must overwrite.
+    std::vector<const Buffer*> owners;
+    std::map<const Buffer*, Bytes> before;
+    for (auto& k : sched.kernels)
+      for (auto& b : k.buffers) {
+        const Buffer* o = b->owner();
+        if (before.count(o)) continue;
+        owners.push_back(o);
+        Bytes bytes(o->nbytes(), 0xA5);
+        if (o->allocated() && o->nbytes())
+          std::memcpy(bytes.data(), const_cast<Buffer*>(o)->ptr(), o->nbytes());
+        before[o] = std::move(bytes);
+      }
+
+    // 1. NVRTC: every kernel in the mode the renderer picks, and the other mode for reduces.
+    std::vector<std::vector<CudaKernelSource>> per_mode(2);
+    std::vector<CudaKernelSource> device;  // as compile_cuda renders them
+    for (auto& k : sched.kernels) {
+      device.push_back(render_cuda(k));
+      std::vector<int> modes = {-1};
+      if (has_reduce(k)) modes = {0, 1};
+      for (int m : modes) {
+        CudaRenderOptions o;
+        o.block_reduce = m;
+        CudaBuild b = build_cuda(k, 80, /*cubin=*/true, o);
+        EXPECT_TRUE(b.out.ok) << b.out.log << "\n" << b.src.source;
+        EXPECT_EQ(b.out.log, "") << b.src.kernel;
+        EXPECT_FALSE(b.out.code.empty());
+        sources_.push_back(b.src.kernel);
+      }
+      // host emulation: per-thread reduce with 64-thread blocks, block reduce with 32
+      for (int m = 0; m < 2; m++) {
+        CudaRenderOptions o;
+        o.block_reduce = m;
+        o.block_size = m ? 32 : 64;
+        per_mode[size_t(m)].push_back(render_cuda(k, o));
+      }
+    }
+
+    // 2. host emulation of the rendered source, both modes
+    std::vector<std::map<const Buffer*, Bytes>> host_results;
+    HostModule mod;
+    {
+      std::vector<CudaKernelSource> all = per_mode[0];
+      all.insert(all.end(), per_mode[1].begin(), per_mode[1].end());
+      ASSERT_TRUE(compile_host(all, device, mod)) << mod.error;
+      size_t n = sched.kernels.size();
+      for (int m = 0; m < 2; m++) {
+        auto mem = before;
+        for (size_t i = 0; i < n; i++) {
+          const Kernel& k = sched.kernels[i];
+          const CudaKernelSource& src = per_mode[size_t(m)][i];
+          auto fn = reinterpret_cast<HostLaunch>(dlsym(mod.handle, ("launch_" + std::to_string(size_t(m) * n + i)).c_str()));
+          ASSERT_NE(fn, nullptr);
+          std::vector<void*> ptrs;
+          for (auto& b : k.buffers) ptrs.push_back(mem[b->owner()].data());
+          int64_t epb = src.elements_per_block();
+          // few blocks, so the grid-stride loop wraps around
+          int64_t grid = std::min<int64_t>((src.outputs + epb - 1) / epb, 3);
+          if (src.outputs > 0) fn(ptrs.data(), 0, src.outputs, unsigned(grid), unsigned(src.block_size), src.block_reduce);
+        }
+        host_results.push_back(std::move(mem));
+      }
+    }
+
+    // 3. the GPU, when there is one
+    std::map<const Buffer*, Bytes> gpu;
+    bool on_gpu = cuda_available();
+    if (on_gpu) {
+      gpu = before;
+      std::unordered_map<const Buffer*, void*> host;
+      for (auto& [o, bytes] : gpu) host[o] = bytes.data();
+      std::vector<const Kernel*> ks;
+      for (auto& k : sched.kernels) ks.push_back(&k);
+      long before_launches = 0;
+      if (mock_driver()) {
+        mock_fn<void (*)(void*)>("tiny_mock_register")(mod.handle);
+        before_launches = mock_fn<long (*)()>("tiny_mock_launches")();
+      }
+      run_cuda_kernels(ks, host);
+      if (mock_driver()) {
+        long launched = mock_fn<long (*)()>("tiny_mock_launches")() - before_launches;
+        int64_t nonempty = 0;
+        for (auto& k : sched.kernels) nonempty += numel(k.shape) > 0;
+        EXPECT_EQ(launched, nonempty);
+      }
+    }
+
+    // 4. the CPU backend: what realize() does
+    for (auto& k : sched.kernels) {
+      auto p = cpu_program(k);
+      std::vector<void*> ptrs;
+      for (auto& b : k.buffers) ptrs.push_back(b->ptr());
+      cpu_device()->launch(*p, ptrs.data());
+    }
+    for (auto& [node, buf] : sched.realized) node->set_realized(buf);
+
+    // 5. compare every requested value
+    for (size_t ti = 0; ti < targets_.size(); ti++) {
+      const Tensor& t = targets_[ti].first;
+      bool exact = targets_[ti].second;
+      BufferRef buf = t.node()->realized();
+      ASSERT_TRUE(buf);
+      if (!before.count(buf->owner())) continue;  // realized before: nothing ran for it
+      const uint8_t* want = static_cast<const uint8_t*>(buf->ptr());
+      std::string what = labels_[ti] + " " + dtype_name(buf->dtype()) + shape_str(t.shape());
+      const char* mode_names[] = {"host, reduce per thread", "host, reduce per block"};
+      for (int m = 0; m < 2; m++) {
+        std::string diff =
+            compare(want, host_results[size_t(m)].at(buf->owner()).data(), buf->dtype(), buf->numel(), exact);
+        EXPECT_EQ(diff, "") << what << " " << mode_names[m] << "\n" << kernels_text();
+      }
+      if (on_gpu) {
+        std::string diff = compare(want, gpu.at(buf->owner()).data(), buf->dtype(), buf->numel(), exact);
+        EXPECT_EQ(diff, "") << what << " on the GPU\n" << kernels_text();
+      }
+    }
+  }
+
+  int kernels() const { return kernels_; }
+  const std::vector<std::string>& sources() const { return sources_; }
+
+ private:
+  std::string kernels_text() const {
+    std::string s;
+    for (auto& k : sources_) s += k;
+    return s.substr(0, 20000);
+  }
+  std::vector<std::pair<Tensor, bool>> targets_;
+  std::vector<std::string> labels_;
+  std::vector<std::string> sources_;
+  int kernels_ = 0;
+};
+
+class Cuda : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!nvrtc_available()) GTEST_SKIP() << "NVRTC not available: " << nvrtc_info().reason;
+  }
+};
+
+bool exact_float_op(Op op) {
+  switch (op) {
+    case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Max: case Op::Min: case Op::Neg: case Op::Abs:
+    case Op::Sqrt: case Op::Recip: case Op::Trunc: case Op::Floor: case Op::Ceil: case Op::Round: case Op::Sign:
+    case Op::IsNan: case Op::CmpLt: case Op::CmpLe: case Op::CmpEq: case Op::CmpNe: case Op::Copysign:
+    case Op::Mod: case Op::Fmod: case Op::FloorMod:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- environment
+
+TEST(CudaEnv, NvrtcFoundOrExplained) {
+  const NvrtcInfo& i = nvrtc_info();
+  std::printf("[ nvrtc    ] %s\n", i.available ? (i.path + " (" + std::to_string(i.major) + "." +
+                                                  std::to_string(i.minor) + ")").c_str()
+                                                : i.reason.c_str());
+  if (i.available) {
+    EXPECT_FALSE(i.path.empty());
+    EXPECT_GE(i.major, 11);
+    EXPECT_TRUE(i.reason.empty());
+  } else {
+    EXPECT_NE(i.reason.find("TINY_NVRTC"), std::string::npos);
+  }
+  // the documented order: $TINY_NVRTC, CUDA_HOME/CUDA_PATH, the loader, fixed places, pip wheels
+  auto c = nvrtc_candidates();
+  ASSERT_FALSE(c.empty());
+  auto pos = [&](const std::string& s) { return std::find(c.begin(), c.end(), s) - c.begin(); };
+  EXPECT_LT(pos("libnvrtc.so"), pos("/usr/local/cuda/lib64/libnvrtc.so"));
+  if (const char* e = std::getenv("TINY_NVRTC")) {
+    struct stat st;
+    if (*e && stat(e, &st) == 0 && !S_ISDIR(st.st_mode)) {
+      EXPECT_EQ(c[0], e);
+    }
+  }
+}
+
+TEST(CudaEnv, NvrtcReportsCompileErrors) {
+  if (!nvrtc_available()) GTEST_SKIP() << nvrtc_info().reason;
+  NvrtcOutput bad = nvrtc_compile("extern \"C\" __global__ void k(float* a) { a[0] = undefined_name; }", "bad");
+  EXPECT_FALSE(bad.ok);
+  EXPECT_NE(bad.log.find("undefined_name"), std::string::npos) << bad.log;
+  NvrtcOutput good = nvrtc_compile("extern \"C\" __global__ void k(float* a) { a[threadIdx.x] *= 2.0f; }", "good", 80);
+  ASSERT_TRUE(good.ok) << good.log;
+  EXPECT_NE(good.code.find(".entry k"), std::string::npos);  // PTX text
+  NvrtcOutput cubin = nvrtc_compile("extern \"C\" __global__ void k(float* a) { a[threadIdx.x] *= 2.0f; }", "good", 90, true);
+  ASSERT_TRUE(cubin.ok) << cubin.log;
+  EXPECT_EQ(cubin.code.substr(0, 4), std::string("\x7f" "ELF"));
+}
+
+TEST(CudaEnv, AvailabilityIsAStatusNotACrash) {
+  const CudaInfo& i = cuda_info();
+  std::printf("[ cuda     ] %s\n", i.available ? i.name.c_str() : i.reason.c_str());
+  struct stat st;
+  bool gpu_node = stat("/dev/nvidia0", &st) == 0;
+  if (!gpu_node) {
+    EXPECT_FALSE(cuda_available());  // no GPU on this machine: must say so
+  }
+  if (!cuda_available()) {
+    EXPECT_FALSE(i.reason.empty());
+    EXPECT_EQ(cuda_device(), nullptr);
+    EXPECT_EQ(cuda_default_arch(), 80);
+    Tensor a = input(DType::Float32, {4}, 1);
+    Schedule s = create_schedule({a.binary(Op::Add, a).node()});
+    ASSERT_EQ(s.kernels.size(), 1u);
+    EXPECT_THROW(compile_cuda(s.kernels[0]), std::runtime_error);
+    std::vector<float> h(4);
+    EXPECT_THROW(run_cuda(s.kernels[0], {h.data(), h.data()}), std::runtime_error);
+  } else {
+    EXPECT_NE(cuda_device(), nullptr);
+    EXPECT_GE(cuda_default_arch(), 50);
+  }
+}
+
+// ---------------------------------------------------------------- elementwise
+
+TEST_F(Cuda, UnaryFloatOps) {
+  const Op ops[] = {Op::Neg, Op::Abs, Op::Exp, Op::Log, Op::Sin, Op::Cos, Op::Tan, Op::Sqrt, Op::Recip,
+                    Op::Trunc, Op::Floor, Op::Ceil, Op::Round, Op::Erf, Op::Tanh, Op::Asin, Op::Acos, Op::Atan,
+                    Op::Sinh, Op::Cosh, Op::Asinh, Op::Acosh, Op::Atanh, Op::Expm1, Op::Log1p, Op::Sign, Op::IsNan};
+  CudaCheck c;
+  for (DType dt : kFloats) {
+    Tensor a = input(dt, {7, 9}, 11 + unsigned(dt));
+    for (Op op : ops) c.add(a.unary(op), exact_float_op(op), op_name(op));
+  }
+  c.run();
+  EXPECT_EQ(c.kernels(), 1);  // one multi-output kernel
+}
+
+TEST_F(Cuda, UnaryIntegerOps) {
+  CudaCheck c;
+  for (DType dt : kInts) {
+    Tensor a = input(dt, {5, 13}, 3 + unsigned(dt));
+    for (Op op : {Op::Neg, Op::Not, Op::Abs, Op::Sign, Op::Trunc, Op::Floor, Op::Ceil, Op::Round, Op::IsNan})
+      c.add(a.unary(op), true, op_name(op));
+  }
+  Tensor b = input(DType::Bool, {5, 13}, 4);
+  for (Op op : {Op::Not, Op::Abs, Op::Sign, Op::Neg, Op::IsNan}) c.add(b.unary(op), true, op_name(op));
+  c.run();
+}
+
+TEST_F(Cuda, BinaryFloatOps) {
+  const Op ops[] = {Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Mod, Op::Max, Op::Min, Op::Pow, Op::Atan2,
+                    Op::CmpLt, Op::CmpLe, Op::CmpEq, Op::CmpNe, Op::FloorDiv, Op::FloorMod, Op::Fmod,
+                    Op::Copysign, Op::Hypot};
+  CudaCheck c;
+  for (DType dt : kFloats) {
+    Tensor a = input(dt, {6, 11}, 21 + unsigned(dt)), b = input(dt, {6, 11}, 22 + unsigned(dt));
+    for (Op op : ops) c.add(a.binary(op, b), exact_float_op(op), op_name(op));
+  }
+  c.run();
+}
+
+TEST_F(Cuda, BinaryIntegerOps) {
+  const Op ops[] = {Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Mod, Op::Max, Op::Min, Op::Pow, Op::CmpLt,
+                    Op::CmpLe, Op::CmpEq, Op::CmpNe, Op::And, Op::Or, Op::Xor, Op::Shl, Op::Shr,
+                    Op::FloorDiv, Op::FloorMod, Op::Fmod};
+  CudaCheck c;
+  for (DType dt : kInts) {
+    Tensor a = input(dt, {4, 37}, 31 + unsigned(dt)), b = input(dt, {4, 37}, 32 + unsigned(dt));
+    for (Op op : ops) c.add(a.binary(op, b), true, op_name(op));
+  }
+  Tensor a = input(DType::Bool, {4, 37}, 5), b = input(DType::Bool, {4, 37}, 6);
+  for (Op op : {Op::Add, Op::Sub, Op::Mul, Op::And, Op::Or, Op::Xor, Op::Max, Op::Min, Op::CmpLt, Op::CmpLe,
+                Op::CmpEq, Op::CmpNe, Op::Shl, Op::Shr})
+    c.add(a.binary(op, b), true, op_name(op));
+  c.run();
+}
+
+TEST_F(Cuda, ChainsRoundHalfPrecisionAfterEveryOp) {
+  CudaCheck c;
+  for (DType dt : kFloats) {
+    Tensor a = input(dt, {3, 50}, 41 + unsigned(dt), false), b = input(dt, {3, 50}, 42 + unsigned(dt), false);
+    // exactly rounded ops only: the result is bit-identical even in 16-bit floats
+    Tensor x = a.binary(Op::Mul, b).binary(Op::Add, a).binary(Op::Sub, b.binary(Op::Div, a)).binary(Op::Max, b);
+    Tensor y = Tensor::where(a.binary(Op::CmpLt, b), a.unary(Op::Sqrt), b.unary(Op::Neg).binary(Op::Mul, b));
+    Tensor z = a.unary(Op::Exp).binary(Op::Mul, b.unary(Op::Tanh)).binary(Op::Add, a.unary(Op::Sin));
+    c.add(x, true, "x").add(y, true, "y").add(z, false, "z");
+  }
+  c.run();
+}
+
+TEST_F(Cuda, IntegerChainsWrap) {
+  Tensor a = input(DType::Int32, {100}, 51), b = input(DType::Int32, {100}, 52);
+  Tensor x = a.binary(Op::Mul, b).binary(Op::Add, b.binary(Op::Shl, a)).binary(Op::FloorDiv, a.binary(Op::Or, b));
+  Tensor i8 = x.cast(DType::Int8).binary(Op::Mul, b.cast(DType::Int8)).binary(Op::Pow, a.cast(DType::Int8));
+  CudaCheck c;
+  c.add(x, true).add(i8, true).run();
+}
+
+// ---------------------------------------------------------------- casts
+
+TEST_F(Cuda, CastsBetweenAllDtypes) {
+  CudaCheck c;
+  for (DType from : kAll) {
+    Tensor a = input(from, {61}, 61 + unsigned(from));
+    for (DType to : kAll)
+      if (to != from) c.add(a.cast(to), true, std::string("from ") + dtype_name(from));
+  }
+  c.run();
+}
+
+TEST_F(Cuda, CastChainsRoundTwice) {
+  // float64 -> float16 rounds through float32, as the CPU does
+  Tensor d = input(DType::Float64, {200}, 71);
+  Tensor big = input(DType::Int64, {200}, 72);
+  CudaCheck c;
+  c.add(d.cast(DType::Float16), true)
+      .add(d.cast(DType::BFloat16).cast(DType::Float16), true)
+      .add(big.cast(DType::Float16), true)
+      .add(big.cast(DType::BFloat16), true)
+      .add(d.cast(DType::Int8).cast(DType::Float32), true)
+      .add(d.cast(DType::UInt8), true)
+      .run();
+}
+
+TEST_F(Cuda, Bitcasts) {
+  Tensor f = input(DType::Float32, {48}, 81);
+  Tensor h = input(DType::Float16, {48}, 82);
+  Tensor d = input(DType::Float64, {48}, 83);
+  Tensor u = input(DType::UInt8, {48}, 84);
+  CudaCheck c;
+  c.add(f.bitcast(DType::Int32).binary(Op::Add, Tensor::full({48}, Scalar::from_int(1), DType::Int32)), true)
+      .add(h.bitcast(DType::Int16), true)
+      .add(h.bitcast(DType::BFloat16), true)
+      .add(d.bitcast(DType::Int64), true)
+      .add(u.bitcast(DType::Int8), true)
+      .add(f.unary(Op::Neg).bitcast(DType::Int32), true)
+      .add(f.bitcast(DType::Int16), true)  // another itemsize: an aliased buffer
+      .run();
+}
+
+// ---------------------------------------------------------------- views
+
+TEST_F(Cuda, ViewsPermuteExpandFlipPad) {
+  Tensor a = input(DType::Float32, {3, 4, 5}, 91);
+  Tensor b = input(DType::Float32, {4, 1}, 92);
+  CudaCheck c;
+  c.add(a.permute({2, 0, 1}).contiguous(), true)
+      .add(a.flip({true, false, true}).binary(Op::Add, a), true)
+      .add(b.expand({4, 6}).binary(Op::Mul, input(DType::Float32, {4, 6}, 93)), true)
+      .add(a.pad({{1, 2}, {0, 1}, {2, 0}}).contiguous(), true)
+      .add(a.shrink({{1, 3}, {0, 4}, {2, 5}}).flip({false, true, false}).pad({{0, 1}, {1, 1}, {0, 0}}).contiguous(), true)
+      .add(a.reshape({12, 5}).permute({1, 0}).pad({{1, 1}, {0, 0}}).reshape({7, 3, 4}).contiguous(), true)
+      .run();
+}
+
+TEST_F(Cuda, StridedAndOverlappingViews) {
+  Tensor flat = input(DType::Int64, {40}, 101);
+  CudaCheck c;
+  c.add(flat.as_strided({5, 4}, {3, 2}, 1).contiguous(), true)   // overlapping windows
+      .add(flat.as_strided({3, 3}, {0, 5}, 7).contiguous(), true)  // zero stride
+      .add(flat.as_strided({4, 5}, {-1, 1}, 0).contiguous(), true)
+      .run();
+}
+
+TEST_F(Cuda, PureCopiesKeepNaNPayloads) {
+  // half NaN payloads and negative zeros survive copies and views untouched
+  std::vector<uint16_t> bits = {0x7c01, 0xfe00, 0x7d55, 0x8000, 0x0001, 0x7bff, 0xfc00, 0x7e00, 0x3c00, 0x0000, 0xffff, 0x7c00};
+  Tensor h = Tensor::from_host(bits.data(), {3, 4}, DType::Float16);
+  std::vector<float> fb(12);
+  uint32_t fbits[] = {0x7f800001, 0xffc00001, 0x80000000, 0x00000001, 0x7fbfffff, 0x3f800000,
+                      0x7fc12345, 0xff800000, 0x00800000, 0x80000001, 0x7f7fffff, 0x7fffffff};
+  std::memcpy(fb.data(), fbits, sizeof fbits);
+  Tensor f = Tensor::from_host(fb.data(), {12}, DType::Float32);
+  CudaCheck c;
+  c.add(h.permute({1, 0}).contiguous(), true)
+      .add(h.flip({true, true}).pad({{1, 0}, {0, 1}}).contiguous(), true)
+      .add(f.reshape({3, 4}).permute({1, 0}).contiguous(), true)
+      .add(f.reshape({12, 1}).expand({12, 3}).contiguous(), true)
+      .run();
+}
+
+// ---------------------------------------------------------------- reductions
+
+TEST_F(Cuda, ReductionsOverAxes) {
+  Tensor a = positive(DType::Float32, {6, 7, 8}, 111);
+  Tensor i = input(DType::Int32, {6, 7, 8}, 112);
+  std::vector<std::vector<int>> axes_list = {{0}, {1}, {2}, {0, 2}, {0, 1, 2}};
+  CudaCheck c;
+  for (auto& axes : axes_list) {
+    c.add(a.reduce(ReduceOp::Sum, axes, false), false)
+        .add(a.reduce(ReduceOp::Max, axes, true), true)
+        .add(a.reduce(ReduceOp::Min, axes, false), true)
+        .add(a.reduce(ReduceOp::Prod, axes, false), false)
+        .add(i.reduce(ReduceOp::Sum, axes, false), true)
+        .add(i.reduce(ReduceOp::Prod, axes, false), true)
+        .add(i.reduce(ReduceOp::Max, axes, false), true)
+        .add(i.reduce(ReduceOp::Min, axes, false), true)
+        .add(i.binary(Op::CmpLt, Tensor::full(i.shape(), Scalar::from_int(0), DType::Int32))
+                 .reduce(ReduceOp::Any, axes, false),
+             true)
+        .add(i.binary(Op::CmpNe, Tensor::full(i.shape(), Scalar::from_int(3), DType::Int32))
+                 .reduce(ReduceOp::All, axes, false),
+             true);
+  }
+  c.run();
+}
+
+TEST_F(Cuda, ReductionsInEveryDtype) {
+  CudaCheck c;
+  for (DType dt : kAll) {
+    Tensor a = is_float(dt) ? positive(dt, {5, 40}, 121) : input(dt, {5, 40}, 122 + unsigned(dt));
+    bool exact = !is_float(dt);
+    c.add(a.reduce(ReduceOp::Sum, {1}, false), exact, "sum")
+        .add(a.reduce(ReduceOp::Max, {0}, false), true, "max")
+        .add(a.reduce(ReduceOp::Min, {1}, false), true, "min")
+        .add(a.reduce(ReduceOp::Prod, {0}, false), exact, "prod");
+  }
+  c.run();
+}
+
+TEST_F(Cuda, MaxPropagatesNaN) {
+  Tensor a = input(DType::Float32, {9, 30}, 131);  // NaNs among the values
+  Tensor h = input(DType::Float16, {9, 30}, 132);
+  CudaCheck c;
+  c.add(a.reduce(ReduceOp::Max, {1}, false), true)
+      .add(a.reduce(ReduceOp::Min, {0}, false), true)
+      .add(h.reduce(ReduceOp::Max, {1}, false), true)
+      .add(a.binary(Op::Max, a.flip({true, false})), true)
+      .run();
+}
+
+TEST_F(Cuda, FullReductionUsesABlock) {
+  Tensor a = positive(DType::Float32, {300, 70}, 141);
+  Tensor i = input(DType::Int64, {21000}, 142);
+  Tensor s = a.reduce(ReduceOp::Sum, {0, 1}, false);
+  Tensor m = a.reduce(ReduceOp::Max, {0, 1}, false);
+  Tensor is = i.reduce(ReduceOp::Sum, {0}, false);
+  CudaCheck c;
+  c.add(s, false).add(m, true).add(is, true).run();
+  Schedule sched = create_schedule({a.reduce(ReduceOp::Min, {0, 1}, false).node()});
+  ASSERT_EQ(sched.kernels.size(), 1u);
+  CudaKernelSource src = render_cuda(sched.kernels[0]);
+  EXPECT_TRUE(src.block_reduce);
+  EXPECT_NE(src.kernel.find("__syncthreads"), std::string::npos);
+  EXPECT_EQ(src.elements_per_block(), 1);
+}
+
+TEST_F(Cuda, ReduceOfMaskedViewsAndMatmul) {
+  Tensor a = input(DType::Float32, {5, 6}, 151, false);
+  Tensor b = input(DType::Float32, {6, 4}, 152, false);
+  Tensor padded = a.pad({{2, 1}, {0, 3}}).flip({true, false});
+  Tensor i = input(DType::Int16, {5, 6}, 153);
+  CudaCheck c;
+  c.add(padded.reduce(ReduceOp::Sum, {0}, false), false)
+      .add(padded.reduce(ReduceOp::Max, {1}, true), true)
+      .add(a.matmul(b), false)
+      .add(i.matmul(i.permute({1, 0})), true)
+      .run();
+}
+
+TEST_F(Cuda, NestedReduceAndElementwiseAfter) {
+  Tensor a = positive(DType::Float32, {4, 5, 6}, 161);
+  // softmax-like: the max is realized, the exp-sum fuses into the last kernel
+  Tensor mx = a.reduce(ReduceOp::Max, {2}, true);
+  Tensor e = a.binary(Op::Sub, mx.expand(a.shape())).unary(Op::Exp);
+  Tensor sm = e.binary(Op::Div, e.reduce(ReduceOp::Sum, {2}, true).expand(a.shape()));
+  Tensor nested = a.reduce(ReduceOp::Sum, {2}, false).reduce(ReduceOp::Max, {1}, false);
+  CudaCheck c;
+  c.add(sm, false).add(nested, false).run();
+}
+
+// ---------------------------------------------------------------- creation
+
+TEST_F(Cuda, RandIsBitIdentical) {
+  Tensor r = Tensor::rand({17, 31}, 0x123456789abcdefULL, 77);
+  Tensor r2 = Tensor::rand({1000}, 42, (uint64_t(1) << 32) - 3);  // counter crosses 32 bits
+  CudaCheck c;
+  c.add(r, true)
+      .add(r2, true)
+      .add(r.binary(Op::Mul, Tensor::full(r.shape(), Scalar::from_double(2.0), DType::Float32)).cast(DType::Float16), true)
+      .run();
+}
+
+TEST_F(Cuda, Arange) {
+  CudaCheck c;
+  c.add(Tensor::arange(100, Scalar::from_int(-7), Scalar::from_int(3), DType::Int32), true)
+      .add(Tensor::arange(300, Scalar::from_int(5), Scalar::from_int(-1), DType::Int8), true)
+      .add(Tensor::arange(64, Scalar::from_double(0.1), Scalar::from_double(0.7), DType::Float32), true)
+      .add(Tensor::arange(64, Scalar::from_double(-3.5), Scalar::from_double(0.25), DType::Float16), true)
+      .add(Tensor::arange(64, Scalar::from_double(1.0), Scalar::from_double(1.0 / 3.0), DType::Float64), true)
+      .add(Tensor::arange(12, Scalar::from_int(0), Scalar::from_int(1), DType::Int64).reshape({3, 4}).permute({1, 0}).contiguous(), true)
+      .run();
+}
+
+TEST_F(Cuda, ConstantsAndScalars) {
+  Tensor a = input(DType::Float32, {}, 171);
+  Tensor k = Tensor::full({3, 3}, Scalar::from_double(-2.5), DType::Float32);
+  CudaCheck c;
+  c.add(a.binary(Op::Mul, a), true)  // a 0-d kernel
+      .add(k.pad({{1, 0}, {0, 1}}).unary(Op::Neg), true)
+      .add(Tensor::full({5}, Scalar::from_double(NAN), DType::Float16).pad({{1, 1}}).binary(Op::Add, input(DType::Float16, {7}, 172)), true)
+      .add(Tensor::full({4}, Scalar::from_int(std::numeric_limits<int64_t>::min()), DType::Int64).pad({{0, 2}}).binary(
+               Op::Sub, input(DType::Int64, {6}, 173)), true)
+      .run();
+}
+
+// ---------------------------------------------------------------- writes
+
+TEST_F(Cuda, PartialWrites) {
+  Tensor base = input(DType::Float32, {30}, 181);
+  Tensor v = input(DType::Float32, {3, 4}, 182);
+  Tensor w = base.write_strided({3, 4}, {8, 2}, 1, v.unary(Op::Exp));
+  Tensor w2 = w.write_strided({5}, {-1}, 29, input(DType::Float32, {5}, 183));
+  Tensor hb = input(DType::Float16, {16}, 184);
+  Tensor hw = hb.write_strided({2, 2}, {4, 1}, 5, input(DType::Float16, {2, 2}, 185).binary(Op::Mul, input(DType::Float16, {2, 2}, 186)));
+  Tensor ib = input(DType::Int64, {10}, 187);
+  Tensor iw = ib.write_strided({10}, {1}, 0, ib.flip({true}));
+  CudaCheck c;
+  c.add(w2, false).add(hw, true).add(iw, true).run();
+  EXPECT_GE(c.kernels(), 4);
+}
+
+TEST_F(Cuda, EmptyAndUnitShapes) {
+  Tensor e = input(DType::Float32, {0, 5}, 191);
+  Tensor u = input(DType::Int32, {1, 1, 7}, 192);
+  CudaCheck c;
+  c.add(e.unary(Op::Exp), true)
+      .add(u.binary(Op::Add, u).reshape({7, 1}).expand({7, 3}).contiguous(), true)
+      .run();
+}
+
+// ---------------------------------------------------------------- rendering details
+
+TEST_F(Cuda, LargeShapesUse64BitIndices) {
+  // compile only: 2^33 elements would not fit this machine's memory
+  Tensor one = input(DType::Float32, {1, 1}, 201);
+  Tensor big = one.expand({int64_t(1) << 17, int64_t(1) << 16});
+  Schedule s = create_schedule({big.binary(Op::Add, big).node()});
+  ASSERT_EQ(s.kernels.size(), 1u);
+  CudaBuild b = build_cuda(s.kernels[0], 80, true);
+  EXPECT_TRUE(b.out.ok) << b.out.log;
+  EXPECT_EQ(b.src.kernel.find("const u32 g"), std::string::npos) << b.src.kernel;  // no 32-bit flat index
+  EXPECT_NE(b.src.kernel.find("(i64)"), std::string::npos);
+  Schedule r = create_schedule({big.reduce(ReduceOp::Sum, {0, 1}, false).node()});
+  CudaBuild rb = build_cuda(r.kernels[0], 80, true);
+  EXPECT_TRUE(rb.out.ok) << rb.out.log;
+  EXPECT_TRUE(rb.src.block_reduce);
+}
+
+TEST_F(Cuda, ReduceModeFollowsTheShape) {
+  // render only: the choice between a thread and a block per output
+  Tensor row = input(DType::Float32, {1, 512}, 221);
+  Tensor col = input(DType::Float32, {512, 1}, 222);
+  auto mode = [](const Tensor& t) {
+    Schedule s = create_schedule({t.node()});
+    return render_cuda(s.kernels.back()).block_reduce;
+  };
+  EXPECT_TRUE(mode(row.expand({20000, 512}).reduce(ReduceOp::Sum, {1}, false)));   // rows: contiguous axis
+  EXPECT_FALSE(mode(col.expand({512, 20000}).reduce(ReduceOp::Sum, {0}, false)));  // many columns
+  EXPECT_TRUE(mode(col.expand({512, 100}).reduce(ReduceOp::Sum, {0}, false)));     // few columns
+  EXPECT_FALSE(mode(input(DType::Float32, {100000, 8}, 224).reduce(ReduceOp::Max, {1}, false)));  // short rows
+}
+
+TEST_F(Cuda, SourceIsSelfContained) {
+  Tensor a = input(DType::BFloat16, {8}, 211);
+  Schedule s = create_schedule({a.unary(Op::Exp).node()});
+  CudaKernelSource src = render_cuda(s.kernels[0]);
+  EXPECT_EQ(src.source.find("#include"), std::string::npos);
+  EXPECT_NE(src.source.find("extern \"C\" __global__"), std::string::npos);
+  EXPECT_NE(src.kernel.find("tiny_round_bf16(expf("), std::string::npos) << src.kernel;
+  EXPECT_EQ(src.num_buffers, 2);
+  // the PTX for a GPU-less default arch
+  CudaBuild b = build_cuda(s.kernels[0]);
+  ASSERT_TRUE(b.out.ok) << b.out.log;
+  EXPECT_NE(b.out.code.find(".target sm_" + std::to_string(cuda_default_arch())), std::string::npos);
+}
+
+// ---------------------------------------------------------------- the driver path, without a GPU
+
+namespace {
+
+std::string self_exe() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, size_t(n)) : std::string();
+}
+
+// Runs this test binary again with `env` and a gtest filter; its exit code and output.
+std::pair<int, std::string> run_child(const std::string& env, const std::string& filter) {
+  char path[] = "/tmp/tiny_cuda_childXXXXXX";
+  int fd = mkstemp(path);
+  if (fd < 0) return {-1, "mkstemp failed"};
+  close(fd);
+  std::string cmd = env + " " + shell_quote(self_exe()) + " --gtest_filter=" + shell_quote(filter) + " > " +
+                    shell_quote(path) + " 2>&1";
+  int rc = std::system(cmd.c_str());
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::remove(path);
+  return {rc, ss.str()};
+}
+
+// Builds tests/cpp/mock/libcuda_mock.cc into `dir`.
+std::string build_mock(const std::string& dir) {
+  std::string so = dir + "/libcuda_mock.so";
+  std::string cmd = shell_quote(TINY_TEST_CXX) + " -std=c++17 -O1 -shared -fPIC " + shell_quote(TINY_TEST_MOCK_CUDA) +
+                    " -o " + shell_quote(so) + " -ldl > /dev/null 2>&1";
+  return std::system(cmd.c_str()) == 0 ? so : "";
+}
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char d[] = "/tmp/tiny_cuda_mockXXXXXX";
+    if (mkdtemp(d)) path = d;
+  }
+  ~TempDir() {
+    if (!path.empty()) std::system(("rm -rf " + shell_quote(path)).c_str());
+  }
+};
+
+}  // namespace
+
+// Runs only inside a child process started by the CudaEnv.Mock* tests below.
+TEST(CudaMockChild, DriverState) {
+  const char* expect_env = std::getenv("TINY_MOCK_EXPECT");
+  if (!expect_env) GTEST_SKIP() << "runs in a child process of CudaEnv.MockDriver*";
+  std::string expect = expect_env;
+  const CudaInfo& i = cuda_info();
+  std::printf("[ cuda     ] %s\n", i.available ? i.name.c_str() : i.reason.c_str());
+  if (expect.rfind("unavailable:", 0) == 0) {
+    EXPECT_FALSE(cuda_available());
+    EXPECT_EQ(cuda_device(), nullptr);
+    EXPECT_NE(i.reason.find(expect.substr(12)), std::string::npos) << i.reason;
+    return;
+  }
+  ASSERT_TRUE(cuda_available()) << i.reason;
+  EXPECT_EQ(i.name, "Mock GPU");
+  EXPECT_EQ(cuda_default_arch(), 90);
+  Device* d = cuda_device();
+  ASSERT_NE(d, nullptr);
+  EXPECT_NE(d->name().find("sm_90"), std::string::npos);
+  // memory through Buffer, as the engine uses it; freed blocks are reused
+  std::vector<float> in = {1, 2, 3, 4, 5}, out(5, 0);
+  {
+    Buffer b(d, DType::Float32, 5);
+    b.copy_in(in.data(), 20);
+    b.copy_out(out.data(), 20);
+  }
+  EXPECT_EQ(out, in);
+  long allocs = mock_fn<long (*)()>("tiny_mock_allocations")();
+  {
+    Buffer b(d, DType::Float32, 5);
+    EXPECT_NE(b.ptr(), nullptr);
+  }
+  EXPECT_EQ(mock_fn<long (*)()>("tiny_mock_allocations")(), allocs);  // from the cache
+  Tensor a = input(DType::Float32, {10}, 7);
+  Schedule s = create_schedule({a.unary(Op::Exp).node()});
+  ASSERT_EQ(s.kernels.size(), 1u);
+  if (expect == "badimage") {
+    try {
+      compile_cuda(s.kernels[0]);
+      ADD_FAILURE() << "a rejected image must throw";
+    } catch (const std::runtime_error& e) {
+      std::string m = e.what();
+      EXPECT_NE(m.find("image rejected"), std::string::npos) << m;
+      EXPECT_NE(m.find("[sm_90]"), std::string::npos) << m;
+      EXPECT_NE(m.find("[compute_80]"), std::string::npos) << m;
+    }
+    return;
+  }
+  auto p = compile_cuda(s.kernels[0]);
+  EXPECT_EQ(p->parallel_size, 10);
+  EXPECT_EQ(cuda_program(s.kernels[0]), cuda_program(s.kernels[0]));  // cached
+
+  // run_cuda: one kernel on host copies of its buffers
+  const Kernel& k = s.kernels[0];
+  HostModule mod;
+  ASSERT_TRUE(compile_host({}, {render_cuda(k)}, mod)) << mod.error;
+  mock_fn<void (*)(void*)>("tiny_mock_register")(mod.handle);
+  std::vector<float> src(10), dst(10, -1.0f);
+  ASSERT_EQ(k.buffers.size(), 2u);
+  std::memcpy(src.data(), const_cast<Buffer*>(k.buffers[1].get())->ptr(), 40);
+  run_cuda(k, {dst.data(), src.data()});
+  for (int j = 0; j < 10; j++) {
+    if (std::isnan(src[size_t(j)])) EXPECT_TRUE(std::isnan(dst[size_t(j)]));
+    else EXPECT_FLOAT_EQ(dst[size_t(j)], std::exp(src[size_t(j)])) << j;
+  }
+  EXPECT_THROW(run_cuda(k, {dst.data()}), std::invalid_argument);
+}
+
+TEST(CudaEnv, MockDriverFailuresAreStatuses) {
+  TempDir dir;
+  std::string so = build_mock(dir.path);
+  ASSERT_FALSE(so.empty()) << "cannot build the mock driver";
+  std::string lib = "TINY_LIBCUDA=" + shell_quote(so);
+  struct Case {
+    std::string env, expect;
+  };
+  std::vector<Case> cases = {
+      {lib + " TINY_MOCK_CUDA=noinit", "unavailable:cuInit failed: no CUDA-capable device"},
+      {lib + " TINY_MOCK_CUDA=nodevice", "unavailable:no CUDA GPU"},
+      {lib + " TINY_DISABLE_CUDA=1", "unavailable:disabled by TINY_DISABLE_CUDA"},
+      {"TINY_LIBCUDA=libm.so.6", "unavailable:lacks required symbols"},
+  };
+  if (nvrtc_available()) cases.push_back({lib + " TINY_MOCK_CUDA=badimage", "badimage"});
+  for (auto& c : cases) {
+    auto [rc, out] = run_child(c.env + " TINY_MOCK_EXPECT=" + shell_quote(c.expect), "CudaMockChild.*");
+    EXPECT_EQ(rc, 0) << c.env << "\n" << out;
+    EXPECT_NE(out.find("[  PASSED  ] 1 test"), std::string::npos) << out;
+  }
+}
+
+TEST(CudaEnv, MockDriverRunsKernelsEndToEnd) {
+  if (!nvrtc_available()) GTEST_SKIP() << "NVRTC not available: " << nvrtc_info().reason;
+  TempDir dir;
+  std::string so = build_mock(dir.path);
+  ASSERT_FALSE(so.empty()) << "cannot build the mock driver";
+  // The CudaCheck cases, now also through compile_cuda, cuModuleLoadData,
+  // cuLaunchKernel and the device allocator (the mock runs host builds).
+  std::string filter =
+      "CudaMockChild.*:Cuda.ReductionsOverAxes:Cuda.FullReductionUsesABlock:Cuda.PartialWrites:Cuda.Bitcasts:"
+      "Cuda.RandIsBitIdentical:Cuda.ViewsPermuteExpandFlipPad:Cuda.CastsBetweenAllDtypes:"
+      "Cuda.EmptyAndUnitShapes:Cuda.ConstantsAndScalars";
+  auto [rc, out] = run_child("TINY_LIBCUDA=" + shell_quote(so) + " TINY_MOCK_EXPECT=available", filter);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("[  PASSED  ] 10 tests"), std::string::npos) << out;
+  EXPECT_NE(out.find("Mock GPU"), std::string::npos) << out;
+}
+
+TEST(CudaEnv, MissingNvrtcSkipsCleanly) {
+  // A bare environment: no TINY_NVRTC file, no HOME, no PATH with Python.
+  auto [rc, out] = run_child("env -i TINY_NVRTC=/nonexistent/libnvrtc.so.13 HOME=/nonexistent PATH=/usr/bin:/bin",
+                             "CudaEnv.NvrtcFoundOrExplained:Cuda.Arange");
+  EXPECT_EQ(rc, 0) << out;
+  if (out.find("[ nvrtc    ] libnvrtc not found") != std::string::npos) {
+    EXPECT_NE(out.find("TINY_NVRTC=/nonexistent/libnvrtc.so.13: no such file"), std::string::npos) << out;
+    EXPECT_NE(out.find("[  SKIPPED ] 1 test"), std::string::npos) << out;
+  }  // else this machine has NVRTC where the system looks: fine, it was found
+}
+
+// ---------------------------------------------------------------- CPU semantics found by the comparison
+
+TEST(CudaCpuReference, SignOfLargeUint8IsOne) {
+  // The CPU generator compared uint8 with a signed compare, so sign(200) was 0.
+  std::vector<uint8_t> v = {0, 1, 127, 128, 200, 255};
+  Tensor t = Tensor::from_host(v.data(), {6}, DType::UInt8).unary(Op::Sign);
+  std::vector<uint8_t> out(6);
+  t.contiguous().copy_to_host(out.data());
+  EXPECT_EQ(out, (std::vector<uint8_t>{0, 1, 1, 1, 1, 1}));
+}

@@ -1,0 +1,78 @@
+// The graph: op classification and names, hash-consing, what realizing frees.
+#include <set>
+
+#include "test_helpers.h"
+
+using namespace tiny;
+using namespace tiny::test;
+
+TEST(Graph, OpNamesAndClasses) {
+  std::set<std::string> names;
+  int unary = 0, binary = 0, cmp = 0;
+  for (int i = 0; i <= int(Op::Write); i++) {
+    Op op = Op(i);
+    ASSERT_NE(op_name(op), nullptr) << i;
+    EXPECT_TRUE(names.insert(op_name(op)).second) << "duplicate name " << op_name(op);
+    unary += is_unary(op);
+    binary += is_binary(op);
+    cmp += is_comparison(op);
+    EXPECT_EQ(is_elementwise(op), is_unary(op) || is_binary(op) || op == Op::Where) << op_name(op);
+    EXPECT_FALSE(is_unary(op) && is_binary(op)) << op_name(op);
+  }
+  EXPECT_EQ(unary, 31);  // Neg .. Bitcast
+  EXPECT_EQ(binary, 23);  // Add .. Hypot
+  EXPECT_EQ(cmp, 4);
+  EXPECT_STREQ(op_name(Op::Erfinv), "ERFINV");
+  EXPECT_STREQ(op_name(Op::FloorMod), "FLOORMOD");
+  EXPECT_STREQ(op_name(Op::Write), "WRITE");
+  EXPECT_STREQ(reduce_name(ReduceOp::All), "ALL");
+}
+
+TEST(Graph, HashConsing) {
+  Tensor x = from(iota_f(4), {4});
+  Tensor one = Tensor::full({4}, Scalar::from_double(1), DType::Float32);
+  EXPECT_EQ(x.binary(Op::Add, one).node(), x.binary(Op::Add, one).node());
+  EXPECT_NE(x.binary(Op::Add, one).node(), one.binary(Op::Add, x).node());  // operand order matters
+  // constants are equal by bits: 0.0 and -0.0 differ, NaN equals NaN
+  auto c = [](double v) { return Tensor::full({2}, Scalar::from_double(v), DType::Float32).node(); };
+  EXPECT_EQ(c(0.5), c(0.5));
+  EXPECT_NE(c(0.0), c(-0.0));
+  EXPECT_EQ(c(std::nan("")), c(std::nan("")));
+  EXPECT_NE(c(1.0), Tensor::full({2}, Scalar::from_double(1), DType::Float64).node());  // dtype
+  EXPECT_NE(c(1.0), Tensor::full({3}, Scalar::from_double(1), DType::Float32).node());  // shape
+  // views: the same movement is the same node; a view of a view is one view of the base
+  Tensor m = from(iota_f(6), {2, 3});
+  EXPECT_EQ(m.permute({1, 0}).node(), m.permute({1, 0}).node());
+  Tensor vv = m.permute({1, 0}).flip({true, false});
+  EXPECT_EQ(vv.node()->op, Op::View);
+  EXPECT_EQ(vv.node()->sources()[0].get(), m.node().get());
+  // views that undo each other give the base back
+  EXPECT_EQ(m.permute({1, 0}).permute({1, 0}).node(), m.node());
+  EXPECT_EQ(m.reshape({6}).reshape({2, 3}).node(), m.node());
+  // chains of movement ops on a pending view stay one view over the base,
+  // masks included (pad of a pad, pad then permute, flip of a flip)
+  auto one_view = [&](const Tensor& t) {
+    return t.node()->op == Op::View && t.node()->sources()[0].get() == m.node().get() &&
+           t.node()->args.st.views().size() == 1;
+  };
+  EXPECT_TRUE(one_view(m.pad({{1, 0}, {0, 2}}).pad({{0, 1}, {1, 1}})));
+  EXPECT_TRUE(one_view(m.pad({{1, 0}, {0, 2}}).permute({1, 0}).flip({true, true})));
+  EXPECT_TRUE(one_view(m.expand({2, 3}).pad({{1, 1}, {1, 1}}).shrink({{1, 3}, {0, 4}})));
+  EXPECT_EQ(m.flip({true, false}).flip({true, false}).node(), m.node());
+  EXPECT_EQ(m.pad({{1, 1}, {2, 0}}).shrink({{1, 3}, {2, 5}}).node(), m.node());
+  // rand with the same seed and offset is one node (the same values)
+  EXPECT_EQ(Tensor::rand({3}, 1, 2).node(), Tensor::rand({3}, 1, 2).node());
+  EXPECT_NE(Tensor::rand({3}, 1, 2).node(), Tensor::rand({3}, 1, 3).node());
+}
+
+TEST(Graph, RealizingDropsHistory) {
+  Tensor x = from(iota_f(8), {8});
+  Tensor y = x.unary(Op::Exp).binary(Op::Mul, Tensor::full({8}, Scalar::from_double(2), DType::Float32));
+  std::weak_ptr<const Node> inner = y.node()->sources()[0];
+  EXPECT_FALSE(inner.expired());
+  y.realize();
+  EXPECT_TRUE(y.node()->realized() != nullptr);
+  EXPECT_TRUE(y.node()->sources().empty());
+  EXPECT_TRUE(inner.expired());  // exp(x) is freed: nothing refers to it any more
+  EXPECT_NE(y.node()->str().find("MUL"), std::string::npos);
+}

@@ -1,0 +1,335 @@
+// Reductions: every op over every axis subset, keepdim or not, int and float,
+// identities over empty axes, NaN propagation, large sums, matmul.
+#include <map>
+#include <random>
+
+#include "test_helpers.h"
+
+using namespace tiny;
+using namespace tiny::test;
+
+namespace {
+
+const std::vector<ReduceOp> kAllReduce = {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Max,
+                                          ReduceOp::Min, ReduceOp::Any,  ReduceOp::All};
+
+// Reference reduction in double (ints: exact in int64 with wraparound applied by the caller).
+struct RefReduce {
+  Shape out_keep;  // reduced axes as size 1
+  std::vector<double> values;
+};
+
+double identity(ReduceOp op, DType dt) {
+  switch (op) {
+    case ReduceOp::Sum: case ReduceOp::Any: return 0;
+    case ReduceOp::Prod: case ReduceOp::All: return 1;
+    case ReduceOp::Max:
+      if (dt == DType::Bool) return 0;
+      if (is_float(dt)) return -INFINITY;
+      if (!is_signed(dt)) return 0;
+      return dt == DType::Int64 ? -9223372036854775808.0 : -std::ldexp(1.0, int(itemsize(dt) * 8 - 1));
+    case ReduceOp::Min:
+      if (dt == DType::Bool) return 1;
+      if (is_float(dt)) return INFINITY;
+      return dt == DType::Int64 ? 9223372036854775807.0
+                                : std::ldexp(1.0, int(itemsize(dt) * 8 - (is_signed(dt) ? 1 : 0))) - 1;
+  }
+  return 0;
+}
+
+double combine(ReduceOp op, double acc, double v) {
+  switch (op) {
+    case ReduceOp::Sum: return acc + v;
+    case ReduceOp::Prod: return acc * v;
+    case ReduceOp::Max: return (std::isnan(acc) || std::isnan(v)) ? NAN : std::max(acc, v);
+    case ReduceOp::Min: return (std::isnan(acc) || std::isnan(v)) ? NAN : std::min(acc, v);
+    case ReduceOp::Any: return double(acc != 0 || v != 0);
+    case ReduceOp::All: return double(acc != 0 && v != 0);
+  }
+  return 0;
+}
+
+// Integers reduce exactly: sums and products modulo 2^64 (then wrapped to
+// the dtype), max/min on int64; floats in double.
+RefReduce ref_reduce(const std::vector<double>& x, const Shape& shape, ReduceOp op, const std::vector<int>& axes,
+                     DType dt) {
+  RefReduce r;
+  r.out_keep = shape;
+  for (int a : axes) r.out_keep[size_t(a)] = 1;
+  size_t n_out = size_t(numel(r.out_keep));
+  r.values.assign(n_out, identity(op, dt));
+  bool exact_int = is_int(dt) && (op == ReduceOp::Sum || op == ReduceOp::Prod);
+  std::vector<uint64_t> acc(n_out, op == ReduceOp::Prod ? 1 : 0);
+  size_t k = 0;
+  for_each_index(shape, [&](const std::vector<int64_t>& idx) {
+    int64_t o = 0;
+    for (size_t d = 0; d < shape.size(); d++) o = o * r.out_keep[d] + (r.out_keep[d] == 1 ? 0 : idx[d]);
+    double v = x[k++];
+    if (exact_int) {
+      uint64_t u = uint64_t(int64_t(v));
+      acc[size_t(o)] = op == ReduceOp::Sum ? acc[size_t(o)] + u : acc[size_t(o)] * u;
+    } else {
+      r.values[size_t(o)] = combine(op, r.values[size_t(o)], v);
+    }
+  });
+  if (exact_int) {
+    for (size_t i = 0; i < n_out; i++) {
+      std::vector<uint8_t> b(8);
+      std::memcpy(b.data(), &acc[i], 8);  // little endian: the low bytes are the wrapped value
+      r.values[i] = load_as_double(b.data(), dt, 0);
+    }
+  }
+  return r;
+}
+
+std::vector<std::vector<int>> axis_subsets(int ndim) {
+  std::vector<std::vector<int>> out;
+  for (int m = 0; m < (1 << ndim); m++) {
+    std::vector<int> a;
+    for (int d = 0; d < ndim; d++)
+      if (m >> d & 1) a.push_back(d);
+    out.push_back(a);
+  }
+  return out;
+}
+
+std::string axes_str(const std::vector<int>& a) {
+  std::string s = "(";
+  for (int x : a) s += std::to_string(x) + ",";
+  return s + ")";
+}
+
+void check_all_reductions(const std::vector<double>& x, const Shape& shape, DType dt, double rel_tol) {
+  Tensor t = from_doubles(x, shape, dt);
+  std::vector<double> xr = to_doubles(t);  // the values as stored in dt
+  struct Job { ReduceOp op; std::vector<int> axes; bool keep; Tensor out; };
+  std::vector<Job> jobs;
+  std::vector<Tensor> outs;
+  for (ReduceOp op : kAllReduce)
+    for (auto& axes : axis_subsets(int(shape.size())))
+      for (bool keep : {true, false}) {
+        jobs.push_back({op, axes, keep, t.reduce(op, axes, keep)});
+        outs.push_back(jobs.back().out);
+      }
+  Tensor::realize_all(outs);
+  for (auto& j : jobs) {
+    RefReduce ref = ref_reduce(xr, shape, j.op, j.axes, dt);
+    std::string what = std::string(reduce_name(j.op)) + "<" + dtype_name(dt) + ">" + shape_str(shape) + " axes" +
+                       axes_str(j.axes) + (j.keep ? " keepdim" : "");
+    Shape want_shape = ref.out_keep;
+    if (!j.keep) {
+      want_shape.clear();
+      for (size_t d = 0; d < shape.size(); d++)
+        if (std::find(j.axes.begin(), j.axes.end(), int(d)) == j.axes.end()) want_shape.push_back(shape[d]);
+    }
+    ASSERT_EQ(j.out.shape(), want_shape) << what;
+    DType want_dt = (j.op == ReduceOp::Any || j.op == ReduceOp::All) ? DType::Bool : dt;
+    ASSERT_EQ(j.out.dtype(), want_dt) << what;
+    auto got = to_doubles(j.out);
+    int bad = 0;
+    for (size_t k = 0; k < got.size(); k++) {
+      double want = ref.values[k];
+      if (want_dt == dt && is_float(dt)) {
+        // round the exact result to the dtype before comparing
+        std::vector<uint8_t> b(8);
+        store_double(b.data(), dt, 0, want);
+        want = load_as_double(b.data(), dt, 0);
+      }
+      if (dt == DType::Bool) want = double(want != 0);  // bool sum is any, bool prod is all
+      bool ok = same_value(got[k], want) ||
+                (rel_tol > 0 && std::isfinite(want) && std::fabs(got[k] - want) <= rel_tol * (1 + std::fabs(want)));
+      if (!ok && bad++ < 3) ADD_FAILURE() << what << " [" << k << "] = " << got[k] << ", want " << want;
+    }
+  }
+}
+
+}  // namespace
+
+TEST(Reduce, EveryOpEveryAxisFloat32) {
+  std::vector<double> x;
+  for (int i = 0; i < 24; i++) x.push_back(double((i * 7) % 11) - 4.5);  // exact sums; products stay small
+  check_all_reductions(x, {2, 3, 4}, DType::Float32, 1e-6);
+}
+
+TEST(Reduce, EveryOpEveryAxisFloat64) {
+  std::vector<double> x;
+  for (int i = 0; i < 30; i++) x.push_back(std::sin(double(i)) * 3);
+  check_all_reductions(x, {5, 1, 6}, DType::Float64, 1e-12);
+}
+
+TEST(Reduce, EveryOpEveryAxisInts) {
+  std::vector<double> x;
+  for (int i = 0; i < 24; i++) x.push_back(double((i * 5) % 9) - 3);
+  check_all_reductions(x, {3, 2, 4}, DType::Int32, 0);
+  check_all_reductions(x, {4, 6}, DType::Int64, 0);
+  std::vector<double> u;
+  for (int i = 0; i < 24; i++) u.push_back(double((i * 37) % 256));
+  check_all_reductions(u, {2, 12}, DType::UInt8, 0);  // sums and products wrap
+  std::vector<double> s;
+  for (int i = 0; i < 24; i++) s.push_back(double((i * 37) % 256) - 128);
+  check_all_reductions(s, {6, 4}, DType::Int8, 0);
+}
+
+TEST(Reduce, EveryOpEveryAxisBoolAndHalf) {
+  std::vector<double> b;
+  for (int i = 0; i < 12; i++) b.push_back(double((i % 5) != 0));
+  check_all_reductions(b, {3, 4}, DType::Bool, 0);
+  std::vector<double> h;
+  for (int i = 0; i < 12; i++) h.push_back(double(i % 4) * 0.5 - 0.75);
+  check_all_reductions(h, {4, 3}, DType::Float16, 0);
+  check_all_reductions(h, {2, 6}, DType::BFloat16, 0);
+}
+
+TEST(Reduce, NegativeAndDuplicateAxes) {
+  Tensor t = from(iota_f(24), {2, 3, 4});
+  auto a = to_vec<float>(t.reduce(ReduceOp::Sum, {-1, 0, -3}, false));
+  auto b = to_vec<float>(t.reduce(ReduceOp::Sum, {0, 2}, false));
+  EXPECT_EQ(a, b);
+  ASSERT_EQ(a.size(), 3u);
+  EXPECT_EQ(a[0], 0 + 1 + 2 + 3 + 12 + 13 + 14 + 15);
+  EXPECT_THROW(t.reduce(ReduceOp::Sum, {3}, false), std::invalid_argument);
+  EXPECT_THROW(t.reduce(ReduceOp::Sum, {-4}, false), std::invalid_argument);
+}
+
+TEST(Reduce, EmptyAxesIsIdentity) {
+  Tensor t = from(iota_f(6), {2, 3});
+  Tensor r = t.reduce(ReduceOp::Sum, {}, false);
+  EXPECT_EQ(r.shape(), (Shape{2, 3}));
+  EXPECT_EQ(r.node(), t.node());  // no reduce node at all
+  EXPECT_EQ(to_vec<float>(t.reduce(ReduceOp::Max, {}, true)), iota_f(6));
+  // reducing only size-1 axes: identity too
+  Tensor u = from(iota_f(6), {2, 1, 3});
+  EXPECT_EQ(u.reduce(ReduceOp::Prod, {1}, true).node(), u.node());
+  EXPECT_EQ(to_vec<float>(u.reduce(ReduceOp::Prod, {1}, false)), iota_f(6));
+  // ... but any/all of floats still yields bool
+  auto any = to_vec<uint8_t>(u.reduce(ReduceOp::Any, {1}, false));
+  EXPECT_EQ(any, (std::vector<uint8_t>{0, 1, 1, 1, 1, 1}));
+}
+
+TEST(Reduce, SizeZeroDimsGiveIdentities) {
+  for (DType dt : {DType::Float32, DType::Int32, DType::Int64, DType::UInt8, DType::Bool, DType::Float16}) {
+    Tensor e = Tensor::from_host(nullptr, {0, 3}, dt);
+    for (ReduceOp op : kAllReduce) {
+      std::string what = std::string(reduce_name(op)) + "<" + dtype_name(dt) + ">";
+      Tensor r = e.reduce(op, {0}, false);
+      ASSERT_EQ(r.shape(), (Shape{3})) << what;
+      auto got = to_doubles(r);
+      DType out = (op == ReduceOp::Any || op == ReduceOp::All) ? DType::Bool : dt;
+      double want = identity(op, out == DType::Bool ? DType::Bool : dt);
+      for (double g : got) EXPECT_TRUE(same_value(g, want)) << what << ": " << g << " want " << want;
+      // all axes, keepdim
+      auto all = to_doubles(e.reduce(op, {0, 1}, true));
+      ASSERT_EQ(all.size(), 1u);
+      EXPECT_TRUE(same_value(all[0], want)) << what << " over all axes: " << all[0];
+      // reducing the non-empty axis leaves an empty result
+      EXPECT_EQ(e.reduce(op, {1}, true).shape(), (Shape{0, 1}));
+      EXPECT_TRUE(to_doubles(e.reduce(op, {1}, false)).empty());
+    }
+  }
+  // an empty axis next to a non-empty reduced one, through a view
+  Tensor v = from(iota_f(6), {2, 3}).shrink({{0, 2}, {1, 1}});  // (2, 0)
+  EXPECT_EQ(to_vec<float>(v.reduce(ReduceOp::Sum, {1}, false)), (std::vector<float>{0, 0}));
+  EXPECT_EQ(to_vec<float>(v.reduce(ReduceOp::Prod, {0, 1}, false)), (std::vector<float>{1}));
+}
+
+TEST(Reduce, NaNPropagatesInMaxMin) {
+  float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> x = {1, nan, 3, -1, 2, 5, nan, nan, nan, 0, -INFINITY, INFINITY};
+  Tensor t = from(x, {4, 3});
+  auto mx = to_vec<float>(t.reduce(ReduceOp::Max, {1}, false));
+  auto mn = to_vec<float>(t.reduce(ReduceOp::Min, {1}, false));
+  EXPECT_TRUE(std::isnan(mx[0]));
+  EXPECT_EQ(mx[1], 5);
+  EXPECT_TRUE(std::isnan(mx[2]));
+  EXPECT_EQ(mx[3], INFINITY);
+  EXPECT_TRUE(std::isnan(mn[0]));
+  EXPECT_EQ(mn[1], -1);
+  EXPECT_TRUE(std::isnan(mn[2]));
+  EXPECT_EQ(mn[3], -INFINITY);
+  // the NaN in the first or the last position, long rows (vectorized)
+  std::vector<float> row(1000, 1.f);
+  row[0] = nan;
+  EXPECT_TRUE(std::isnan(to_vec<float>(from(row, {1000}).reduce(ReduceOp::Max, {0}, false))[0]));
+  row[0] = 1.f;
+  row[999] = nan;
+  EXPECT_TRUE(std::isnan(to_vec<float>(from(row, {1000}).reduce(ReduceOp::Min, {0}, false))[0]));
+  // sums see NaN too; any/all treat NaN as true
+  EXPECT_TRUE(std::isnan(to_vec<float>(t.reduce(ReduceOp::Sum, {0, 1}, false))[0]));
+  std::vector<float> z = {0, nan};
+  EXPECT_EQ(to_vec<uint8_t>(from(z, {2}).reduce(ReduceOp::Any, {0}, false))[0], 1);
+  EXPECT_EQ(to_vec<uint8_t>(from(z, {2}).reduce(ReduceOp::All, {0}, false))[0], 0);
+}
+
+TEST(Reduce, LargeSums) {
+  const int64_t n = (1 << 20) + 7;
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> u(0.f, 1.f);
+  std::vector<float> x(static_cast<size_t>(n));
+  double exact = 0;
+  for (auto& v : x) {
+    v = u(rng);
+    exact += v;
+  }
+  float got = to_vec<float>(from(x, {n}).reduce(ReduceOp::Sum, {0}, false))[0];
+  EXPECT_NEAR(got, exact, exact * 1e-5);
+  // the same data as a (1025, 1023) matrix-ish shape reduced over rows and columns
+  std::vector<float> m(x.begin(), x.begin() + 1024 * 1024);
+  Tensor t = from(m, {1024, 1024});
+  auto cols = to_vec<float>(t.reduce(ReduceOp::Sum, {0}, false));
+  auto rows = to_vec<float>(t.reduce(ReduceOp::Sum, {1}, false));
+  auto rows_t = to_vec<float>(t.permute({1, 0}).reduce(ReduceOp::Sum, {0}, false));  // strided reads
+  for (int j = 0; j < 1024; j += 97) {
+    double c = 0, r = 0;
+    for (int i = 0; i < 1024; i++) {
+      c += m[size_t(i) * 1024 + size_t(j)];
+      r += m[size_t(j) * 1024 + size_t(i)];
+    }
+    EXPECT_NEAR(cols[size_t(j)], c, 1e-3) << j;
+    EXPECT_NEAR(rows[size_t(j)], r, 1e-3) << j;
+    EXPECT_NEAR(rows_t[size_t(j)], r, 1e-3) << j;
+  }
+  // int64 sums are exact
+  std::vector<int64_t> big(static_cast<size_t>(n));
+  int64_t total = 0;
+  for (int64_t i = 0; i < n; i++) {
+    big[size_t(i)] = (i * 2654435761LL) % 1000003 - 500000;
+    total += big[size_t(i)];
+  }
+  EXPECT_EQ(to_vec<int64_t>(from(big, {n}).reduce(ReduceOp::Sum, {0}, false))[0], total);
+  // max over 2^20 elements finds the one large value
+  x[777777] = 5.f;
+  EXPECT_EQ(to_vec<float>(from(x, {n}).reduce(ReduceOp::Max, {0}, false))[0], 5.f);
+}
+
+TEST(Reduce, Matmul) {
+  auto check = [](int64_t b, int64_t n, int64_t k, int64_t m) {
+    std::vector<float> x(size_t(b * n * k)), y(size_t(b * k * m));
+    for (size_t i = 0; i < x.size(); i++) x[i] = float(int(i % 7) - 3);
+    for (size_t i = 0; i < y.size(); i++) y[i] = float(int(i % 5) - 2) * 0.5f;
+    Shape xs{n, k}, ys{k, m};
+    if (b > 1) {
+      xs.insert(xs.begin(), b);
+      ys.insert(ys.begin(), b);
+    }
+    Tensor r = from(x, xs).matmul(from(y, ys));
+    Shape want_shape{n, m};
+    if (b > 1) want_shape.insert(want_shape.begin(), b);
+    ASSERT_EQ(r.shape(), want_shape);
+    auto got = to_vec<float>(r);
+    for (int64_t bb = 0; bb < b; bb++)
+      for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < m; j++) {
+          float acc = 0;
+          for (int64_t q = 0; q < k; q++) acc += x[size_t((bb * n + i) * k + q)] * y[size_t((bb * k + q) * m + j)];
+          EXPECT_EQ(got[size_t((bb * n + i) * m + j)], acc) << b << "x" << n << "x" << k << "x" << m;
+        }
+  };
+  check(1, 3, 4, 5);
+  check(1, 1, 7, 1);
+  check(2, 5, 3, 4);
+  check(1, 17, 33, 9);
+  // integer matmul
+  std::vector<int32_t> a = {1, 2, 3, 4, 5, 6}, b = {7, 8, 9, 10, 11, 12};
+  EXPECT_EQ(to_vec<int32_t>(from(a, {2, 3}).matmul(from(b, {3, 2}))), (std::vector<int32_t>{58, 64, 139, 154}));
+  EXPECT_THROW(from(a, {2, 3}).matmul(from(b, {2, 3})), std::invalid_argument);
+}

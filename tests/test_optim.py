@@ -1,0 +1,149 @@
+"""Optimizers (SGD, Adam, AdamW, RMSprop; foreach and single-tensor paths) and the _foreach_*
+kernels vs the CPU; an optimizer step runs no kernel before a sync."""
+
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from conftest import DEV, IS_TINY, assert_same, requires_tiny, sync, to_dev
+from nn_helpers import allow_fallback_outside_scope
+
+CONFIGS = [
+    (torch.optim.SGD, dict(lr=0.1)),
+    (torch.optim.SGD, dict(lr=0.1, momentum=0.9, dampening=0.1, weight_decay=0.01)),
+    (torch.optim.SGD, dict(lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01)),
+    (torch.optim.SGD, dict(lr=0.1, momentum=0.9, maximize=True)),
+    (torch.optim.Adam, dict(lr=0.01)),
+    (torch.optim.Adam, dict(lr=0.01, weight_decay=0.1, amsgrad=True)),
+    (torch.optim.AdamW, dict(lr=0.01, weight_decay=0.1)),
+    (torch.optim.AdamW, dict(lr=0.01, betas=(0.8, 0.9), amsgrad=True)),
+    (torch.optim.RMSprop, dict(lr=0.01)),
+    (torch.optim.RMSprop, dict(lr=0.01, momentum=0.9, centered=True, weight_decay=0.1)),
+]
+
+
+def _model():
+    # Linear + conv + pooling: ops of this layer and the core (no activations from elsewhere)
+    return nn.Sequential(nn.Conv2d(2, 3, 3, padding=1), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(3 * 4 * 4, 5))
+
+
+def _train(opt_cls, kw, foreach, steps=3, clip=False):
+    torch.manual_seed(0)
+    mc = _model()
+    md = copy.deepcopy(mc).to(DEV)
+    oc = opt_cls(mc.parameters(), foreach=foreach, **kw)
+    od = opt_cls(md.parameters(), foreach=foreach, **kw)
+    for _ in range(steps):
+        x, y = torch.randn(4, 2, 8, 8), torch.randn(4, 5)
+        for m, o, xx, yy in [(mc, oc, x, y), (md, od, to_dev(x), to_dev(y))]:
+            o.zero_grad()
+            F.mse_loss(m(xx), yy).backward()
+            if clip:
+                nn.utils.clip_grad_norm_(m.parameters(), 0.05, foreach=foreach)
+            o.step()
+    for pc, pd in zip(mc.parameters(), md.parameters()):
+        assert_same(pd, pc, rtol=1e-4, atol=1e-5)
+    for sc, sd in zip(oc.state.values(), od.state.values()):
+        for k in sc:
+            if isinstance(sc[k], torch.Tensor):
+                assert_same(sd[k], sc[k], rtol=1e-4, atol=1e-5, check_device=sd[k].device.type != "cpu", msg=k)
+
+
+@pytest.mark.parametrize("opt_cls,kw", CONFIGS, ids=lambda v: v.__name__ if isinstance(v, type) else str(v))
+def test_optimizer_foreach(opt_cls, kw):
+    _train(opt_cls, kw, foreach=True)
+
+
+@pytest.mark.parametrize("opt_cls,kw", CONFIGS, ids=lambda v: v.__name__ if isinstance(v, type) else str(v))
+def test_optimizer_single_tensor(opt_cls, kw):
+    if opt_cls is torch.optim.SGD:
+        _train(opt_cls, kw, foreach=False)
+    else:
+        with allow_fallback_outside_scope("lerp_, addcmul_, addcdiv_ (single-tensor elementwise ops)"):
+            _train(opt_cls, kw, foreach=False)
+
+
+@pytest.mark.parametrize("foreach", [True, False])
+def test_clip_grad_norm(foreach):
+    with allow_fallback_outside_scope("stack, linalg_vector_norm (reductions) used by clip_grad_norm_"):
+        _train(torch.optim.SGD, dict(lr=0.1, momentum=0.9), foreach=foreach, clip=True)
+
+
+def test_foreach_step_is_lazy():
+    requires_tiny()
+    from torch_tiny import debug
+    torch.manual_seed(0)
+    m = _model().to(DEV)
+    opt = torch.optim.Adam(m.parameters(), lr=0.01, foreach=True)
+    x, y = to_dev(torch.randn(4, 2, 8, 8)), to_dev(torch.randn(4, 5))
+    for _ in range(2):
+        opt.zero_grad()
+        F.mse_loss(m(x), y).backward()
+        before = debug.kernel_count()
+        opt.step()
+        assert debug.kernel_count() == before, "the optimizer step ran kernels before a sync"
+        sync()
+
+
+def test_foreach_ops():
+    a = [torch.randn(3, 4), torch.randn(5), torch.randn(())]
+    b = [torch.randn(3, 4), torch.randn(5), torch.randn(())]
+    c = [torch.rand(3, 4) + 0.5, torch.rand(5) + 0.5, torch.rand(()) + 0.5]
+    da, db, dc = ([to_dev(t) for t in l] for l in (a, b, c))
+    checks = [
+        (lambda x, y, z: torch._foreach_add(x, y, alpha=2)),
+        (lambda x, y, z: torch._foreach_add(x, 1.5)),
+        (lambda x, y, z: torch._foreach_sub(x, [1, 2, 3])),
+        (lambda x, y, z: torch._foreach_mul(x, y)),
+        (lambda x, y, z: torch._foreach_div(x, z)),
+        (lambda x, y, z: torch._foreach_maximum(x, y)),
+        (lambda x, y, z: torch._foreach_clamp_min(x, 0.1)),
+        (lambda x, y, z: torch._foreach_pow(z, 1.5)),
+        (lambda x, y, z: torch._foreach_sqrt(z)),
+        (lambda x, y, z: torch._foreach_neg(x)),
+        (lambda x, y, z: torch._foreach_reciprocal(z)),
+        (lambda x, y, z: torch._foreach_addcmul(x, y, z, value=0.5)),
+        (lambda x, y, z: torch._foreach_addcdiv(x, y, z, [0.1, 0.2, 0.3])),
+        (lambda x, y, z: torch._foreach_lerp(x, y, 0.3)),
+        (lambda x, y, z: torch._foreach_lerp(x, y, 0.7)),
+        (lambda x, y, z: torch._foreach_lerp(x, y, z)),
+        (lambda x, y, z: torch._foreach_norm(x)),
+        (lambda x, y, z: torch._foreach_norm(x, 1)),
+        (lambda x, y, z: torch._foreach_norm(x, float("inf"))),
+        (lambda x, y, z: torch._foreach_norm(x, 3)),
+    ]
+    for i, f in enumerate(checks):
+        assert_same(f(da, db, dc), f(a, b, c), rtol=1e-5, atol=1e-6, msg=f"check {i}")
+    # one-tensor variants (what clip_grad_norm_ uses) with a device scalar
+    s = torch.tensor(0.25)
+    assert_same(torch._foreach_mul(da, to_dev(s)), torch._foreach_mul(a, s))
+    assert_same(torch._foreach_add(da, to_dev(s), alpha=-1), torch._foreach_add(a, s, alpha=-1))
+
+
+def test_foreach_inplace_ops():
+    a = [torch.randn(3, 4), torch.randn(5)]
+    b = [torch.randn(3, 4), torch.randn(5)]
+    da, db = [to_dev(t) for t in a], [to_dev(t) for t in b]
+    views = [da[0][1], da[1][::2]]  # aliases must see the updates
+    for f in [lambda x, y: torch._foreach_add_(x, y, alpha=0.5), lambda x, y: torch._foreach_mul_(x, 2.0),
+              lambda x, y: torch._foreach_addcmul_(x, y, y, value=0.1), lambda x, y: torch._foreach_lerp_(x, y, 0.2),
+              lambda x, y: torch._foreach_div_(x, [2.0, 4.0]), lambda x, y: torch._foreach_zero_(y)]:
+        f(a, b)
+        f(da, db)
+        assert_same(da, a, rtol=1e-5, atol=1e-6)
+        assert_same(db, b)
+    assert_same(views[0], a[0][1], rtol=1e-5, atol=1e-6)
+    assert_same(views[1], a[1][::2], rtol=1e-5, atol=1e-6)
+
+
+def test_foreach_errors():
+    a = [to_dev(torch.randn(3)), to_dev(torch.randn(2))]
+    with pytest.raises(RuntimeError):
+        torch._foreach_add(a, [to_dev(torch.randn(3))])
+    with pytest.raises(RuntimeError):
+        torch._foreach_mul_(a, [1.0])
+    with pytest.raises(RuntimeError):
+        torch._foreach_add_([to_dev(torch.ones(3, dtype=torch.long))], 1.5)

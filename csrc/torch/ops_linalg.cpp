@@ -1,5 +1,6 @@
 // Linear algebra on engine graphs: mm, bmm, addmm, addmv, mv, dot, vdot,
-// baddbmm, addbmm, addr, trace, tril/triu, diag_embed, _addmm_activation.
+// baddbmm, addbmm, addr, trace, diag_embed, _addmm_activation (tril / triu
+// live with the creation ops).
 // A product is a broadcast multiply and a SUM reduce over k, so an epilogue
 // (bias, activation) fuses into the same kernel. 16-bit floats accumulate in
 // float32 and round once at the end, as the CPU's BLAS paths do. matmul,
@@ -373,33 +374,6 @@ at::Tensor trace(const at::Tensor& self) {
   return make_result(s.cast(to_engine(dt)), dt);
 }
 
-// ---------------------------------------------------------------- tril / triu
-// keep (row, col) where col - row <= k (tril) or >= k (triu), zero elsewhere
-T triangle_value(const at::Tensor& self, int64_t k, bool lower) {
-  TORCH_CHECK(self.dim() >= 2, lower ? "tril" : "triu", ": input tensor must have at least 2 dimensions");
-  T x = read(self);
-  int nd = x.ndim();
-  T diff = sub(iota(x.shape(), nd - 1), iota(x.shape(), nd - 2));
-  T kk = constant(x.shape(), double(k), tiny::DType::Int64);
-  T keep = lower ? diff.binary(Op::CmpLe, kk) : kk.binary(Op::CmpLe, diff);
-  return select(keep, x, constant_like(x, 0));
-}
-template <bool Lower>
-at::Tensor tril(const at::Tensor& self, int64_t k) {
-  TinyOp op(Lower ? "tril" : "triu");
-  return make_result(triangle_value(self, k, Lower), self.scalar_type());
-}
-template <bool Lower>
-at::Tensor& tril_(at::Tensor& self, int64_t k) {
-  TinyOp op(Lower ? "tril_" : "triu_");
-  return assign_inplace(self, triangle_value(self, k, Lower), self.scalar_type(), {});
-}
-template <bool Lower>
-at::Tensor& tril_out(const at::Tensor& self, int64_t k, at::Tensor& out) {
-  TinyOp op(Lower ? "tril" : "triu");
-  return assign_out_exact(out, triangle_value(self, k, Lower), self.scalar_type());
-}
-
 // ---------------------------------------------------------------- diag_embed
 // out[..., r, c] = x[..., r] (offset >= 0) or x[..., c] (offset < 0) where
 // c - r == offset, then the two new dims are moved to dim1 / dim2.
@@ -463,12 +437,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("addr.out", addr_out);
   m.impl("addr_", addr_);
   m.impl("trace", trace);
-  m.impl("tril", tril<true>);
-  m.impl("tril_", tril_<true>);
-  m.impl("tril.out", tril_out<true>);
-  m.impl("triu", tril<false>);
-  m.impl("triu_", tril_<false>);
-  m.impl("triu.out", tril_out<false>);
   m.impl("diag_embed", diag_embed);
 }
 

@@ -862,7 +862,8 @@ class Renderer {
           return value(out, "(" + t + ")((int)(" + a + " > 0) - (int)(" + a + " < 0))");
         }
         std::string t = reg_type(in);
-        return value(out, a + " != " + a + " ? " + a + " : (" + t + ")(" + a + " > 0) - (" + t + ")(" + a + " < 0)");
+        // (x > 0) - (x < 0): NaN gives 0, as torch.sign
+        return value(out, "(" + t + ")(" + a + " > 0) - (" + t + ")(" + a + " < 0)");
       }
       case Op::IsNan: return f ? value(DType::Bool, "(" + a + " != " + a + ")") : "false";
       default: break;

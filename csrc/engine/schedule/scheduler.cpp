@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "engine/codegen/index_walk.h"
+#include "engine/tensor/tensor.h"
 #include "engine/runtime/device.h"
 
 namespace tiny {
@@ -59,7 +60,17 @@ struct Planner {
 
   // Realize points every schedule must have, whatever fusion decides.
   void forced_roots(const std::vector<NodeRef>& targets, const std::vector<const Node*>& order) {
-    for (auto& t : targets) roots[t.get()] = "requested";
+    for (auto& t : targets) {
+      roots[t.get()] = "requested";
+      // A requested reshape of a computed value: the value itself is stored
+      // (the reshape aliases it), so other kernels can read it too.
+      const Node* n = t.get();
+      while (n->op == Op::View && n->args.st.is_contiguous() && !n->src[0]->realized() &&
+             n->src[0]->op != Op::Buffer) {
+        n = n->src[0].get();
+        if (!roots.count(n)) roots[n] = "requested (as a reshape)";
+      }
+    }
     for (const Node* n : order) {
       if (roots.count(n)) continue;
       if (n->op == Op::Contiguous) roots[n] = "contiguous";
@@ -107,9 +118,37 @@ void realize_repeated_reduces(Planner& p, const std::vector<const Node*>& order)
     std::unordered_map<const Node*, double> evals;
     std::unordered_map<const Node*, std::vector<const Node*>> enclosing;  // reduce -> reduces around it
     std::unordered_set<const Node*> nested;
+    // Kernels with the same number of elements are merged into one (see
+    // create_schedule), which evaluates what they share once: walk each such
+    // group with one walker, every tree seen in the group's shape.
+    struct Group {
+      Shape shape;
+      std::vector<std::pair<const Node*, NodeRef>> trees;  // (root, tree seen in `shape`)
+    };
+    std::map<std::pair<int64_t, int>, Group> groups;
+    std::vector<NodeRef> temporaries;
+    int unique = 0;
     for (auto* root : order) {
       if (!p.roots.count(root)) continue;
-      for (auto [tree, shape] : kernel_trees(p, root)) {
+      auto trees = kernel_trees(p, root);
+      for (size_t t = 0; t < trees.size(); t++) {
+        auto [tree, shape] = trees[t];
+        bool region = t > 0 && (root->op == Op::Write || root->op == Op::Scatter);
+        Group& g = groups[{numel(shape), region ? ++unique : 0}];
+        if (g.trees.empty()) g.shape = shape;
+        NodeRef ref = p.refs.count(tree) ? p.refs.at(tree) : NodeRef();
+        if (!ref) continue;
+        if (shape != g.shape) {
+          ref = Tensor(ref).reshape(g.shape).node();
+          temporaries.push_back(ref);
+        }
+        g.trees.emplace_back(root, ref);
+      }
+    }
+    for (auto& [key, g] : groups) {
+      {
+        const Node* root = nullptr;
+        const Shape& shape = g.shape;
         struct VarInfo { double extent; int parent; int depth; bool in_reduce; };
         std::vector<VarInfo> vars;
         std::vector<const Node*> stack;
@@ -155,7 +194,10 @@ void realize_repeated_reduces(Planner& p, const std::vector<const Node*>& order)
         w.leave = [&](const Node* n) {
           if (n->op == Op::Reduce) stack.pop_back();
         };
-        w.walk(tree, idx, cnst(1));
+        for (auto& [r, tree] : g.trees) {
+          root = r;
+          w.walk(tree.get(), idx, cnst(1));
+        }
       }
     }
     // A reduce may be computed once per element; an expensive elementwise
@@ -309,38 +351,105 @@ Schedule create_schedule(const std::vector<NodeRef>& targets) {
     }
   }
 
+  // A kernel may run as late as the level before its first reader; within
+  // that window it joins a kernel with as many elements (a reshape of its
+  // values puts them in that kernel's iteration shape).
+  std::unordered_map<const Buffer*, int> latest;
+  for (auto& pk : pending) latest[pk.k.buffers[0]->owner()] = 1 << 30;
+  for (auto& q : pending)
+    for (size_t x = 0; x < q.k.buffers.size(); x++) {
+      const Buffer* owner = q.k.buffers[x]->owner();
+      auto it = latest.find(owner);
+      if (it == latest.end()) continue;
+      bool own_output = false;
+      for (auto& o : q.k.outputs) own_output |= q.k.buffers[size_t(o.buffer)]->owner() == owner;
+      // the base-copy kernel of a partial write must come before its region kernel
+      if (own_output && q.mergeable) continue;
+      it->second = std::min(it->second, q.level - 1);
+    }
   std::stable_sort(pending.begin(), pending.end(), [](const Pending& a, const Pending& b) { return a.level < b.level; });
-  for (size_t i = 0; i < pending.size(); i++) {
-    Pending& a = pending[i];
-    if (!a.mergeable) {
-      sched.kernels.push_back(std::move(a.k));
+  struct Group {
+    Kernel k;
+    int level;
+    bool mergeable;
+    std::unordered_set<const Buffer*> writes;  // output buffers
+  };
+  std::vector<Group> groups;
+  for (auto& pk : pending) {
+    int last = latest.count(pk.k.buffers[0]->owner()) ? latest[pk.k.buffers[0]->owner()] : pk.level;
+    std::unordered_set<const Buffer*> own;
+    for (auto& o : pk.k.outputs) own.insert(pk.k.buffers[size_t(o.buffer)].get());
+    Group* into = nullptr;
+    bool inline_loads = false;
+    if (pk.mergeable) {
+      for (auto& g : groups) {
+        if (!g.mergeable || g.k.outputs.empty() || numel(g.k.shape) != numel(pk.k.shape)) continue;
+        if (g.level >= pk.level && g.level <= last) {  // independent: run side by side
+          into = &g;
+          break;
+        }
+        if (g.level < pk.level) {
+          // A consumer of this group's outputs (and of nothing newer) with the
+          // same element count: evaluate those outputs inline instead of
+          // loading them; in the merged kernel they are the same expressions
+          // at the same indices, so nothing is computed twice.
+          bool ok = true;
+          for (auto& b : pk.k.buffers) {
+            if (own.count(b.get())) continue;
+            auto it = level_of.find(b->owner());
+            if (it == level_of.end() || it->second < g.level) continue;
+            if (it->second != g.level || !g.writes.count(b.get())) ok = false;  // its last writer is g
+          }
+          for (auto& [node, bi] : pk.k.loads) {
+            const Buffer* b = pk.k.buffers[size_t(bi)].get();
+            if (g.writes.count(b) && (node->dtype != b->dtype() || node->realized() || node->op == Op::Write ||
+                                      node->op == Op::Scatter))
+              ok = false;
+          }
+          if (ok) {
+            into = &g;
+            inline_loads = true;
+            break;
+          }
+        }
+      }
+    }
+    if (!into) {
+      Group g{std::move(pk.k), pk.level, pk.mergeable, {}};
+      g.writes = own;
+      groups.push_back(std::move(g));
       continue;
     }
-    for (size_t j = i + 1; j < pending.size() && pending[j].level == a.level; j++) {
-      Pending& b = pending[j];
-      if (!b.mergeable || b.k.shape != a.k.shape || b.k.outputs.empty()) continue;
-      // merge b into a: renumber b's buffers
-      std::unordered_map<const Buffer*, int> index;
-      for (size_t x = 0; x < a.k.buffers.size(); x++) index[a.k.buffers[x].get()] = int(x);
-      auto id = [&](const BufferRef& buf) {
-        auto it = index.find(buf.get());
-        if (it != index.end()) return it->second;
-        int v = int(a.k.buffers.size());
-        a.k.buffers.push_back(buf);
-        index[buf.get()] = v;
-        return v;
-      };
-      for (auto o : b.k.outputs) {
-        o.buffer = id(b.k.buffers[o.buffer]);
-        a.k.outputs.push_back(o);
+    if (inline_loads)
+      for (auto it = pk.k.loads.begin(); it != pk.k.loads.end();)
+        it = into->writes.count(pk.k.buffers[size_t(it->second)].get()) ? pk.k.loads.erase(it) : std::next(it);
+    into->writes.insert(own.begin(), own.end());
+    Kernel& a = into->k;
+    Kernel& b = pk.k;
+    std::unordered_map<const Buffer*, int> index;
+    for (size_t x = 0; x < a.buffers.size(); x++) index[a.buffers[x].get()] = int(x);
+    auto id = [&](const BufferRef& buf) {
+      auto it = index.find(buf.get());
+      if (it != index.end()) return it->second;
+      int v = int(a.buffers.size());
+      a.buffers.push_back(buf);
+      index[buf.get()] = v;
+      return v;
+    };
+    for (auto o : b.outputs) {
+      o.buffer = id(b.buffers[size_t(o.buffer)]);
+      if (b.shape != a.shape) {
+        o.value = Tensor(o.value).reshape(a.shape).node();
+        o.store = ShapeTracker::from_shape(a.shape);
       }
-      for (auto& [node, bi] : b.k.loads) a.k.loads[node] = id(b.k.buffers[bi]);
-      if (a.k.reason.find(b.k.reason) == std::string::npos) a.k.reason += "; " + b.k.reason;
-      b.k.outputs.clear();
-      b.mergeable = false;
+      a.outputs.push_back(o);
     }
-    sched.kernels.push_back(std::move(a.k));
+    for (auto& [node, bi] : b.loads) a.loads[node] = id(b.buffers[size_t(bi)]);
+    if (a.reason.find(b.reason) == std::string::npos) a.reason += "; " + b.reason;
   }
+  // execution order: by level (stable)
+  std::stable_sort(groups.begin(), groups.end(), [](const Group& x, const Group& y) { return x.level < y.level; });
+  for (auto& g : groups) sched.kernels.push_back(std::move(g.k));
   sched.kernels.erase(std::remove_if(sched.kernels.begin(), sched.kernels.end(),
                                      [](const Kernel& k) { return k.outputs.empty(); }),
                       sched.kernels.end());

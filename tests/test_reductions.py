@@ -622,16 +622,16 @@ def test_kernel_counts():
     assert _count(lambda x: x.sum(), x) == 1
     assert _count(lambda x: (x * 2 + 1).sum(1), x) == 1
     assert _count(lambda x: x.aminmax(dim=0), x) == 1  # both reduces share one kernel
-    # the extreme is hoisted out of the first-index reduce: one kernel ...
+    # the extreme is hoisted out of the first-index reduce, and max.dim's two
+    # outputs share one kernel
     assert _count(lambda x: x.argmax(), x) == 1
     assert _count(lambda x: x.argmin(1), x) == 1
-    # ... but max.dim also returns the extreme, which both outputs' kernels would
-    # compute: goal 1 (multi-output kernels), 2 today
-    assert _count(lambda x: x.max(1), x) == 2
-    # var: the mean is hoisted into the squared-deviation reduce (one kernel);
-    # var_mean: goal 1, but the shared sum feeds two outputs, so 2 today
+    assert _count(lambda x: x.max(1), x) == 1
+    # var: the mean is hoisted into the squared-deviation reduce; var_mean's mean
+    # output comes from the same kernel (the goal)
     assert _count(lambda x: x.var(0), x) == 1
-    assert _count(lambda x: torch.var_mean(x, 0), x) == 2
+    assert _count(lambda x: torch.var_mean(x, 0), x) == 1
+    assert _count(lambda x: torch.std_mean(x, 1), x) == 1
     assert _count(lambda x: x.logsumexp(1), x) == 1
 
 

@@ -10,8 +10,9 @@
 // and let every element combine the inclusive total of the blocks before it
 // with the direct scan of its own block (one fused kernel per level). Per
 // level: O(n * b) arithmetic on cached data and O(n) memory traffic; levels
-// shrink by b, so the whole scan is O(n * b) work in about 2 * log_b(n / 32)
-// + 1 kernels (n = 2000: 5, n = 40000: 9, n = 1e6: 11). b = 8 measured best
+// shrink by b, so the whole scan is O(n * b) work in at most 2 * log_b(n / 32)
+// + 1 kernels before the scheduler merges some (n = 2000: 5 -> 4, n = 40000:
+// 9 -> 7). b = 8 measured best
 // on the CPU (b = 32 was ~4x slower at n = 1e6: the block scan dominates).
 #pragma once
 #include <functional>

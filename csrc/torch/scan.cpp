@@ -49,7 +49,9 @@ T scan_last(const T& x, const ScanRule& rule) {
   int64_t n = s.back();
   if (n <= 1 || x.numel() == 0) return x;
   if (n <= kScanDirect) return direct_scan_last(x, rule);
-  int64_t b = kScanBlock, blocks = (n + b - 1) / b;
+  // a block size that divides n avoids the padded (masked) view in the hot kernel
+  int64_t b = (n % kScanBlock != 0 && n % (kScanBlock / 2) == 0) ? kScanBlock / 2 : kScanBlock;
+  int64_t blocks = (n + b - 1) / b;
   // The zero padding only feeds outputs past n and the last block's total,
   // which no carry uses (scans are causal).
   tiny::Ranges pad(size_t(nd), {0, 0});

@@ -5,15 +5,17 @@
 // identity, reduced over n_in. O(n^2) arithmetic, O(n) memory traffic, and a
 // single REDUCE the scheduler fuses into its consumer (one kernel).
 //
-// Longer axes are blocked: pad to B = ceil(n / b) blocks of b = kScanBlock,
-// reduce each block to its total (kernel 1), scan the B totals recursively,
-// and let every element combine the inclusive total of the blocks before it
-// with the direct scan of its own block (one fused kernel per level). Per
-// level: O(n * b) arithmetic on cached data and O(n) memory traffic; levels
-// shrink by b, so the whole scan is O(n * b) work in at most 2 * log_b(n / 32)
-// + 1 kernels before the scheduler merges some (n = 2000: 5 -> 4, n = 40000:
-// 9 -> 7). b = 8 measured best
-// on the CPU (b = 32 was ~4x slower at n = 1e6: the block scan dominates).
+// Longer axes are blocked: pad to B = ceil(n / b) blocks of b = kScanBlock
+// (b / 2 when that divides n and b does not: no padded view in the hot
+// kernel), reduce each block to its total, scan the B totals recursively, and
+// let every element combine the inclusive total of the blocks before it with
+// the direct scan of its own block (one fused kernel per level). Per level:
+// O(n * b) arithmetic on cached data and O(n) memory traffic; levels shrink by
+// b, so the whole scan is O(n * b) work in at most 2 * log_b(n / 32) + 1
+// kernels before the scheduler merges some (n = 2000: 4, n = 40000: 6,
+// n = 1e6: 8). On the CPU b = 16 balanced the block scan's cost (b = 32 was
+// ~2x slower at n = 1e6) against the graph size the scheduler walks (b = 8
+// doubled the scheduling time of cummax / logcumsumexp).
 #pragma once
 #include <functional>
 
@@ -22,7 +24,7 @@
 namespace torch_tiny {
 
 constexpr int64_t kScanDirect = 32;
-constexpr int64_t kScanBlock = 8;
+constexpr int64_t kScanBlock = 16;  // 8 when that divides n and 16 does not
 
 struct ScanRule {
   // Reduce x over `axis` keeping it; `mask` (bool, x's shape, or null) marks

@@ -1,6 +1,7 @@
 #include "engine/schedule/scheduler.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <unordered_set>
 
@@ -27,6 +28,8 @@ bool is_size_changing_bitcast(const Node* n) {
   return n->op == Op::Bitcast && itemsize(n->dtype) != itemsize(n->src[0]->dtype);
 }
 
+}  // namespace
+
 // Nodes reachable from the targets without passing realized ones, producers first.
 std::vector<const Node*> toposort(const std::vector<NodeRef>& targets) {
   std::vector<const Node*> order;
@@ -52,6 +55,8 @@ std::vector<const Node*> toposort(const std::vector<NodeRef>& targets) {
   }
   return order;
 }
+
+namespace {
 
 struct Planner {
   std::unordered_map<const Node*, NodeRef> refs;  // keep nodes alive and find their refs
@@ -221,6 +226,25 @@ void realize_repeated_reduces(Planner& p, const std::vector<const Node*>& order)
                      "x per element if fused (read through a broadcast or by several kernels)";
     }
   }
+}
+
+// Whether every load of `buffers` in `k` is reached only through elementwise
+// ops and reshapes, i.e. at the kernel's own element.
+bool reads_in_place(const Kernel& k, const std::unordered_set<const Buffer*>& buffers) {
+  std::unordered_set<const Node*> seen[2];
+  std::function<bool(const Node*, bool)> ok = [&](const Node* n, bool moved) {
+    auto load = k.loads.find(n);
+    if (load != k.loads.end()) return !moved || !buffers.count(k.buffers[size_t(load->second)].get());
+    if (!seen[moved].insert(n).second) return true;
+    bool m = moved || n->op == Op::Reduce || n->op == Op::Gather ||
+             (n->op == Op::View && !n->args.st.is_contiguous());
+    for (auto& s : n->src)
+      if (!ok(s.get(), m)) return false;
+    return true;
+  };
+  for (auto& o : k.outputs)
+    if (!ok(o.value.get(), false) || (o.scatter_index && !ok(o.scatter_index.get(), true))) return false;
+  return true;
 }
 
 // Adds `n`'s expression tree to kernel `k`, turning realized nodes and other
@@ -406,6 +430,10 @@ Schedule create_schedule(const std::vector<NodeRef>& targets) {
                                       node->op == Op::Scatter))
               ok = false;
           }
+          // ...and only where it reads them element for element (the same
+          // index as it computes): through a reduce or a view that moves
+          // elements, they would be recomputed at other indices.
+          if (ok) ok = reads_in_place(pk.k, g.writes);
           if (ok) {
             into = &g;
             inline_loads = true;

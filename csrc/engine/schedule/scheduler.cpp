@@ -228,23 +228,33 @@ void realize_repeated_reduces(Planner& p, const std::vector<const Node*>& order)
   }
 }
 
-// Whether every load of `buffers` in `k` is reached only through elementwise
-// ops and reshapes, i.e. at the kernel's own element.
+// Whether `k` reads `buffers` only element for element: every load of them
+// is reached (the way the code generator evaluates, reduces and views
+// included) at exactly the kernel's own element.
 bool reads_in_place(const Kernel& k, const std::unordered_set<const Buffer*>& buffers) {
-  std::unordered_set<const Node*> seen[2];
-  std::function<bool(const Node*, bool)> ok = [&](const Node* n, bool moved) {
-    auto load = k.loads.find(n);
-    if (load != k.loads.end()) return !moved || !buffers.count(k.buffers[size_t(load->second)].get());
-    if (!seen[moved].insert(n).second) return true;
-    bool m = moved || n->op == Op::Reduce || n->op == Op::Gather ||
-             (n->op == Op::View && !n->args.st.is_contiguous());
-    for (auto& s : n->src)
-      if (!ok(s.get(), m)) return false;
-    return true;
+  int next = 0;
+  auto fresh = [&](int64_t size) { return size > 1 ? var(next++, size) : cnst(0); };
+  std::vector<Expr> idx;
+  for (auto d : k.shape) idx.push_back(fresh(d));
+  Expr flat = cnst(0);
+  Shape st = contiguous_strides(k.shape);
+  for (size_t d = 0; d < idx.size(); d++) flat = add(flat, mul(idx[d], st[d]));
+  bool ok = true;
+  IndexWalker w;
+  w.is_leaf = [&](const Node* n) { return k.loads.count(n) > 0; };
+  w.fresh_var = fresh;
+  w.visit = [&](const Node*, const std::vector<Expr>&, const Expr&) { return ok; };
+  w.on_leaf = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
+    if (!buffers.count(k.buffers[size_t(k.loads.at(n))].get())) return;
+    std::vector<Expr> own = unflatten(flat, n->shape);
+    if (!is_true(v) || own.size() != ix.size()) ok = false;
+    for (size_t d = 0; ok && d < ix.size(); d++) ok = to_string(own[d]) == to_string(ix[d]);
   };
-  for (auto& o : k.outputs)
-    if (!ok(o.value.get(), false) || (o.scatter_index && !ok(o.scatter_index.get(), true))) return false;
-  return true;
+  for (auto& o : k.outputs) {
+    w.walk(o.value.get(), idx, cnst(1));
+    if (o.scatter_index) ok = false;
+  }
+  return ok;
 }
 
 // Adds `n`'s expression tree to kernel `k`, turning realized nodes and other

@@ -610,7 +610,7 @@ class Builder {
   // updated per step. The tile is unrolled, so accumulators live in
   // registers and the SLP vectorizer turns the tile into vector FMAs.
   static constexpr int64_t kTileCols = 32;
-  static constexpr int64_t kTileRows = 4;
+  static constexpr int64_t kTileRows = 8;
 
   struct TileCandidate {
     const Node* reduce = nullptr;

@@ -1,6 +1,7 @@
 #include "engine/schedule/scheduler.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <unordered_set>
 
@@ -27,6 +28,8 @@ bool is_size_changing_bitcast(const Node* n) {
   return n->op == Op::Bitcast && itemsize(n->dtype) != itemsize(n->src[0]->dtype);
 }
 
+}  // namespace
+
 // Nodes reachable from the targets without passing realized ones, producers first.
 std::vector<const Node*> toposort(const std::vector<NodeRef>& targets) {
   std::vector<const Node*> order;
@@ -52,6 +55,8 @@ std::vector<const Node*> toposort(const std::vector<NodeRef>& targets) {
   }
   return order;
 }
+
+namespace {
 
 struct Planner {
   std::unordered_map<const Node*, NodeRef> refs;  // keep nodes alive and find their refs
@@ -221,6 +226,35 @@ void realize_repeated_reduces(Planner& p, const std::vector<const Node*>& order)
                      "x per element if fused (read through a broadcast or by several kernels)";
     }
   }
+}
+
+// Whether `k` reads `buffers` only element for element: every load of them
+// is reached (the way the code generator evaluates, reduces and views
+// included) at exactly the kernel's own element.
+bool reads_in_place(const Kernel& k, const std::unordered_set<const Buffer*>& buffers) {
+  int next = 0;
+  auto fresh = [&](int64_t size) { return size > 1 ? var(next++, size) : cnst(0); };
+  std::vector<Expr> idx;
+  for (auto d : k.shape) idx.push_back(fresh(d));
+  Expr flat = cnst(0);
+  Shape st = contiguous_strides(k.shape);
+  for (size_t d = 0; d < idx.size(); d++) flat = add(flat, mul(idx[d], st[d]));
+  bool ok = true;
+  IndexWalker w;
+  w.is_leaf = [&](const Node* n) { return k.loads.count(n) > 0; };
+  w.fresh_var = fresh;
+  w.visit = [&](const Node*, const std::vector<Expr>&, const Expr&) { return ok; };
+  w.on_leaf = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
+    if (!buffers.count(k.buffers[size_t(k.loads.at(n))].get())) return;
+    std::vector<Expr> own = unflatten(flat, n->shape);
+    if (!is_true(v) || own.size() != ix.size()) ok = false;
+    for (size_t d = 0; ok && d < ix.size(); d++) ok = to_string(own[d]) == to_string(ix[d]);
+  };
+  for (auto& o : k.outputs) {
+    w.walk(o.value.get(), idx, cnst(1));
+    if (o.scatter_index) ok = false;
+  }
+  return ok;
 }
 
 // Adds `n`'s expression tree to kernel `k`, turning realized nodes and other
@@ -406,6 +440,10 @@ Schedule create_schedule(const std::vector<NodeRef>& targets) {
                                       node->op == Op::Scatter))
               ok = false;
           }
+          // ...and only where it reads them element for element (the same
+          // index as it computes): through a reduce or a view that moves
+          // elements, they would be recomputed at other indices.
+          if (ok) ok = reads_in_place(pk.k, g.writes);
           if (ok) {
             into = &g;
             inline_loads = true;

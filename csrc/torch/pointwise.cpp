@@ -1,0 +1,59 @@
+#include "torch/pointwise.h"
+
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/any.h>
+#include <ATen/ops/from_blob.h>
+
+#include "torch/storage_cell.h"
+
+namespace torch_tiny::pw {
+
+T cnst(const T& like, double v) {
+  tiny::DType dt = like.dtype();
+  tiny::Scalar s = tiny::is_float(dt) ? tiny::Scalar::from_double(v) : tiny::Scalar::from_int(int64_t(v));
+  return T::full(like.shape(), s, dt);
+}
+
+T cnst(const T& like, const c10::Scalar& s) { return T::full(like.shape(), to_engine(s), like.dtype()); }
+
+c10::ScalarType opmath(c10::ScalarType t) {
+  return t == c10::kHalf || t == c10::kBFloat16 ? c10::kFloat : t;
+}
+
+void not_implemented_for(const char* kernel, c10::ScalarType t) {
+  TORCH_CHECK_NOT_IMPLEMENTED(false, '"', kernel, "\" not implemented for '", c10::toString(t), "'");
+}
+
+void check_dtype(c10::ScalarType t, unsigned deny, const char* kernel) {
+  bool bad = (t == c10::kBool && (deny & kNoBool)) ||
+             (c10::isIntegralType(t, /*includeBool=*/false) && (deny & kNoInt)) ||
+             (c10::isFloatingType(t) && (deny & kNoFloat));
+  if (bad) not_implemented_for(kernel, t);
+}
+
+namespace {
+[[noreturn]] void zero_division() { TORCH_CHECK(false, "ZeroDivisionError"); }
+}  // namespace
+
+void check_int_divisor(const at::Tensor& d, c10::ScalarType common) {
+  if (!c10::isIntegralType(common, /*includeBool=*/true) || !d.defined() || d.numel() == 0) return;
+  if (d.device().type() == c10::DeviceType::CPU) {
+    if ((d.to(common) == 0).any().item<bool>()) zero_division();
+    return;
+  }
+  T v = read(d);
+  if (v.node()->op == Op::Const) {
+    if (v.node()->args.value.cast(to_engine(common)).to_int() == 0) zero_division();
+    return;
+  }
+  // Already computed: look at the buffer on the host (no kernel runs).
+  StorageCell& cell = cell_of(d.storage());
+  T flat = cell.value_as(to_engine(d.scalar_type()));
+  tiny::BufferRef buf = flat.defined() ? flat.node()->realized() : nullptr;
+  if (!buf) return;
+  at::Tensor host = at::from_blob(buf->ptr(), {flat.numel()}, d.options().device(c10::kCPU))
+                        .as_strided(d.sizes(), d.strides(), d.storage_offset());
+  if ((host.to(common) == 0).any().item<bool>()) zero_division();
+}
+
+}  // namespace torch_tiny::pw

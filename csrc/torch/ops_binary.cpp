@@ -218,8 +218,11 @@ at::Tensor remainder_scalar_tensor(const c10::Scalar& a, const at::Tensor& b) {
 
 // ---------------------------------------------------------------- misc
 Computed heaviside(const at::Tensor& a, const at::Tensor& v) {
-  TORCH_CHECK(a.scalar_type() == v.scalar_type(), "heaviside is not yet implemented for tensors with different dtypes");
+  TORCH_CHECK(a.scalar_type() == v.scalar_type(), "heaviside is not yet implemented for tensors with different dtypes.");
   return binary<b_heaviside>(a, v);
+}
+void heaviside_out(const at::Tensor& out, c10::ScalarType computed) {
+  TORCH_CHECK(out.scalar_type() == computed, "heaviside is not yet implemented for tensors with different dtypes.");
 }
 
 }  // namespace
@@ -267,7 +270,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   TINY_BINARY3("logaddexp", binary<b_logaddexp, Promote::Default, kFloatOnly, "logaddexp_cpu">);
   TINY_BINARY3("logaddexp2", binary<b_logaddexp2, Promote::Default, kFloatOnly, "logaddexp2_cpu">);
   TINY_BINARY3("nextafter", binary<b_nextafter, Promote::Default, kFloatOnly, "nextafter_cpu", true>);
-  TINY_BINARY3("heaviside", heaviside);
+  TINY_BINARY3("heaviside", heaviside, heaviside_out);
   m.impl("xlogy.Tensor", Kernels<"xlogy", binary<b_xlogy, Promote::IntToFloat>>::fn);
   m.impl("xlogy_.Tensor", Kernels<"xlogy", binary<b_xlogy, Promote::IntToFloat>>::inplace);
   m.impl("xlogy.OutTensor", Kernels<"xlogy", binary<b_xlogy, Promote::IntToFloat>>::out);

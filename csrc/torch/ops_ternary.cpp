@@ -67,6 +67,7 @@ at::Tensor where_fn(const at::Tensor& cond, const at::Tensor& a, const at::Tenso
 at::Tensor& where_out(const at::Tensor& cond, const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
   TinyOp op("where");
   auto r = where_self(cond, a, b);
+  TORCH_CHECK(out.scalar_type() == r.dtype, "Expected out type to be ", r.dtype, " but got ", out.scalar_type());
   return assign_out(out, r.value, r.dtype, {cond, a, b});
 }
 
@@ -180,15 +181,15 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("where.self", where_fn);
   m.impl("where.self_out", where_out);
 
-  TINY_PW3("clamp", clamp_s);
+  TINY_PW3("clamp", clamp_s, exact_out);
   m.impl("clamp.Tensor", Kernels<"clamp", clamp_t>::fn);
   m.impl("clamp_.Tensor", Kernels<"clamp", clamp_t>::inplace);
   m.impl("clamp.Tensor_out", Kernels<"clamp", clamp_t>::out);
-  TINY_PW3("clamp_min", clamp_min_s);
+  TINY_PW3("clamp_min", clamp_min_s, exact_out);
   m.impl("clamp_min.Tensor", Kernels<"clamp_min", clamp_min_t>::fn);
   m.impl("clamp_min_.Tensor", Kernels<"clamp_min", clamp_min_t>::inplace);
   m.impl("clamp_min.Tensor_out", Kernels<"clamp_min", clamp_min_t>::out);
-  TINY_PW3("clamp_max", clamp_max_s);
+  TINY_PW3("clamp_max", clamp_max_s, exact_out);
   m.impl("clamp_max.Tensor", Kernels<"clamp_max", clamp_max_t>::fn);
   m.impl("clamp_max_.Tensor", Kernels<"clamp_max", clamp_max_t>::inplace);
   m.impl("clamp_max.Tensor_out", Kernels<"clamp_max", clamp_max_t>::out);

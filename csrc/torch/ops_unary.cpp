@@ -31,7 +31,10 @@ Computed unary(const at::Tensor& self) {
 // ---------------------------------------------------------------- formulas
 T u_neg(const T& x) { return -x; }
 T u_abs(const T& x) { return un(Op::Abs, x); }
-T u_sign(const T& x) { return un(Op::Sign, x); }
+T u_sign(const T& x) {  // ATen's sign(NaN) is 0
+  if (!tiny::is_float(x.dtype())) return un(Op::Sign, x);
+  return where(isnan(x), 0.0, un(Op::Sign, x));
+}
 T u_exp(const T& x) { return un(Op::Exp, x); }
 T u_exp2(const T& x) { return un(Op::Exp2, x); }
 T u_expm1(const T& x) { return un(Op::Expm1, x); }
@@ -94,27 +97,35 @@ T u_entr(const T& x) {
 }
 
 // erfinv as ATen computes it (calc_erfinv): a rational first guess on the
-// central range or the tails, then two Newton steps on erf.
-T u_erfinv(const T& y) {
+// central range or the tails, then two Newton steps. ATen's CPU kernel agrees
+// with a double evaluation for every float dtype, and in the tails with Newton
+// steps on erfc (a residual erf(x) - y is swamped by erf's rounding there).
+T erfinv_f64(const T& y);
+T u_erfinv(const T& x) { return erfinv_f64(x.cast(tiny::DType::Float64)).cast(x.dtype()); }
+T erfinv_f64(const T& y) {
   const double a[4] = {0.886226899, -1.645349621, 0.914624893, -0.140543331};
   const double b[4] = {-2.118377725, 1.442710462, -0.329097515, 0.012229801};
   const double c[4] = {-1.970840454, -1.624906493, 3.429567803, 1.641345311};
   const double d[2] = {3.543889200, 1.637067800};
+  const double k = 2.0 / std::sqrt(M_PI);
   T ya = un(Op::Abs, y);
+  // |y| <= 0.7
   T z = y * y;
   T num_c = ((z * a[3] + a[2]) * z + a[1]) * z + a[0];
   T dem_c = (((z * b[3] + b[2]) * z + b[1]) * z + b[0]) * z + 1.0;
-  T central = y * num_c / dem_c;
-  T w = un(Op::Sqrt, -un(Op::Log, (1.0 - ya) / 2.0));
+  T x = y * num_c / dem_c;
+  for (int i = 0; i < 2; i++) x = x - (un(Op::Erf, x) - y) / (cnst(x, k) * un(Op::Exp, -x * x));
+  // tails, on |y|
+  T q = 1.0 - ya;
+  T w = un(Op::Sqrt, -un(Op::Log, q / 2.0));
   T num_t = ((w * c[3] + c[2]) * w + c[1]) * w + c[0];
   T dem_t = (w * d[1] + d[0]) * w + 1.0;
-  T tail = num_t.binary(Op::Copysign, y) / dem_t;
-  T x = where(le(ya, 0.7), central, tail);
-  const double k = 2.0 / std::sqrt(M_PI);
-  for (int i = 0; i < 2; i++) x = x - (un(Op::Erf, x) - y) / (cnst(x, k) * un(Op::Exp, -x * x));
+  T t = num_t / dem_t;
+  for (int i = 0; i < 2; i++) t = t + (un(Op::Erfc, t) - q) / (cnst(t, k) * un(Op::Exp, -t * t));
+  T r = where(le(ya, 0.7), x, t.binary(Op::Copysign, y));
   const double inf = std::numeric_limits<double>::infinity();
-  x = where(eq(ya, 1.0), cnst(y, inf).binary(Op::Copysign, y), x);
-  return where(gt(ya, 1.0), std::numeric_limits<double>::quiet_NaN(), x);
+  r = where(eq(ya, 1.0), cnst(y, inf).binary(Op::Copysign, y), r);
+  return where(gt(ya, 1.0), std::numeric_limits<double>::quiet_NaN(), r);
 }
 
 // ---------------------------------------------------------------- ops with arguments
@@ -138,10 +149,11 @@ Computed round_decimals(const at::Tensor& self, int64_t decimals) {
   return {r.cast(to_engine(dt)), dt};
 }
 
-// log(x / (1 - x)), x clamped to [eps, 1 - eps] when eps is given.
+// log(x / (1 - x)), x clamped to [eps, 1 - eps] when eps is given. ATen's
+// kernel rounds each step to 16-bit floats, so this computes in the dtype itself.
 Computed logit(const at::Tensor& self, std::optional<double> eps) {
   c10::ScalarType dt = float_type_for(self.scalar_type());
-  T x = operand(self, opmath(dt), to_shape(self.sizes()));
+  T x = operand(self, dt, to_shape(self.sizes()));
   if (eps.has_value() && *eps >= 0) {
     T lo = cnst(x, *eps).cast(to_engine(dt)).cast(x.dtype());
     T hi = 1.0 - lo;  // in the compute type, as ATen does
@@ -149,6 +161,15 @@ Computed logit(const at::Tensor& self, std::optional<double> eps) {
   }
   T r = un(Op::Log, x / (1.0 - x));
   return {r.cast(to_engine(dt)), dt};
+}
+
+void nan_to_num_out_check(const at::Tensor& out, c10::ScalarType computed) {
+  TORCH_CHECK(out.scalar_type() == computed, "nan_to_num: dtype of out: ", out.scalar_type(),
+              " should be same as input: ", computed);
+}
+template <Name N>
+void bool_out(const at::Tensor& out, c10::ScalarType) {
+  TORCH_CHECK(out.scalar_type() == c10::kBool, N.s, " does not support non-boolean outputs.");
 }
 
 Computed nan_to_num(const at::Tensor& self, std::optional<double> nan, std::optional<double> posinf,
@@ -233,12 +254,14 @@ at::Tensor efficient_zero_tensor(c10::IntArrayRef size, std::optional<c10::Scala
 }  // namespace
 
 #define TINY_UNARY(name, ...) TINY_PW3(name, unary<__VA_ARGS__>)
+// dtype-preserving ops want out= of exactly the input's dtype
+#define TINY_UNARY_SAME(name, ...) TINY_PW3(name, unary<__VA_ARGS__>, exact_out)
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  TINY_PW3("neg", neg);
-  TINY_UNARY("abs", u_abs, Kind::Same, kNoBool, "abs_cpu");
-  TINY_UNARY("sign", u_sign, Kind::Same);
-  TINY_UNARY("sgn", u_sign, Kind::Same);  // real tensors only
+  TINY_PW3("neg", neg, exact_out);
+  TINY_UNARY_SAME("abs", u_abs, Kind::Same, kNoBool, "abs_cpu");
+  TINY_UNARY_SAME("sign", u_sign, Kind::Same);
+  TINY_UNARY_SAME("sgn", u_sign, Kind::Same);  // real tensors only
   TINY_UNARY("exp", u_exp);
   TINY_UNARY("exp2", u_exp2);
   TINY_UNARY("expm1", u_expm1);
@@ -266,19 +289,19 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   TINY_UNARY("erfc", u_erfc);
   TINY_UNARY("erfinv", u_erfinv);
   TINY_UNARY("sinc", u_sinc);
-  TINY_UNARY("floor", u_floor, Kind::Same, kNoBool, "floor_vml_cpu");
-  TINY_UNARY("ceil", u_ceil, Kind::Same, kNoBool, "ceil_vml_cpu");
-  TINY_UNARY("trunc", u_trunc, Kind::Same, kNoBool, "trunc_vml_cpu");
-  TINY_UNARY("round", u_round, Kind::Same, kNoBool, "round_vml_cpu");
-  TINY_UNARY("frac", u_frac, Kind::Same, kFloatOnly, "frac_cpu");
-  TINY_UNARY("bitwise_not", u_bitwise_not, Kind::Same, kIntOnly, "bitwise_not_cpu");
+  TINY_UNARY_SAME("floor", u_floor, Kind::Same, kNoBool, "floor_vml_cpu");
+  TINY_UNARY_SAME("ceil", u_ceil, Kind::Same, kNoBool, "ceil_vml_cpu");
+  TINY_UNARY_SAME("trunc", u_trunc, Kind::Same, kNoBool, "trunc_vml_cpu");
+  TINY_UNARY_SAME("round", u_round, Kind::Same, kNoBool, "round_vml_cpu");
+  TINY_UNARY_SAME("frac", u_frac, Kind::Same, kFloatOnly, "frac_cpu");
+  TINY_UNARY_SAME("bitwise_not", u_bitwise_not, Kind::Same, kIntOnly, "bitwise_not_cpu");
   m.impl("round.decimals", Kernels<"round", round_decimals>::fn);
   m.impl("round_.decimals", Kernels<"round", round_decimals>::inplace);
-  m.impl("round.decimals_out", Kernels<"round", round_decimals>::out);
+  m.impl("round.decimals_out", Kernels<"round", round_decimals, exact_out>::out);
   TINY_PW3("logit", logit);
   m.impl("nan_to_num", Kernels<"nan_to_num", nan_to_num>::fn);
   m.impl("nan_to_num_", Kernels<"nan_to_num", nan_to_num>::inplace);
-  m.impl("nan_to_num.out", Kernels<"nan_to_num", nan_to_num>::out);
+  m.impl("nan_to_num.out", Kernels<"nan_to_num", nan_to_num, nan_to_num_out_check>::out);
   m.impl("angle", Kernels<"angle", unary<u_angle>>::fn);
   m.impl("angle.out", Kernels<"angle", unary<u_angle>>::out);
 
@@ -289,11 +312,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 
   m.impl("isnan", Kernels<"isnan", unary<u_isnan, Kind::Bool>>::fn);
   m.impl("isposinf", Kernels<"isposinf", unary<u_isposinf, Kind::Bool>>::fn);
-  m.impl("isposinf.out", Kernels<"isposinf", unary<u_isposinf, Kind::Bool>>::out);
+  m.impl("isposinf.out", Kernels<"isposinf", unary<u_isposinf, Kind::Bool>, bool_out<"isposinf">>::out);
   m.impl("isneginf", Kernels<"isneginf", unary<u_isneginf, Kind::Bool>>::fn);
-  m.impl("isneginf.out", Kernels<"isneginf", unary<u_isneginf, Kind::Bool>>::out);
+  m.impl("isneginf.out", Kernels<"isneginf", unary<u_isneginf, Kind::Bool>, bool_out<"isneginf">>::out);
   m.impl("signbit", Kernels<"signbit", unary<u_signbit, Kind::Bool>>::fn);
-  m.impl("signbit.out", Kernels<"signbit", unary<u_signbit, Kind::Bool>>::out);
+  m.impl("signbit.out", Kernels<"signbit", unary<u_signbit, Kind::Bool>, bool_out<"signbit">>::out);
   TINY_PW3("logical_not", unary<u_logical_not, Kind::Bool>);
 }
 

@@ -31,6 +31,10 @@ void check_dtype(c10::ScalarType t, unsigned deny, const char* kernel) {
   if (bad) not_implemented_for(kernel, t);
 }
 
+void exact_out(const at::Tensor& out, c10::ScalarType computed) {
+  TORCH_CHECK(out.scalar_type() == computed, "Found dtype ", out.scalar_type(), " but expected ", computed);
+}
+
 namespace {
 [[noreturn]] void zero_division() { TORCH_CHECK(false, "ZeroDivisionError"); }
 }  // namespace

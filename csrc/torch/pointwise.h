@@ -110,12 +110,17 @@ inline void collect(std::vector<at::Tensor>& v, const std::optional<at::Tensor>&
 template <typename X>
 inline void collect(std::vector<at::Tensor>&, const X&) {}
 
+// out= dtype rules beyond "the result can be cast to it" (assign_out's check).
+using OutCheck = void (*)(const at::Tensor& out, c10::ScalarType computed);
+// ATen's unary_op / same-dtype kernels: the out tensor must have the result's dtype.
+void exact_out(const at::Tensor& out, c10::ScalarType computed);
+
 // From `Computed F(const at::Tensor& self, A...)`: the functional kernel
 // (self, A...), the in-place one (self!, A...) and the out= one (self, A..., out!).
-template <Name N, auto F>
+template <Name N, auto F, OutCheck Check = nullptr>
 struct Kernels;
-template <Name N, typename... A, Computed (*F)(const at::Tensor&, A...)>
-struct Kernels<N, F> {
+template <Name N, typename... A, Computed (*F)(const at::Tensor&, A...), OutCheck Check>
+struct Kernels<N, F, Check> {
   static at::Tensor fn(const at::Tensor& self, A... a) {
     TinyOp op(N.s);
     Computed r = F(self, a...);
@@ -131,6 +136,7 @@ struct Kernels<N, F> {
   static at::Tensor& out(const at::Tensor& self, A... a, at::Tensor& out) {
     TinyOp op(N.s);
     Computed r = F(self, a...);
+    if (Check) Check(out, r.dtype);
     std::vector<at::Tensor> in{self};
     (collect(in, a), ...);
     return assign_out(out, r.value, r.dtype, in);
@@ -142,5 +148,7 @@ struct Kernels<N, F> {
   m.impl(name, ::torch_tiny::pw::Kernels<name, __VA_ARGS__>::fn);             \
   m.impl(name "_", ::torch_tiny::pw::Kernels<name, __VA_ARGS__>::inplace);    \
   m.impl(name ".out", ::torch_tiny::pw::Kernels<name, __VA_ARGS__>::out)
+// ... with out= of exactly the result's dtype
+#define TINY_PW3_EXACT(name, F) TINY_PW3(name, F, ::torch_tiny::pw::exact_out)
 
 }  // namespace torch_tiny::pw

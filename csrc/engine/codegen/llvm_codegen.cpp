@@ -524,7 +524,7 @@ class Builder {
         if (!f) {
           if (in == DType::Bool) return a;
           Value* z = llvm::ConstantInt::get(a->getType(), 0);
-          Value* pos = b_.CreateZExt(b_.CreateICmpSGT(a, z), a->getType());
+          Value* pos = b_.CreateZExt(is_signed(in) ? b_.CreateICmpSGT(a, z) : b_.CreateICmpUGT(a, z), a->getType());
           Value* neg = is_signed(in) ? b_.CreateZExt(b_.CreateICmpSLT(a, z), a->getType()) : z;
           return b_.CreateSub(pos, neg);
         }

@@ -30,7 +30,7 @@ struct Act {
 Act act(const at::Tensor& self, const char* kernel) {
   check_dtype(self.scalar_type(), kFloatOnly, kernel);
   c10::ScalarType dt = self.scalar_type();
-  return {dt, operand(self, opmath(dt), to_shape(self.sizes()))};
+  return {dt, operand_op(self, dt, to_shape(self.sizes()))};
 }
 
 // (grad, x) broadcast and promoted together, as the structured backward kernels do.
@@ -46,7 +46,7 @@ Bwd bwd(const at::Tensor& grad, const at::Tensor& self, const char* kernel) {
   c10::ScalarType dt = at::result_type(grad, self);
   check_dtype(dt, kFloatOnly, kernel);
   tiny::Shape shape = broadcast_shape({grad, self});
-  return {dt, operand(grad, opmath(dt), shape), operand(self, opmath(dt), shape)};
+  return {dt, operand_op(grad, dt, shape), operand_op(self, dt, shape)};
 }
 
 T sigmoid(const T& x) { return 1.0 / (1.0 + un(Op::Exp, -x)); }
@@ -276,7 +276,7 @@ std::tuple<at::Tensor&, at::Tensor&> log_sigmoid_forward_out(const at::Tensor& s
 // when the caller has none (as other backends leave it empty)
 Computed log_sigmoid_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& buffer) {
   Bwd b = bwd(grad, self, "log_sigmoid_backward_cpu");
-  T buf = buffer.defined() && buffer.sizes() == self.sizes() ? operand(buffer, opmath(b.dt), b.x.shape())
+  T buf = buffer.defined() && buffer.sizes() == self.sizes() ? operand_op(buffer, b.dt, b.x.shape())
                                                             : un(Op::Exp, -un(Op::Abs, b.x));
   T neg = lt(b.x, 0.0);
   T max_deriv = where(neg, 1.0, b.c(0.0));
@@ -328,7 +328,7 @@ Computed glu(const at::Tensor& self, int64_t dim) {
   c10::ScalarType dt = self.scalar_type();
   Halves h = glu_halves(self, dim);
   tiny::Shape shape = to_shape(h.a.sizes());
-  T a = operand(h.a, opmath(dt), shape), b = operand(h.b, opmath(dt), shape);
+  T a = operand_op(h.a, dt, shape), b = operand_op(h.b, dt, shape);
   return {(a * (1.0 / (1.0 + un(Op::Exp, -b)))).cast(to_engine(dt)), dt};
 }
 // first half: sigmoid(b) * g; second half: (1 - sigmoid(b)) * sigmoid(b) * a * g
@@ -337,8 +337,7 @@ Computed glu_backward(const at::Tensor& grad, const at::Tensor& self, int64_t di
   check_dtype(dt, kFloatOnly, "glu_backward_cpu");
   Halves h = glu_halves(self, dim);
   tiny::Shape shape = to_shape(h.a.sizes());
-  c10::ScalarType o = opmath(dt);
-  T a = operand(h.a, o, shape), b = operand(h.b, o, shape), g = operand(grad, o, shape);
+  T a = operand_op(h.a, dt, shape), b = operand_op(h.b, dt, shape), g = operand_op(grad, dt, shape);
   T sig = sigmoid(b);
   T first = (sig * g).cast(to_engine(dt));
   T second = ((1.0 - sig) * sig * a * g).cast(to_engine(dt));
@@ -353,7 +352,7 @@ Computed prelu(const at::Tensor& self, const at::Tensor& weight) {
   c10::ScalarType dt = at::result_type(self, weight);
   check_dtype(dt, kFloatOnly, "prelu_cpu");
   tiny::Shape shape = broadcast_shape({self, weight});
-  T x = operand(self, opmath(dt), shape), w = operand(weight, opmath(dt), shape);
+  T x = operand_op(self, dt, shape), w = operand_op(weight, dt, shape);
   return {where(gt(x, 0.0), x, w * x).cast(to_engine(dt)), dt};
 }
 std::tuple<at::Tensor, at::Tensor> prelu_backward(const at::Tensor& grad, const at::Tensor& self,
@@ -362,8 +361,7 @@ std::tuple<at::Tensor, at::Tensor> prelu_backward(const at::Tensor& grad, const 
   c10::ScalarType dt = at::result_type(self, weight);
   check_dtype(dt, kFloatOnly, "prelu_backward_cpu");
   tiny::Shape shape = broadcast_shape({grad, self, weight});
-  c10::ScalarType o = opmath(dt);
-  T g = operand(grad, o, shape), x = operand(self, o, shape), w = operand(weight, o, shape);
+  T g = operand_op(grad, dt, shape), x = operand_op(self, dt, shape), w = operand_op(weight, dt, shape);
   T pos = gt(x, 0.0);
   T gi = where(pos, g, w * g).cast(to_engine(dt));
   T gw = where(pos, 0.0, x * g).cast(to_engine(dt));

@@ -23,10 +23,11 @@ enum class Promote { Default, IntToFloat, ToBool };
 struct Pair {
   T a, b;
 };
-// Both operands broadcast and converted to `dt`.
-Pair operands(const at::Tensor& a, const at::Tensor& b, c10::ScalarType dt) {
+// Both operands broadcast and promoted to `dt`, widened to opmath(dt) unless native.
+Pair operands(const at::Tensor& a, const at::Tensor& b, c10::ScalarType dt, bool native = false) {
   tiny::Shape shape = broadcast_shape({a, b});
-  return {operand(a, dt, shape), operand(b, dt, shape)};
+  if (native) return {operand(a, dt, shape), operand(b, dt, shape)};
+  return {operand_op(a, dt, shape), operand_op(b, dt, shape)};
 }
 
 // A binary op computing F in opmath of the promoted type (or in the type
@@ -37,7 +38,7 @@ Computed binary(const at::Tensor& a, const at::Tensor& b) {
   c10::ScalarType common = at::result_type(a, b);
   check_dtype(common, Deny, Kernel.s);
   if (P == Promote::IntToFloat) common = float_type_for(common);
-  auto [x, y] = operands(a, b, Native ? common : opmath(common));
+  auto [x, y] = operands(a, b, common, Native);
   if (P == Promote::ToBool) return {F(x, y), c10::kBool};
   return {F(x, y).cast(to_engine(common)), common};
 }
@@ -48,7 +49,7 @@ Computed int_division(const at::Tensor& a, const at::Tensor& b) {
   c10::ScalarType common = at::result_type(a, b);
   check_dtype(common, kNoBool, Kernel.s);
   check_int_divisor(b, common);
-  auto [x, y] = operands(a, b, opmath(common));
+  auto [x, y] = operands(a, b, common);
   return {F(x, y).cast(to_engine(common)), common};
 }
 
@@ -131,10 +132,10 @@ T b_nextafter(const T& x, const T& y) {
 
 // ---------------------------------------------------------------- add / sub
 void check_not_bool_sub(const at::Tensor& a, const at::Tensor& b) {
-  TORCH_CHECK(a.scalar_type() != c10::kBool || b.scalar_type() != c10::kBool,
+  TORCH_CHECK_NOT_IMPLEMENTED(a.scalar_type() != c10::kBool || b.scalar_type() != c10::kBool,
               "Subtraction, the `-` operator, with two bool tensors is not supported. "
               "Use the `^` or `logical_xor()` operator instead.");
-  TORCH_CHECK(a.scalar_type() != c10::kBool && b.scalar_type() != c10::kBool,
+  TORCH_CHECK_NOT_IMPLEMENTED(a.scalar_type() != c10::kBool && b.scalar_type() != c10::kBool,
               "Subtraction, the `-` operator, with a bool tensor is not supported. "
               "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.");
 }
@@ -146,7 +147,9 @@ Computed add_sub(const at::Tensor& a, const at::Tensor& b, const c10::Scalar& al
   TORCH_CHECK(!alpha.isBoolean() || common == c10::kBool, "Boolean alpha only supported for Boolean results.");
   TORCH_CHECK(c10::isFloatingType(common) || alpha.isIntegral(true),
               "For integral input tensors, argument alpha must not be a floating point number.");
-  auto [x, y] = operands(a, b, opmath(common));
+  // one rounding at the end, as ATen's vectorized kernel (its scalar loop, used for
+  // tiny or broadcast inputs, rounds alpha * b to 16-bit floats first)
+  auto [x, y] = operands(a, b, common);
   bool unit = alpha.isIntegral(true) ? alpha.toLong() == 1 : alpha.toDouble() == 1.0;
   if (!unit) y = y * cnst(y, alpha);
   return {(subtract ? x - y : x + y).cast(to_engine(common)), common};
@@ -164,9 +167,9 @@ Computed div_mode(const at::Tensor& a, const at::Tensor& b, std::optional<c10::s
   if (*mode == "trunc") {
     check_dtype(common, kNoBool, "div_trunc_cpu");
     check_int_divisor(b, common);
-    auto [x, y] = operands(a, b, opmath(common));
+    auto [x, y] = operands(a, b, common, true);  // the quotient is rounded to the dtype before trunc
     T q = c10::isFloatingType(common) ? un(Op::Trunc, x / y) : x / y;
-    return {q.cast(to_engine(common)), common};
+    return {q, common};
   }
   TORCH_CHECK(*mode == "floor", "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '", *mode,
               "'");
@@ -179,17 +182,21 @@ Computed pow_tt(const at::Tensor& a, const at::Tensor& b) { return binary<b_pow,
 // ATen specializes common scalar exponents (x*x for 2, sqrt for 0.5, ...).
 Computed pow_ts(const at::Tensor& a, const c10::Scalar& e) {
   c10::ScalarType common = at::result_type(a, e);
-  check_dtype(common, kNoBool, "pow");
   TORCH_CHECK(!(c10::isIntegralType(common, true) && e.isIntegral(true) && e.toLong() < 0),
               "Integers to negative integer powers are not allowed.");
-  T x = operand(a, opmath(common), to_shape(a.sizes()));
+  // x ** 0 is 1 and x ** 1 is x for every dtype (bool included), NaN too
+  if (e.equal(0.0) || e.equal(false))
+    return {T::full(to_shape(a.sizes()), tiny::Scalar::from_int(1), to_engine(common)), common};
+  if (e.equal(1.0) || e.equal(true)) return {operand(a, common, to_shape(a.sizes())), common};
+  check_dtype(common, kNoBool, "pow");
+  T x = operand_op(a, common, to_shape(a.sizes()));
   T r;
   double ev = e.toDouble();
   bool f = c10::isFloatingType(common);
   if (ev == 2) r = x * x;
   else if (ev == 3) r = x * x * x;
   else if (f && ev == 0.5) r = un(Op::Sqrt, x);
-  else if (f && ev == -0.5) r = 1.0 / un(Op::Sqrt, x);
+  else if (f && ev == -0.5 && common != c10::kHalf) r = 1.0 / un(Op::Sqrt, x);  // half: pow
   else if (f && ev == -1) r = 1.0 / x;
   else if (f && ev == -2) r = 1.0 / (x * x);
   else r = x.binary(Op::Pow, cnst(x, e));
@@ -271,11 +278,14 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   TINY_BINARY3("logaddexp2", binary<b_logaddexp2, Promote::Default, kFloatOnly, "logaddexp2_cpu">);
   TINY_BINARY3("nextafter", binary<b_nextafter, Promote::Default, kFloatOnly, "nextafter_cpu", true>);
   TINY_BINARY3("heaviside", heaviside, heaviside_out);
-  m.impl("xlogy.Tensor", Kernels<"xlogy", binary<b_xlogy, Promote::IntToFloat>>::fn);
-  m.impl("xlogy_.Tensor", Kernels<"xlogy", binary<b_xlogy, Promote::IntToFloat>>::inplace);
-  m.impl("xlogy.OutTensor", Kernels<"xlogy", binary<b_xlogy, Promote::IntToFloat>>::out);
-  m.impl("special_xlog1py", Kernels<"xlog1py", binary<b_xlog1py, Promote::IntToFloat>>::fn);
-  m.impl("special_xlog1py.out", Kernels<"xlog1py", binary<b_xlog1py, Promote::IntToFloat>>::out);
+  // ATen's xlogy kernels are scalar loops rounding each step to 16-bit floats: Native
+  using Xlogy = Kernels<"xlogy", binary<b_xlogy, Promote::IntToFloat, kAllowAll, "", true>>;
+  using Xlog1py = Kernels<"xlog1py", binary<b_xlog1py, Promote::IntToFloat, kAllowAll, "", true>>;
+  m.impl("xlogy.Tensor", Xlogy::fn);
+  m.impl("xlogy_.Tensor", Xlogy::inplace);
+  m.impl("xlogy.OutTensor", Xlogy::out);
+  m.impl("special_xlog1py", Xlog1py::fn);
+  m.impl("special_xlog1py.out", Xlog1py::out);
 
   m.impl("maximum", Kernels<"maximum", binary<b_max>>::fn);
   m.impl("maximum.out", Kernels<"maximum", binary<b_max>>::out);

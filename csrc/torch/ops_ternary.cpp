@@ -95,7 +95,7 @@ Computed clamp_max_t(const at::Tensor& x, const at::Tensor& hi) { return clamp_c
 // ---------------------------------------------------------------- masked_fill_
 Computed masked_fill_t(const at::Tensor& self, const at::Tensor& mask, const at::Tensor& value) {
   TORCH_CHECK(mask.scalar_type() == c10::kBool, "masked_fill_ only supports boolean masks, but got mask with dtype ",
-              mask.scalar_type());
+              mask.dtype());
   TORCH_CHECK(value.dim() == 0, "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
               value.dim(), " dimension(s).");
   tiny::Shape shape = to_shape(self.sizes());
@@ -117,26 +117,24 @@ T lerp_formula(const T& s, const T& e, const T& w) {
   return where(small, s + w * (e - s), e - (e - s) * (1.0 - w));
 }
 Computed lerp_t(const at::Tensor& self, const at::Tensor& end, const at::Tensor& weight) {
-  TORCH_CHECK(self.scalar_type() == end.scalar_type(), "expected dtype ", self.scalar_type(),
-              " for `end` but got dtype ", end.scalar_type());
-  TORCH_CHECK(weight.dim() == 0 || self.scalar_type() == weight.scalar_type(), "expected dtype ", self.scalar_type(),
-              " for `weight` but got dtype ", weight.scalar_type());
+  TORCH_CHECK(self.scalar_type() == end.scalar_type(), "expected dtype ", self.dtype(),
+              " for `end` but got dtype ", end.dtype());
+  TORCH_CHECK(weight.dim() == 0 || self.scalar_type() == weight.scalar_type(), "expected dtype ", self.dtype(),
+              " for `weight` but got dtype ", weight.dtype());
   c10::ScalarType dt = self.scalar_type();
   check_dtype(dt, kFloatOnly, "lerp_kernel_tensor");
   tiny::Shape shape = broadcast_shape({self, end, weight});
-  c10::ScalarType op = opmath(dt);
-  T r = lerp_formula(operand(self, op, shape), operand(end, op, shape), operand(weight, op, shape));
+  T r = lerp_formula(operand_op(self, dt, shape), operand_op(end, dt, shape), operand_op(weight, dt, shape));
   return {r.cast(to_engine(dt)), dt};
 }
 Computed lerp_s(const at::Tensor& self, const at::Tensor& end, const c10::Scalar& weight) {
-  TORCH_CHECK(self.scalar_type() == end.scalar_type(), "expected dtype ", self.scalar_type(),
-              " for `end` but got dtype ", end.scalar_type());
+  TORCH_CHECK(self.scalar_type() == end.scalar_type(), "expected dtype ", self.dtype(),
+              " for `end` but got dtype ", end.dtype());
   c10::ScalarType dt = self.scalar_type();
   check_dtype(dt, kFloatOnly, "lerp_kernel_scalar");
   tiny::Shape shape = broadcast_shape({self, end});
-  c10::ScalarType op = opmath(dt);
-  T s = operand(self, op, shape);
-  T r = lerp_formula(s, operand(end, op, shape), cnst(s, weight));
+  T s = operand_op(self, dt, shape);
+  T r = lerp_formula(s, operand_op(end, dt, shape), cnst(s, weight));
   return {r.cast(to_engine(dt)), dt};
 }
 
@@ -152,26 +150,24 @@ Computed addcmul(const at::Tensor& self, const at::Tensor& t1, const at::Tensor&
   c10::ScalarType dt = common3(self, t1, t2);
   check_dtype(dt, kNoBool, "addcmul_cpu_out");
   tiny::Shape shape = broadcast_shape({self, t1, t2});
-  c10::ScalarType op = opmath(dt);
-  T s = operand(self, op, shape);
+  T s = operand_op(self, dt, shape);
   T v = cnst(s, value).cast(to_engine(dt)).cast(s.dtype());
-  T r = s + v * operand(t1, op, shape) * operand(t2, op, shape);
+  T r = s + v * operand_op(t1, dt, shape) * operand_op(t2, dt, shape);
   return {r.cast(to_engine(dt)), dt};
 }
 // self + value * t1 / t2
 Computed addcdiv(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2, const c10::Scalar& value) {
   TORCH_CHECK(!(c10::isIntegralType(t1.scalar_type(), true) && c10::isIntegralType(t2.scalar_type(), true)),
-              "Integer division with addcdiv is no longer supported, and in a future release addcdiv will perform "
+              "Integer division with addcdiv is no longer supported, and in a future  release addcdiv will perform "
               "a true division of tensor1 and tensor2. The historic addcdiv behavior can be implemented as "
               "(input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for integer inputs and as "
               "(input + value * tensor1 / tensor2) for float inputs. The future addcdiv behavior is just the latter "
               "implementation: (input + value * tensor1 / tensor2), for all dtypes.");
   c10::ScalarType dt = common3(self, t1, t2);
   tiny::Shape shape = broadcast_shape({self, t1, t2});
-  c10::ScalarType op = opmath(dt);
-  T s = operand(self, op, shape);
+  T s = operand_op(self, dt, shape);
   T v = cnst(s, value).cast(to_engine(dt)).cast(s.dtype());
-  T r = s + v * operand(t1, op, shape) / operand(t2, op, shape);
+  T r = s + v * operand_op(t1, dt, shape) / operand_op(t2, dt, shape);
   return {r.cast(to_engine(dt)), dt};
 }
 
@@ -202,7 +198,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("lerp.Scalar_out", Kernels<"lerp", lerp_s>::out);
   m.impl("lerp.Tensor", Kernels<"lerp", lerp_t>::fn);
   m.impl("lerp_.Tensor", Kernels<"lerp", lerp_t>::inplace);
-  m.impl("lerp.Tensor_out", Kernels<"lerp", lerp_t>::out);
+  m.impl("lerp.Tensor_out", Kernels<"lerp", lerp_t, exact_out>::out);
   TINY_PW3("addcmul", addcmul);
   TINY_PW3("addcdiv", addcdiv);
 }

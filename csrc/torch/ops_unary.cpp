@@ -23,7 +23,7 @@ template <T (*F)(const T&), Kind K = Kind::Float, unsigned Deny = kAllowAll, Nam
 Computed unary(const at::Tensor& self) {
   check_dtype(self.scalar_type(), Deny, Kernel.s);
   c10::ScalarType dt = K == Kind::Float ? float_type_for(self.scalar_type()) : self.scalar_type();
-  T x = operand(self, opmath(dt), to_shape(self.sizes()));
+  T x = operand_op(self, dt, to_shape(self.sizes()));
   if (K == Kind::Bool) return {F(x), c10::kBool};
   return {F(x).cast(to_engine(dt)), dt};
 }
@@ -141,7 +141,7 @@ Computed round_decimals(const at::Tensor& self, int64_t decimals) {
   check_dtype(self.scalar_type(), kNoBool | kNoInt, "round_cpu");
   if (decimals == 0) return unary<u_round, Kind::Same>(self);
   c10::ScalarType dt = self.scalar_type();
-  T x = operand(self, opmath(dt), to_shape(self.sizes()));
+  T x = operand_op(self, dt, to_shape(self.sizes()));
   // ten_pow is computed in the tensor's scalar type, as ATen does
   double p = std::pow(10.0, double(decimals > 0 ? decimals : -decimals));
   T ten = cnst(x, p).cast(to_engine(dt)).cast(x.dtype());

@@ -50,11 +50,16 @@ void check_int_divisor(const at::Tensor& d, c10::ScalarType common) {
     if (v.node()->args.value.cast(to_engine(common)).to_int() == 0) zero_division();
     return;
   }
-  // Already computed: look at the buffer on the host (no kernel runs).
+  // Already computed (possibly behind a reshape): look at the buffer on the
+  // host; no kernel runs.
   StorageCell& cell = cell_of(d.storage());
   T flat = cell.value_as(to_engine(d.scalar_type()));
-  tiny::BufferRef buf = flat.defined() ? flat.node()->realized() : nullptr;
-  if (!buf) return;
+  if (!flat.defined()) return;
+  const tiny::Node* n = flat.node().get();
+  while (!n->realized() && n->op == Op::View && n->args.st.is_contiguous() && n->src[0]->dtype == n->dtype)
+    n = n->src[0].get();
+  tiny::BufferRef buf = n->realized();
+  if (!buf || buf->numel() != flat.numel() || buf->dtype() != flat.dtype()) return;
   at::Tensor host = at::from_blob(buf->ptr(), {flat.numel()}, d.options().device(c10::kCPU))
                         .as_strided(d.sizes(), d.strides(), d.storage_offset());
   if ((host.to(common) == 0).any().item<bool>()) zero_division();

@@ -73,6 +73,11 @@ inline T un(Op op, const T& a) { return a.unary(op); }
 // The type composite formulas compute in: 16-bit floats compute in float32 and
 // round once at the end, as ATen's CPU kernels do.
 c10::ScalarType opmath(c10::ScalarType t);
+// `t` converted to `dt` (ATen's type promotion, rounding included) and widened to
+// opmath(dt) for computing.
+inline T operand_op(const at::Tensor& t, c10::ScalarType dt, const tiny::Shape& shape) {
+  return operand(t, dt, shape).cast(to_engine(opmath(dt)));
+}
 
 // What ATen's CPU dispatch raises for a dtype a kernel does not cover:
 // NotImplementedError: "<kernel>" not implemented for '<dtype>'.
@@ -136,7 +141,7 @@ struct Kernels<N, F, Check> {
   static at::Tensor& out(const at::Tensor& self, A... a, at::Tensor& out) {
     TinyOp op(N.s);
     Computed r = F(self, a...);
-    if (Check) Check(out, r.dtype);
+    if constexpr (Check != nullptr) Check(out, r.dtype);
     std::vector<at::Tensor> in{self};
     (collect(in, a), ...);
     return assign_out(out, r.value, r.dtype, in);

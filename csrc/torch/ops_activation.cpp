@@ -6,10 +6,12 @@
 #include <ATen/native/TypeProperties.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <tuple>
 
+#include "torch/generator.h"
 #include "torch/pointwise.h"
 
 namespace torch_tiny {
@@ -22,6 +24,7 @@ struct Act {
   c10::ScalarType dt;
   T x;
   Computed done(const T& r) const { return {r.cast(to_engine(dt)), dt}; }
+  // a scalar in the compute type (ATen's kernels convert to float for 16-bit floats)
   T c(const c10::Scalar& s) const { return cnst(x, s); }
   T c(double v) const { return cnst(x, v); }
   // a scalar converted to the tensor's dtype first (ATen's `scalar.to<scalar_t>()`)
@@ -60,6 +63,8 @@ Computed relu(const at::Tensor& self) {
 // x <= threshold ? value : x
 Computed threshold(const at::Tensor& self, const c10::Scalar& th, const c10::Scalar& value) {
   check_dtype(self.scalar_type(), kNoBool, "threshold_cpu");
+  check_convertible(th, self.scalar_type());
+  check_convertible(value, self.scalar_type());
   c10::ScalarType dt = self.scalar_type();
   T x = operand(self, dt, to_shape(self.sizes()));
   return {where(le(x, cnst(x, th)), cnst(x, value), x), dt};
@@ -89,7 +94,7 @@ Computed hardtanh(const at::Tensor& self, const c10::Scalar& lo, const c10::Scal
 Computed hardtanh_backward(const at::Tensor& grad, const at::Tensor& self, const c10::Scalar& lo,
                            const c10::Scalar& hi) {
   Bwd b = bwd(grad, self, "hardtanh_backward_cpu");
-  return b.done(where(lor(le(b.x, b.c_dt(lo)), ge(b.x, b.c_dt(hi))), 0.0, b.g));
+  return b.done(where(land(gt(b.x, b.c(lo)), lt(b.x, b.c(hi))), b.g, 0.0));  // NaN: 0
 }
 
 // ---------------------------------------------------------------- sigmoid / tanh / logit backward
@@ -112,7 +117,7 @@ Computed logit_backward(const at::Tensor& grad, const at::Tensor& self, std::opt
   }
   T lo = b.c_dt(*eps);
   T hi = 1.0 - lo;
-  return b.done(where(land(ge(b.x, lo), le(b.x, hi)), d, 0.0));
+  return b.done(where(land(ge(b.x, lo), le(b.x, hi)), d, 0.0));  // NaN: 0, as ATen's vectorized loop
 }
 
 // ---------------------------------------------------------------- gelu
@@ -133,7 +138,10 @@ Computed gelu(const at::Tensor& self, c10::string_view approximate) {
     T inner = a.c(kGeluBeta) * (x + a.c(kGeluKappa) * (x * x * x));
     return a.done(0.5 * x * (1.0 + un(Op::Tanh, inner)));
   }
-  return a.done(x * 0.5 * (1.0 + un(Op::Erf, x * M_SQRT1_2)));
+  T r = x * 0.5 * (1.0 + un(Op::Erf, x * M_SQRT1_2));
+  // ATen's vectorized float erf yields NaN at +inf, so its float (and 16-bit) gelu(+inf) is NaN
+  if (x.dtype() == tiny::DType::Float32) r = where(eq(x, std::numeric_limits<double>::infinity()), a.c(NAN), r);
+  return a.done(r);
 }
 Computed gelu_backward(const at::Tensor& grad, const at::Tensor& self, c10::string_view approximate) {
   Approx ap = gelu_type(approximate);
@@ -180,15 +188,15 @@ Computed mish_backward(const at::Tensor& grad, const at::Tensor& self) {
 // ---------------------------------------------------------------- softplus
 Computed softplus(const at::Tensor& self, const c10::Scalar& beta, const c10::Scalar& threshold) {
   Act a = act(self, "softplus_cpu");
-  T xb = a.x * a.c_dt(beta);
-  return a.done(where(gt(xb, a.c_dt(threshold)), a.x, un(Op::Log1p, un(Op::Exp, xb)) / a.c_dt(beta)));
+  T xb = a.x * a.c(beta);
+  return a.done(where(gt(xb, a.c(threshold)), a.x, un(Op::Log1p, un(Op::Exp, xb)) / a.c(beta)));
 }
 Computed softplus_backward(const at::Tensor& grad, const at::Tensor& self, const c10::Scalar& beta,
                            const c10::Scalar& threshold) {
   Bwd b = bwd(grad, self, "softplus_backward_cpu");
-  T xb = b.x * b.c_dt(beta);
+  T xb = b.x * b.c(beta);
   T z = un(Op::Exp, xb);
-  return b.done(where(gt(xb, b.c_dt(threshold)), b.g, b.g * z / (z + 1.0)));
+  return b.done(where(gt(xb, b.c(threshold)), b.g, b.g * z / (z + 1.0)));
 }
 
 // ---------------------------------------------------------------- elu
@@ -196,9 +204,9 @@ Computed softplus_backward(const at::Tensor& grad, const at::Tensor& self, const
 Computed elu(const at::Tensor& self, const c10::Scalar& alpha, const c10::Scalar& scale,
              const c10::Scalar& input_scale) {
   Act a = act(self, "elu_cpu");
-  T negcoef = a.c_dt(alpha) * a.c_dt(scale);
-  T neg = (un(Op::Exp, a.x * a.c_dt(input_scale)) - 1.0) * negcoef;
-  return a.done(where(le(a.x, 0.0), neg, a.x * a.c_dt(scale)));
+  T negcoef = a.c(alpha) * a.c(scale);
+  T neg = (un(Op::Exp, a.x * a.c(input_scale)) - 1.0) * negcoef;
+  return a.done(where(le(a.x, 0.0), neg, a.x * a.c(scale)));
 }
 Computed elu_backward(const at::Tensor& grad, const c10::Scalar& alpha, const c10::Scalar& scale,
                       const c10::Scalar& input_scale, bool is_result, const at::Tensor& self_or_result) {
@@ -207,17 +215,17 @@ Computed elu_backward(const at::Tensor& grad, const c10::Scalar& alpha, const c1
               "This is caused by calling in-place forward function with a negative slope, "
               "please call out-of-place version instead.");
   Bwd b = bwd(grad, self_or_result, "elu_backward_cpu");
-  T negcoef = b.c_dt(alpha) * b.c_dt(scale);
-  T negiptcoef = b.c_dt(input_scale);
+  T negcoef = b.c(alpha) * b.c(scale);
+  T negiptcoef = b.c(input_scale);
   T neg = is_result ? b.g * negiptcoef * (b.x + negcoef)
                     : b.g * negiptcoef * negcoef * un(Op::Exp, b.x * negiptcoef);
-  return b.done(where(le(b.x, 0.0), neg, b.g * b.c_dt(scale)));
+  return b.done(where(gt(b.x, 0.0), b.g * b.c(scale), neg));  // NaN takes the negative branch
 }
 
 // ---------------------------------------------------------------- leaky_relu
-Computed leaky_relu(const at::Tensor& self, const c10::Scalar& negval) {
+Computed leaky_relu_fwd(const at::Tensor& self, const c10::Scalar& negval) {
   Act a = act(self, "leaky_relu_cpu");
-  return a.done(where(gt(a.x, 0.0), a.x, a.x * a.c_dt(negval)));
+  return a.done(where(gt(a.x, 0.0), a.x, a.x * a.c(negval)));
 }
 Computed leaky_relu_backward(const at::Tensor& grad, const at::Tensor& self, const c10::Scalar& negval,
                              bool self_is_result) {
@@ -227,7 +235,45 @@ Computed leaky_relu_backward(const at::Tensor& grad, const at::Tensor& self, con
               "please call out-of-place version instead. File an issue at https://github.com/pytorch/pytorch if "
               "you do require supporting in-place leakRelu backward calculation with negative slope");
   Bwd b = bwd(grad, self, "leaky_relu_backward_cpu");
-  return b.done(where(gt(b.x, 0.0), b.g, b.g * b.c_dt(negval)));
+  return b.done(where(gt(b.x, 0.0), b.g, b.g * b.c(negval)));
+}
+
+// ---------------------------------------------------------------- rrelu
+// Evaluation: leaky_relu with the mean slope. Training: each non-positive
+// element gets a slope drawn uniformly from [lower, upper] (tiny's Philox
+// stream, so not the CPU's numbers), recorded in `noise` (1 elsewhere).
+Computed rrelu_compute(const at::Tensor& self, at::Tensor& noise, const c10::Scalar& lower, const c10::Scalar& upper,
+                       bool training, const std::optional<at::Generator>& gen) {
+  TORCH_CHECK(self.sizes() == noise.sizes(), "noise tensor shape must match self tensor shape. Got self.shape = ",
+              self.sizes(), " noise.shape = ", noise.sizes());
+  if (!training) return leaky_relu_fwd(self, c10::Scalar((lower.toDouble() + upper.toDouble()) / 2));
+  Act a = act(self, "rrelu_with_noise_out_cpu");
+  tiny::Shape shape = a.x.shape();
+  auto [seed, offset] = get_generator(gen)->take(uint64_t(std::max<int64_t>(1, self.numel())));
+  T u = T::rand(shape, seed, offset).cast(a.x.dtype());
+  T r = (a.c(lower) + (a.c(upper) - a.c(lower)) * u).cast(to_engine(a.dt)).cast(a.x.dtype());
+  T neg = le(a.x, 0.0);
+  assign_inplace(noise, where(neg, r, 1.0).cast(to_engine(noise.scalar_type())), noise.scalar_type(), {});
+  return a.done(where(neg, a.x * r, a.x));
+}
+at::Tensor rrelu_with_noise(const at::Tensor& self, at::Tensor& noise, const c10::Scalar& lower,
+                            const c10::Scalar& upper, bool training, std::optional<at::Generator> gen) {
+  TinyOp op("rrelu");
+  auto r = rrelu_compute(self, noise, lower, upper, training, gen);
+  return make_result(r.value, r.dtype);
+}
+at::Tensor& rrelu_with_noise_(at::Tensor& self, at::Tensor& noise, const c10::Scalar& lower, const c10::Scalar& upper,
+                              bool training, std::optional<at::Generator> gen) {
+  TinyOp op("rrelu");
+  auto r = rrelu_compute(self, noise, lower, upper, training, gen);
+  return assign_inplace(self, r.value, r.dtype, {noise});
+}
+at::Tensor& rrelu_with_noise_out(const at::Tensor& self, at::Tensor& noise, const c10::Scalar& lower,
+                                 const c10::Scalar& upper, bool training, std::optional<at::Generator> gen,
+                                 at::Tensor& out) {
+  TinyOp op("rrelu");
+  auto r = rrelu_compute(self, noise, lower, upper, training, gen);
+  return assign_out(out, r.value, r.dtype, {self, noise});
 }
 
 // ---------------------------------------------------------------- hardsigmoid / hardswish
@@ -248,7 +294,7 @@ Computed hardswish(const at::Tensor& self) {
 Computed hardswish_backward(const at::Tensor& grad, const at::Tensor& self) {
   Bwd b = bwd(grad, self, "hardswish_backward_cpu");
   T mid = b.g * (b.x / 3.0 + 0.5);
-  return b.done(where(lt(b.x, -3.0), 0.0, where(le(b.x, 3.0), mid, b.g)));
+  return b.done(where(le(b.x, -3.0), 0.0, where(ge(b.x, 3.0), b.g, mid)));
 }
 
 // ---------------------------------------------------------------- log_sigmoid
@@ -268,6 +314,7 @@ std::tuple<at::Tensor&, at::Tensor&> log_sigmoid_forward_out(const at::Tensor& s
                                                              at::Tensor& buffer) {
   TinyOp op("log_sigmoid_forward");
   auto [out, buf, dt] = log_sigmoid_values(self);
+  TORCH_CHECK(output.scalar_type() == dt, "expected scalar type ", dt, " but found ", output.scalar_type());
   assign_out(output, out, dt, {self});
   assign_out(buffer, buf, dt, {self});
   return {output, buffer};
@@ -299,15 +346,18 @@ Computed hardshrink(const at::Tensor& self, const c10::Scalar& lambd) {
   return a.done(where(land(ge(a.x, -l), le(a.x, l)), 0.0, a.x));
 }
 Computed softshrink(const at::Tensor& self, const c10::Scalar& lambd) {
+  check_dtype(self.scalar_type(), kFloatOnly, "softshrink_check");
   check_lambda(self, lambd);
   Act a = act(self, "softshrink_cpu");
   T l = a.c_dt(lambd);
-  return a.done(where(gt(a.x, l), a.x - l, where(lt(a.x, -l), a.x + l, a.c(0.0))));
+  T r = where(gt(a.x, l), a.x - l, where(lt(a.x, -l), a.x + l, a.c(0.0)));
+  return a.done(where(isnan(a.x), a.x, r));
 }
+// grad outside [-lambda, lambda]; NaN inputs give 0 (ATen's vectorized mask)
 Computed shrink_backward(const at::Tensor& grad, const at::Tensor& self, const c10::Scalar& lambd) {
   Bwd b = bwd(grad, self, "shrink_backward_cpu");
   T l = b.c_dt(lambd);
-  return b.done(where(land(ge(b.x, -l), le(b.x, l)), 0.0, b.g));
+  return b.done(where(lor(lt(b.x, -l), gt(b.x, l)), b.g, 0.0));
 }
 
 // ---------------------------------------------------------------- glu
@@ -338,9 +388,11 @@ Computed glu_backward(const at::Tensor& grad, const at::Tensor& self, int64_t di
   Halves h = glu_halves(self, dim);
   tiny::Shape shape = to_shape(h.a.sizes());
   T a = operand_op(h.a, dt, shape), b = operand_op(h.b, dt, shape), g = operand_op(grad, dt, shape);
-  T sig = sigmoid(b);
-  T first = (sig * g).cast(to_engine(dt));
-  T second = ((1.0 - sig) * sig * a * g).cast(to_engine(dt));
+  // ATen stores sigmoid(b) in the gradient's dtype first and multiplies it by grad there
+  T sig = sigmoid(b).cast(to_engine(dt));
+  T first = sig * operand(grad, dt, shape);
+  T sig_op = sig.cast(a.dtype());
+  T second = ((1.0 - sig_op) * sig_op * a * g).cast(to_engine(dt));
   tiny::Ranges lo(shape.size(), {0, 0}), hi(shape.size(), {0, 0});
   lo[size_t(h.dim)] = {0, h.n};
   hi[size_t(h.dim)] = {h.n, 0};
@@ -397,7 +449,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   TINY_PW3("elu", elu, exact_out);
   m.impl("elu_backward", Kernels<"elu_backward", elu_backward>::fn);
   m.impl("elu_backward.grad_input", Kernels<"elu_backward", elu_backward>::out);
-  TINY_PW3("leaky_relu", leaky_relu, exact_out);
+  TINY_PW3("leaky_relu", leaky_relu_fwd, exact_out);
   TINY_BACKWARD("leaky_relu_backward", leaky_relu_backward);
   TINY_PW3("hardsigmoid", hardsigmoid, exact_out);
   TINY_BACKWARD("hardsigmoid_backward", hardsigmoid_backward);
@@ -407,14 +459,17 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("log_sigmoid_forward.output", log_sigmoid_forward_out);
   TINY_BACKWARD("log_sigmoid_backward", log_sigmoid_backward);
   m.impl("hardshrink", Kernels<"hardshrink", hardshrink>::fn);
-  m.impl("hardshrink.out", Kernels<"hardshrink", hardshrink>::out);
+  m.impl("hardshrink.out", Kernels<"hardshrink", hardshrink, exact_out>::out);
   m.impl("softshrink", Kernels<"softshrink", softshrink>::fn);
-  m.impl("softshrink.out", Kernels<"softshrink", softshrink>::out);
+  m.impl("softshrink.out", Kernels<"softshrink", softshrink, exact_out>::out);
   TINY_BACKWARD("hardshrink_backward", shrink_backward);
   TINY_BACKWARD("softshrink_backward", shrink_backward);
   m.impl("glu", Kernels<"glu", glu>::fn);
   m.impl("glu.out", Kernels<"glu", glu>::out);
   TINY_BACKWARD("glu_backward", glu_backward);
+  m.impl("rrelu_with_noise", rrelu_with_noise);
+  m.impl("rrelu_with_noise_", rrelu_with_noise_);
+  m.impl("rrelu_with_noise.out", rrelu_with_noise_out);
   m.impl("_prelu_kernel", Kernels<"prelu", prelu>::fn);
   m.impl("_prelu_kernel_backward", prelu_backward);
 }

@@ -76,17 +76,23 @@ std::optional<at::Tensor> wrap_opt(const std::optional<c10::Scalar>& s) {
   if (!s.has_value()) return std::nullopt;
   return at::native::wrapped_scalar_tensor(*s);
 }
+// scalar bounds are converted to the result dtype the way ATen does (overflow is an error)
+Computed checked(Computed r, std::initializer_list<std::optional<c10::Scalar>> bounds) {
+  for (auto& b : bounds)
+    if (b.has_value()) check_convertible(*b, r.dtype);
+  return r;
+}
 Computed clamp_s(const at::Tensor& x, const std::optional<c10::Scalar>& lo, const std::optional<c10::Scalar>& hi) {
-  return clamp_compute(x, wrap_opt(lo), wrap_opt(hi), "clamp_scalar_cpu");
+  return checked(clamp_compute(x, wrap_opt(lo), wrap_opt(hi), "clamp_scalar_cpu"), {lo, hi});
 }
 Computed clamp_t(const at::Tensor& x, const std::optional<at::Tensor>& lo, const std::optional<at::Tensor>& hi) {
   return clamp_compute(x, lo, hi, "clamp_cpu");
 }
 Computed clamp_min_s(const at::Tensor& x, const c10::Scalar& lo) {
-  return clamp_compute(x, at::native::wrapped_scalar_tensor(lo), std::nullopt, "clamp_min_scalar_cpu");
+  return checked(clamp_compute(x, at::native::wrapped_scalar_tensor(lo), std::nullopt, "clamp_min_scalar_cpu"), {lo});
 }
 Computed clamp_max_s(const at::Tensor& x, const c10::Scalar& hi) {
-  return clamp_compute(x, std::nullopt, at::native::wrapped_scalar_tensor(hi), "clamp_max_scalar_cpu");
+  return checked(clamp_compute(x, std::nullopt, at::native::wrapped_scalar_tensor(hi), "clamp_max_scalar_cpu"), {hi});
 }
 // bool is fine here: max / min of bools
 Computed clamp_min_t(const at::Tensor& x, const at::Tensor& lo) { return clamp_compute(x, lo, std::nullopt, nullptr); }
@@ -107,6 +113,7 @@ Computed masked_fill_t(const at::Tensor& self, const at::Tensor& mask, const at:
   return {where(operand(mask, c10::kBool, shape), operand(value, dt, shape), x), dt};
 }
 Computed masked_fill_s(const at::Tensor& self, const at::Tensor& mask, const c10::Scalar& value) {
+  check_convertible(value, self.scalar_type());
   return masked_fill_t(self, mask, at::native::wrapped_scalar_tensor(value));
 }
 

@@ -1,5 +1,6 @@
 #include "torch/pointwise.h"
 
+#include <ATen/Dispatch.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/any.h>
 #include <ATen/ops/from_blob.h>
@@ -33,6 +34,12 @@ void check_dtype(c10::ScalarType t, unsigned deny, const char* kernel) {
 
 void exact_out(const at::Tensor& out, c10::ScalarType computed) {
   TORCH_CHECK(out.scalar_type() == computed, "Found dtype ", out.scalar_type(), " but expected ", computed);
+}
+
+void check_convertible(const c10::Scalar& s, c10::ScalarType t) {
+  AT_DISPATCH_ALL_TYPES_AND3(c10::kHalf, c10::kBFloat16, c10::kBool, t, "check_convertible", [&] {
+    (void)s.to<scalar_t>();
+  });
 }
 
 namespace {

@@ -87,6 +87,10 @@ void check_dtype(c10::ScalarType t, unsigned deny, const char* kernel);
 constexpr unsigned kFloatOnly = kNoBool | kNoInt;
 constexpr unsigned kIntOnly = kNoFloat;  // bitwise ops: bool and integers
 
+// ATen's `scalar.to<scalar_t>()`: a value out of an integer dtype's range is an error
+// ("value cannot be converted to type uint8_t without overflow").
+void check_convertible(const c10::Scalar& s, c10::ScalarType t);
+
 // Integer division by zero raises on the CPU. The divisor's values can only be
 // seen without running anything when it is a CPU scalar, a constant or an
 // already computed tensor; those are checked (ZeroDivisionError). A zero in a

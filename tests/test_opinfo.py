@@ -64,16 +64,16 @@ def _known(ops, reason, dtype="*", check="*"):
         KNOWN_FAILURES[(op, dtype, check)] = reason
 
 
-_known("lgamma digamma polygamma.polygamma_n_0 polygamma.polygamma_n_1 polygamma.polygamma_n_2 "
-       "polygamma.polygamma_n_3 polygamma.polygamma_n_4 special.polygamma.special_polygamma_n_0 "
-       "mvlgamma.mvlgamma_p_1 mvlgamma.mvlgamma_p_3 mvlgamma.mvlgamma_p_5 special.zeta igamma igammac",
-       "gamma-family special function: no tiny kernel")
-_known("i0 special.i0e special.i1 special.i1e special.modified_bessel_i0 special.modified_bessel_i1 "
-       "special.modified_bessel_k0 special.modified_bessel_k1 special.scaled_modified_bessel_k0 "
-       "special.scaled_modified_bessel_k1 special.bessel_j0 special.bessel_j1 special.bessel_y0 "
-       "special.bessel_y1 special.spherical_bessel_j0 special.airy_ai",
-       "Bessel-family special function: no tiny kernel")
-_known("special.erfcx special.log_ndtr special.ndtri", "erfcx-based special function: no tiny kernel")
+_known("polygamma.polygamma_n_0 polygamma.polygamma_n_1 polygamma.polygamma_n_2 polygamma.polygamma_n_3 "
+       "polygamma.polygamma_n_4 special.polygamma.special_polygamma_n_0 special.zeta igamma igammac",
+       "needs the Hurwitz zeta / incomplete gamma series (data-dependent loops): no tiny kernel")
+_known("digamma lgamma mvlgamma.mvlgamma_p_1 mvlgamma.mvlgamma_p_3 mvlgamma.mvlgamma_p_5",
+       "the gradient needs polygamma (Hurwitz zeta): no tiny kernel", check="grad")
+_known("special.modified_bessel_i0 special.modified_bessel_i1 special.modified_bessel_k0 "
+       "special.modified_bessel_k1 special.scaled_modified_bessel_k0 special.scaled_modified_bessel_k1 "
+       "special.bessel_j0 special.bessel_j1 special.bessel_y0 special.bessel_y1 special.spherical_bessel_j0 "
+       "special.airy_ai", "Bessel-family special function: no tiny kernel")
+_known("special.erfcx special.log_ndtr", "erfcx-based special function: no tiny kernel")
 _known("special.chebyshev_polynomial_t special.chebyshev_polynomial_u special.chebyshev_polynomial_v "
        "special.chebyshev_polynomial_w special.hermite_polynomial_h special.hermite_polynomial_he "
        "special.laguerre_polynomial_l special.legendre_polynomial_p special.shifted_chebyshev_polynomial_t "
@@ -82,7 +82,7 @@ _known("special.chebyshev_polynomial_t special.chebyshev_polynomial_u special.ch
        "orthogonal polynomial of a tensor degree: needs a per-element recurrence loop")
 _known("gcd lcm", "needs a data-dependent loop (Euclid) per element: no tiny kernel")
 _known("complex polar cdouble cfloat chalf", "complex dtypes are not supported on tiny")
-_known("nn.functional.rrelu", "training mode draws random slopes (rrelu_with_noise): no tiny kernel")
+_known("nn.functional.rrelu", "training mode draws random slopes: tiny's Philox stream is not the CPU's generator")
 _known("argmax argmin masked.argmax masked.argmin count_nonzero nansum nanmean std std.unbiased var "
        "var.unbiased linalg.vector_norm masked.norm hash_tensor",
        "reduction with no tiny kernel yet (reductions are another branch's work)")

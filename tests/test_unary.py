@@ -25,9 +25,11 @@ UNARY = {
     "rad2deg": torch.rad2deg, "square": torch.square, "positive": torch.positive,
     "logical_not": torch.logical_not, "bitwise_not": torch.bitwise_not, "fix": torch.fix,
     "ndtr": torch.special.ndtr, "expit": torch.special.expit, "relu": torch.relu,
+    "lgamma": torch.lgamma, "digamma": torch.digamma, "i0": torch.i0, "i0e": torch.special.i0e,
+    "i1": torch.special.i1, "i1e": torch.special.i1e, "ndtri": torch.special.ndtri,
 }
 # ops whose CPU kernels use vectorized approximations a few ulp away from libm's on some inputs
-LOOSE = {"tan": 1e-5, "sinh": 1e-5, "cosh": 1e-5, "asinh": 1e-5, "acosh": 1e-5, "atanh": 1e-5,
+LOOSE = {"lgamma": 1e-5, "digamma": 1e-5, "i0": 1e-5, "i1": 1e-5, "ndtri": 1e-5, "tan": 1e-5, "sinh": 1e-5, "cosh": 1e-5, "asinh": 1e-5, "acosh": 1e-5, "atanh": 1e-5,
          "erfinv": 1e-5, "expm1": 1e-5, "erfc": 1e-5, "exp2": 1e-5, "sinc": 1e-5}
 
 
@@ -167,6 +169,19 @@ def test_exact_powers_of_two_and_ten():
     run_both(torch.log10, torch.tensor([10.0 ** i for i in range(-30, 31)]), rtol=0, atol=0, msg="log10")
 
 
+def test_special_functions_over_their_domains():
+    x = torch.cat([torch.linspace(-12, 12, 4801), torch.tensor([-0.0, 1e-30, -1e-30, 1e20, -1e20, -3.0, -2.5, 0.5])])
+    p = torch.cat([torch.linspace(0, 1, 4001), torch.tensor([1e-30, 1e-10, 1e-5, 1 - 1e-7, 0.135, 0.865])])
+    for dt in (torch.float32, torch.float64):
+        tol = dict(rtol=1e-5, atol=1e-6) if dt == torch.float32 else {}
+        for fn in (torch.lgamma, torch.digamma, torch.i0, torch.special.i0e, torch.special.i1, torch.special.i1e):
+            run_both(fn, x.to(dt), msg=f"{fn} {dt}", **tol)
+        run_both(torch.special.ndtri, p.to(dt), msg=f"ndtri {dt}", **tol)
+        # mvlgamma is built on lgamma
+        run_both(lambda t: torch.mvlgamma(t, 3), (x.abs() + 1.5).to(dt), msg=f"mvlgamma {dt}", **tol)
+    run_both(torch.special.ndtri, p.half(), msg="ndtri half: the CPU's error")
+
+
 def test_erfc_tail_keeps_precision():
     x = torch.linspace(0, 9, 91)
     got = torch.erfc(to_dev(x)).cpu()
@@ -212,7 +227,8 @@ def test_gradients(dtype):
            torch.sigmoid, torch.erf, torch.erfc, torch.erfinv, torch.asin, torch.acos, torch.atan, torch.sinh,
            torch.cosh, torch.asinh, torch.atanh, torch.log1p, torch.expm1, torch.exp2, torch.log2,
            torch.log10, torch.reciprocal, torch.abs, torch.sgn, torch.logit, torch.frac, torch.round,
-           torch.nan_to_num, torch.sinc, lambda t: t.pow(3), torch.special.entr, torch.neg, torch.square]
+           torch.nan_to_num, torch.sinc, lambda t: t.pow(3), torch.special.entr, torch.neg, torch.square,
+           torch.lgamma, torch.i0, torch.special.i0e, torch.special.i1, torch.special.i1e, torch.special.ndtri]
     g = torch.Generator().manual_seed(3)
     x = (torch.rand(40, generator=g, dtype=dtype) * 0.9 + 0.05)
     go = torch.randn(40, generator=g, dtype=dtype)

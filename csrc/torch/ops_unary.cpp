@@ -15,19 +15,6 @@ using namespace pw;
 
 namespace {
 
-// What a unary op's result dtype is.
-enum class Kind { Same, Float, Bool };
-
-// self as an engine value of the op's compute type; the result is cast back.
-template <T (*F)(const T&), Kind K = Kind::Float, unsigned Deny = kAllowAll, Name Kernel = "">
-Computed unary(const at::Tensor& self) {
-  check_dtype(self.scalar_type(), Deny, Kernel.s);
-  c10::ScalarType dt = K == Kind::Float ? float_type_for(self.scalar_type()) : self.scalar_type();
-  T x = operand_op(self, dt, to_shape(self.sizes()));
-  if (K == Kind::Bool) return {F(x), c10::kBool};
-  return {F(x).cast(to_engine(dt)), dt};
-}
-
 // ---------------------------------------------------------------- formulas
 T u_neg(const T& x) { return -x; }
 T u_abs(const T& x) { return un(Op::Abs, x); }

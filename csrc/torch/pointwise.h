@@ -152,6 +152,19 @@ struct Kernels<N, F, Check> {
   }
 };
 
+// What a unary op's result dtype is: the input's, int/bool -> the default float, bool.
+enum class Kind { Same, Float, Bool };
+
+// F on self as an engine value of the op's compute type; the result is cast back.
+template <T (*F)(const T&), Kind K = Kind::Float, unsigned Deny = kAllowAll, Name Kernel = "">
+Computed unary(const at::Tensor& self) {
+  check_dtype(self.scalar_type(), Deny, Kernel.s);
+  c10::ScalarType dt = K == Kind::Float ? float_type_for(self.scalar_type()) : self.scalar_type();
+  T x = operand_op(self, dt, to_shape(self.sizes()));
+  if (K == Kind::Bool) return {F(x), c10::kBool};
+  return {F(x).cast(to_engine(dt)), dt};
+}
+
 // Registers name, name_ and name.out from one compute function.
 #define TINY_PW3(name, ...)                                                   \
   m.impl(name, ::torch_tiny::pw::Kernels<name, __VA_ARGS__>::fn);             \

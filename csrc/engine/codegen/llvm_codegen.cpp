@@ -520,6 +520,7 @@ class Builder {
       case Op::Exp2: return fp(call(llvm::Intrinsic::exp2, a));
       case Op::Log2: return fp(call(llvm::Intrinsic::log2, a));
       case Op::Log10: return fp(call(llvm::Intrinsic::log10, a));
+      case Op::Lgamma: return fp(libm("lgamma", a));
       case Op::Sign: {
         if (!f) {
           if (in == DType::Bool) return a;

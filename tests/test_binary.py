@@ -27,7 +27,7 @@ BINARY = {
     "heaviside": torch.heaviside, "logaddexp": torch.logaddexp, "logaddexp2": torch.logaddexp2,
     "nextafter": torch.nextafter, "true_divide": torch.true_divide, "float_power": torch.float_power,
     "rsub": torch.rsub, "clamp_min": torch.clamp_min, "clamp_max": torch.clamp_max,
-    "add_alpha": lambda a, b: torch.add(a, b, alpha=3), "sub_alpha": lambda a, b: torch.sub(a, b, alpha=2),
+    "gcd": torch.gcd, "lcm": torch.lcm, "add_alpha": lambda a, b: torch.add(a, b, alpha=3), "sub_alpha": lambda a, b: torch.sub(a, b, alpha=2),
     "ldexp": lambda a, b: torch.ldexp(a, b.to(torch.int32) % 8 if not b.dtype.is_floating_point else b),
 }
 # CPU kernels built on vectorized approximations differ from libm by an ulp or so on some pairs

@@ -80,7 +80,6 @@ _known("special.chebyshev_polynomial_t special.chebyshev_polynomial_u special.ch
        "special.shifted_chebyshev_polynomial_u special.shifted_chebyshev_polynomial_v "
        "special.shifted_chebyshev_polynomial_w",
        "orthogonal polynomial of a tensor degree: needs a per-element recurrence loop")
-_known("gcd lcm", "needs a data-dependent loop (Euclid) per element: no tiny kernel")
 _known("complex polar cdouble cfloat chalf", "complex dtypes are not supported on tiny")
 _known("nn.functional.rrelu", "training mode draws random slopes: tiny's Philox stream is not the CPU's generator")
 _known("argmax argmin masked.argmax masked.argmin count_nonzero nansum nanmean std std.unbiased var "

@@ -130,6 +130,30 @@ T b_nextafter(const T& x, const T& y) {
   return where(lor(isnan(x), isnan(y)), x + y, r);
 }
 
+// gcd by Euclid's algorithm. The number of steps is bounded by the bit width
+// (consecutive Fibonacci numbers are the worst case: < 1.45 * bits + 2 steps),
+// so a fixed number of masked steps is exact for every input.
+T b_gcd(const T& a0, const T& b0) {
+  T a = un(Op::Abs, a0), b = un(Op::Abs, b0);
+  int steps = int(tiny::itemsize(a.dtype()) * 8 * 1.45) + 2;
+  T zero = cnst(a, 0.0);
+  for (int i = 0; i < steps; i++) {
+    T live = ne(a, zero);
+    T next_a = where(live, b.binary(Op::Fmod, a), a);
+    b = where(live, a, b);
+    a = next_a;
+  }
+  return b;
+}
+// |a / g * b|, in int for 8- and 16-bit types (C++ promotes them; the result then wraps)
+T b_lcm(const T& a, const T& b) {
+  T g = b_gcd(a, b);
+  tiny::DType wide = tiny::itemsize(a.dtype()) < 4 ? tiny::DType::Int32 : a.dtype();
+  T l = un(Op::Abs, a.cast(wide) / g.cast(wide) * b.cast(wide)).cast(a.dtype());
+  T zero = cnst(a, 0.0);
+  return where(eq(g, zero), zero, l);
+}
+
 // ---------------------------------------------------------------- add / sub
 void check_not_bool_sub(const at::Tensor& a, const at::Tensor& b) {
   TORCH_CHECK_NOT_IMPLEMENTED(a.scalar_type() != c10::kBool || b.scalar_type() != c10::kBool,
@@ -278,6 +302,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   TINY_BINARY3("logaddexp2", binary<b_logaddexp2, Promote::Default, kFloatOnly, "logaddexp2_cpu">);
   TINY_BINARY3("nextafter", binary<b_nextafter, Promote::Default, kFloatOnly, "nextafter_cpu", true>);
   TINY_BINARY3("heaviside", heaviside, heaviside_out);
+  TINY_BINARY3("gcd", binary<b_gcd, Promote::Default, kNoBool | kNoFloat, "gcd_cpu">);
+  TINY_BINARY3("lcm", binary<b_lcm, Promote::Default, kNoBool | kNoFloat, "lcm_cpu">);
   // ATen's xlogy kernels are scalar loops rounding each step to 16-bit floats: Native
   using Xlogy = Kernels<"xlogy", binary<b_xlogy, Promote::IntToFloat, kAllowAll, "", true>>;
   using Xlog1py = Kernels<"xlog1py", binary<b_xlog1py, Promote::IntToFloat, kAllowAll, "", true>>;

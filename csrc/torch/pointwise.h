@@ -1,5 +1,5 @@
-// Shared machinery of the pointwise op files (ops_unary, ops_binary,
-// ops_ternary, ops_activation): an op's lazy value and ATen dtype, formula
+// Shared machinery of the pointwise op files (ops_unary, ops_binary, ops_ternary,
+// ops_activation, ops_special): an op's lazy value and ATen dtype, formula
 // helpers over engine values, ATen's dtype errors, and templates that turn one
 // compute function into ATen's functional, in-place and out= kernels.
 #pragma once
@@ -170,7 +170,5 @@ Computed unary(const at::Tensor& self) {
   m.impl(name, ::torch_tiny::pw::Kernels<name, __VA_ARGS__>::fn);             \
   m.impl(name "_", ::torch_tiny::pw::Kernels<name, __VA_ARGS__>::inplace);    \
   m.impl(name ".out", ::torch_tiny::pw::Kernels<name, __VA_ARGS__>::out)
-// ... with out= of exactly the result's dtype
-#define TINY_PW3_EXACT(name, F) TINY_PW3(name, F, ::torch_tiny::pw::exact_out)
 
 }  // namespace torch_tiny::pw

@@ -64,10 +64,8 @@ def _known(ops, reason, dtype="*", check="*"):
         KNOWN_FAILURES[(op, dtype, check)] = reason
 
 
-_known("polygamma.polygamma_n_0 polygamma.polygamma_n_1 polygamma.polygamma_n_2 polygamma.polygamma_n_3 "
-       "polygamma.polygamma_n_4 special.polygamma.special_polygamma_n_0 special.zeta igamma igammac",
-       "needs the Hurwitz zeta / incomplete gamma series (data-dependent loops): no tiny kernel")
-_known("digamma", "the gradient needs polygamma(1, x): no tiny kernel", check="grad")
+_known("special.zeta igamma igammac",
+       "Hurwitz zeta / incomplete gamma of tensors need data-dependent loops: no tiny kernel")
 _known("special.modified_bessel_i0 special.modified_bessel_i1 special.modified_bessel_k0 "
        "special.modified_bessel_k1 special.scaled_modified_bessel_k0 special.scaled_modified_bessel_k1 "
        "special.bessel_j0 special.bessel_j1 special.bessel_y0 special.bessel_y1 special.spherical_bessel_j0 "

@@ -1,8 +1,9 @@
 // Special functions whose ATen CPU kernels are fixed sequences of arithmetic
 // (Cephes-style series and rational approximations, bounded loops), written as
-// the same sequence of engine ops: lgamma, digamma, i0/i0e/i1/i1e, ndtri.
-// Functions needing unbounded, data-dependent loops (zeta, polygamma n >= 2,
-// orthogonal polynomials of tensor degree) are left to the CPU fallback.
+// the same sequence of engine ops: lgamma, digamma, trigamma and polygamma,
+// i0/i0e/i1/i1e, ndtri. Functions needing unbounded, data-dependent loops
+// (zeta of tensors, igamma, orthogonal polynomials of tensor degree) are left
+// to the CPU fallback.
 #include <torch/library.h>
 
 #include <cmath>
@@ -67,6 +68,103 @@ T u_digamma(const T& x0) {
   T reflected = where(eq(x0, un(Op::Trunc, x0)), kNaN, pos - pot);
   T out = where(neg, reflected, pos);
   return where(eq(x0, 0.0), cnst(x0, kInf).binary(Op::Copysign, -x0), out);
+}
+
+// trigamma: reflection below 1/2, six recurrence steps, then the asymptotic series.
+T trigamma(const T& x0) {
+  bool dbl = is_double(x0);
+  T refl = lt(x0, 0.5);
+  // float: ATen's pi and pi * pi are float constants
+  double pi = dbl ? M_PI : double(float(M_PI));
+  double pi2 = dbl ? M_PI * M_PI : double(float(M_PI) * float(M_PI));
+  T s = un(Op::Sin, x0 * pi);
+  T result = where(refl, cnst(x0, 0.0) - pi2 / (s * s), cnst(x0, 0.0));
+  T x = where(refl, 1.0 - x0, x0);
+  for (int i = 0; i < 6; i++) {
+    result = result + 1.0 / (x * x);
+    x = x + 1.0;
+  }
+  T ixx = 1.0 / (x * x);
+  const double c6 = dbl ? 1.0 / 6 : double(1.f / 6), c30 = dbl ? 1.0 / 30 : double(1.f / 30),
+               c42 = dbl ? 1.0 / 42 : double(1.f / 42);
+  result = result + (1.0 + 1.0 / (2.0 * x) + ixx * (c6 - ixx * (c30 - ixx * c42))) / x;
+  return where(refl, -result, result);
+}
+
+// Hurwitz zeta(x, q) for q >= 0 as ATen's zeta(): the sum over q + j until past 9
+// (at most 10 terms for q >= 0; early exit once a term is negligible), then the
+// Euler-Maclaurin tail (early exit as well).
+T zeta_nonneg_q(const T& x, const T& q) {
+  const double machep = 1.11022302462515654042E-16;
+  const double A[] = {12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606e9, 7.47242496e10,
+                      -2.950130727918164224e12, 1.1646782814350067249e14, -4.5979787224074726105e15,
+                      1.8152105401943546773e17, -7.1661652561756670113e18};
+  T s = q.binary(Op::Pow, -x);
+  T a = q, b = cnst(q, 0.0);
+  T done = T::full(q.shape(), tiny::Scalar::from_bool(false), tiny::DType::Bool);
+  for (int i = 0; i < 10; i++) {
+    T active = i < 9 ? lnot(done) : land(lnot(done), le(a, 9.0));
+    T a1 = a + 1.0;
+    T b1 = a1.binary(Op::Pow, -x);
+    T s1 = s + b1;
+    T small = land(lt(-machep * s1, b1), lt(b1, machep * s1));
+    a = where(active, a1, a);
+    b = where(active, b1, b);
+    s = where(active, s1, s);
+    done = lor(done, land(active, small));
+  }
+  T w = a;
+  T st = s + b * w / (x - 1.0);
+  st = st - 0.5 * b;
+  T aa = cnst(q, 1.0), k = cnst(q, 0.0);
+  T done2 = done;
+  for (double coeff : A) {
+    aa = aa * (x + k);
+    b = b / w;
+    T t = aa * b / coeff;
+    T s2 = st + t;
+    st = where(done2, st, s2);
+    done2 = lor(done2, lt(un(Op::Abs, t / s2), machep));
+    k = k + 1.0;
+    aa = aa * (x + k);
+    b = b / w;
+    k = k + 1.0;
+  }
+  return where(done, s, st);
+}
+
+// polygamma(n, x), n >= 2: (-1)^(n+1) n! zeta(n + 1, x), zeta in double (float for
+// 16-bit inputs), as ATen. For negative x ATen sums ~|x| terms; this uses the
+// reflection psi_n(x) = (-1)^n psi_n(1 - x) - pi^(n+1) cot^(n)(pi x) instead (same
+// value, no data-dependent loop). Non-positive integers are poles.
+T polygamma_n(const T& x, int64_t n) {
+  tiny::DType acc = x.dtype() == tiny::DType::Float32 ? tiny::DType::Float64 : x.dtype();
+  // (n % 2 ? 1 : -1) * exp(lgamma(n + 1)) in the tensor's type, as ATen evaluates it
+  double fact = x.dtype() == tiny::DType::Float64 ? std::exp(std::lgamma(double(n) + 1))
+                                                  : double(std::exp(std::lgamma(float(n) + 1.0f)));
+  double sign = (n % 2) ? 1.0 : -1.0;
+  T neg = lt(x, 0.0);
+  T q = where(neg, 1.0 - x, x);  // >= 0 for every finite x
+  T qa = q.cast(acc);
+  T direct = (sign * cnst(q, fact) * zeta_nonneg_q(cnst(qa, double(n + 1)), qa).cast(q.dtype()));
+  // cot^(n)(u) = P_n(cot u): P_0(c) = c, P_{k+1}(c) = -(1 + c^2) P_k'(c); coefficients by power
+  std::vector<double> p = {0.0, 1.0};
+  for (int64_t k = 0; k < n; k++) {
+    std::vector<double> next(p.size() + 1, 0.0);
+    for (size_t i = 1; i < p.size(); i++) {
+      next[i - 1] -= double(i) * p[i];
+      next[i + 1] -= double(i) * p[i];
+    }
+    p = next;
+  }
+  T xd = x.cast(tiny::DType::Float64);
+  T c = 1.0 / un(Op::Tan, M_PI * (xd - un(Op::Trunc, xd)));  // cot(pi x), from the fractional part
+  T poly = cnst(c, 0.0);
+  for (size_t i = p.size(); i-- > 0;) poly = poly * c + p[i];
+  T reflected = ((n % 2 ? -1.0 : 1.0) * direct.cast(tiny::DType::Float64) - poly * std::pow(M_PI, double(n + 1)))
+                    .cast(x.dtype());
+  T pole = land(le(x, 0.0), eq(x, un(Op::Floor, x)));
+  return where(pole, sign * kInf, where(neg, reflected, direct));
 }
 
 // ---------------------------------------------------------------- modified Bessel I0, I1
@@ -191,6 +289,24 @@ Computed ndtri(const at::Tensor& self) {
   return unary<u_ndtri>(self);
 }
 
+Computed polygamma_compute(int64_t n, const at::Tensor& self) {
+  TORCH_CHECK(n >= 0, "polygamma(n, x) does not support negative n.");
+  c10::ScalarType dt = float_type_for(self.scalar_type());
+  T x = operand_op(self, dt, to_shape(self.sizes()));
+  T r = n == 0 ? u_digamma(x) : n == 1 ? trigamma(x) : polygamma_n(x, n);
+  return {r.cast(to_engine(dt)), dt};
+}
+at::Tensor polygamma(int64_t n, const at::Tensor& self) {
+  TinyOp op("polygamma");
+  auto r = polygamma_compute(n, self);
+  return make_result(r.value, r.dtype);
+}
+at::Tensor& polygamma_out(int64_t n, const at::Tensor& self, at::Tensor& out) {
+  TinyOp op("polygamma");
+  auto r = polygamma_compute(n, self);
+  return assign_out(out, r.value, r.dtype, {self});
+}
+
 }  // namespace
 
 #define TINY_SPECIAL(name, F)                                   \
@@ -200,6 +316,8 @@ Computed ndtri(const at::Tensor& self) {
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   TINY_PW3("lgamma", unary<u_lgamma>);
   TINY_PW3("digamma", unary<u_digamma>);
+  m.impl("polygamma", polygamma);
+  m.impl("polygamma.out", polygamma_out);
   TINY_PW3("i0", unary<u_i0>);
   TINY_SPECIAL("special_i0e", u_i0e);
   TINY_SPECIAL("special_i1", u_i1);

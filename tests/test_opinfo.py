@@ -66,10 +66,7 @@ def _known(ops, reason, dtype="*", check="*"):
 
 _known("special.zeta igamma igammac",
        "Hurwitz zeta / incomplete gamma of tensors need data-dependent loops: no tiny kernel")
-_known("special.modified_bessel_i0 special.modified_bessel_i1 special.modified_bessel_k0 "
-       "special.modified_bessel_k1 special.scaled_modified_bessel_k0 special.scaled_modified_bessel_k1 "
-       "special.bessel_j0 special.bessel_j1 special.bessel_y0 special.bessel_y1 special.spherical_bessel_j0 "
-       "special.airy_ai", "Bessel-family special function: no tiny kernel")
+_known("special.airy_ai", "Airy function: no tiny kernel")
 _known("special.erfcx special.log_ndtr", "erfcx-based special function: no tiny kernel")
 _known("special.chebyshev_polynomial_t special.chebyshev_polynomial_u special.chebyshev_polynomial_v "
        "special.chebyshev_polynomial_w special.hermite_polynomial_h special.hermite_polynomial_he "

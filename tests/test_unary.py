@@ -182,6 +182,23 @@ def test_special_functions_over_their_domains():
     run_both(torch.special.ndtri, p.half(), msg="ndtri half: the CPU's error")
 
 
+BESSEL = ["bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "modified_bessel_i0", "modified_bessel_i1",
+          "modified_bessel_k0", "modified_bessel_k1", "scaled_modified_bessel_k0", "scaled_modified_bessel_k1",
+          "spherical_bessel_j0"]
+
+
+@pytest.mark.parametrize("name", BESSEL)
+def test_bessel_functions(name):
+    fn = getattr(torch.special, name)
+    g = torch.Generator().manual_seed(0)
+    x = torch.cat([torch.linspace(-30, 30, 3001), torch.rand(200, generator=g) * 18 - 9,
+                   torch.tensor([0.0, -0.0, INF, -INF, NAN, 1e-30, 1e-6, 1e20, 2.0, 5.0, 8.0, -8.0, 0.5, 700.0])])
+    run_both(fn, x, msg=f"{name} float32", rtol=1e-5, atol=1e-6)
+    run_both(fn, x.double(), msg=f"{name} float64", rtol=1e-10, atol=1e-12)
+    run_both(fn, torch.arange(-3, 4), msg=f"{name} int64 -> float32", rtol=1e-5, atol=1e-6)
+    run_both(fn, x.half(), msg=f"{name} half: the CPU's error")
+
+
 def test_polygamma():
     g = torch.Generator().manual_seed(0)
     x = torch.cat([torch.linspace(-12, 12, 1201), torch.rand(300, generator=g) * 18 - 9,

@@ -231,6 +231,35 @@ def test_special_binaries():
     run_both(torch.nextafter, z.double(), torch.zeros(7, dtype=torch.float64), msg="double towards 0")
 
 
+POLYNOMIALS = ["chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v", "chebyshev_polynomial_w",
+               "hermite_polynomial_h", "hermite_polynomial_he", "laguerre_polynomial_l", "legendre_polynomial_p",
+               "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
+               "shifted_chebyshev_polynomial_w"]
+
+
+@pytest.mark.parametrize("name", POLYNOMIALS)
+def test_orthogonal_polynomials(name):
+    fn = getattr(torch.special, name)
+    g = torch.Generator().manual_seed(0)
+    x = torch.cat([torch.rand(100, generator=g) * 4 - 2,
+                   torch.tensor([1.0, -1.0, 0.0, 0.5, 1.5, -1.5, NAN, 2.0, 0.25, 0.75])]).reshape(-1, 1)
+    n = torch.cat([torch.arange(-3, 16).float(), torch.tensor([NAN, INF, -INF, 3.7, 9.99])]).reshape(1, -1)
+    # the recurrence amplifies rounding (ATen's compiled loop may fuse multiply-adds): relative 1e-4
+    run_both(fn, x, n, msg=f"{name} float32", rtol=1e-4, atol=1e-4)
+    run_both(fn, x.double(), n.double(), msg=f"{name} float64", rtol=1e-9, atol=1e-9)
+    run_both(lambda t: fn(t, 5), x, msg=f"{name} scalar degree", rtol=1e-4, atol=1e-4)
+    run_both(lambda t: fn(t, torch.tensor(7)), x, msg=f"{name} 0-d int degree", rtol=1e-4, atol=1e-4)
+    run_both(fn, torch.arange(-2, 3).reshape(-1, 1), torch.arange(0, 4), msg=f"{name} int64", rtol=1e-5, atol=1e-5)
+    run_both(fn, x.half(), n.half(), msg=f"{name} half: the CPU's error")
+
+
+def test_polynomial_degree_limit():
+    requires_tiny()
+    x = to_dev(torch.rand(4))
+    with pytest.raises(NotImplementedError, match="unrolled recurrence limit"):
+        torch.special.hermite_polynomial_h(x, 5000)
+
+
 def test_where_and_masked_fill():
     g = torch.Generator().manual_seed(0)
     c = torch.rand(4, 1, 5, generator=g) > 0.5

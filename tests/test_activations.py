@@ -232,14 +232,13 @@ def test_training_step_matches_cpu():
         assert_same(pd, pc.detach(), msg=n, rtol=1e-4, atol=1e-5)
 
 
-# Kernels for forward + backward of act(x).sum() w.r.t. x. With the forward value dropped, the
-# gradient is one kernel; mish's gradient reads tanh(softplus(x)) three times and the scheduler
-# materializes it ("expensive value read many times"). Keeping the forward value alive too,
-# ops whose forward and backward share an exp/tanh get that value in a kernel of its own.
-KERNELS_GRAD_ONLY = {"silu": 1, "gelu": 1, "hardswish": 1, "elu": 1, "leaky_relu": 1, "softplus": 1, "mish": 2,
-                     "logsigmoid": 1, "sigmoid": 1, "tanh": 1, "relu": 1, "hardsigmoid": 1, "selu": 1, "celu": 1}
-KERNELS_WITH_FORWARD = {"silu": 2, "gelu": 1, "hardswish": 1, "elu": 1, "leaky_relu": 1, "softplus": 2, "mish": 2,
-                        "logsigmoid": 2, "sigmoid": 2, "tanh": 2, "relu": 1, "hardsigmoid": 1, "selu": 1, "celu": 1}
+# Kernels for forward + backward of act(x).sum() w.r.t. x: one, with or without the forward
+# value kept alive. The scheduler counts distinct evaluations (the generated code computes a
+# shared exp/tanh once per element), and the forward output merges with the gradient kernel.
+_ACTIVATIONS = ["silu", "gelu", "hardswish", "elu", "leaky_relu", "softplus", "mish", "logsigmoid", "sigmoid",
+                "tanh", "relu", "hardsigmoid", "selu", "celu"]
+KERNELS_GRAD_ONLY = {name: 1 for name in _ACTIVATIONS}
+KERNELS_WITH_FORWARD = {name: 1 for name in _ACTIVATIONS}
 _KERNEL_FNS = {"silu": F.silu, "gelu": F.gelu, "hardswish": F.hardswish, "elu": F.elu, "leaky_relu": F.leaky_relu,
                "softplus": F.softplus, "mish": F.mish, "logsigmoid": F.logsigmoid, "sigmoid": torch.sigmoid,
                "tanh": torch.tanh, "relu": F.relu, "hardsigmoid": F.hardsigmoid, "selu": F.selu, "celu": F.celu}

@@ -36,6 +36,7 @@ $PY -c "import hypothesis" 2>/dev/null || $PY -m pip install -q hypothesis
 here=$(pwd -P)
 installed=$(cd / && TORCH_DEVICE_BACKEND_AUTOLOAD=0 $PY -c "import importlib.util as u; s = u.find_spec('torch_tiny'); print(s.submodule_search_locations[0] if s else '')" 2>/dev/null || true)
 if [ "$installed" != "$here/torch_tiny" ]; then
+  echo "setup: building and installing torch_tiny (the first build takes several minutes)"
   TORCH_DEVICE_BACKEND_AUTOLOAD=0 $PY -m pip install -q --no-build-isolation --no-deps -e .
 else
   TORCH_DEVICE_BACKEND_AUTOLOAD=0 $PY setup.py -q build_ext --inplace >/dev/null

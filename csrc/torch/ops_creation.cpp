@@ -132,6 +132,9 @@ template <bool Lower>
 at::Tensor& tri_out(const at::Tensor& self, int64_t diagonal, at::Tensor& out) {
   TinyOp op(Lower ? "tril" : "triu");
   triangle_meta<Lower>(self, diagonal, out);
+  // the structured out= wrapper's check (the meta function alone does not make it)
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "Expected out tensor to have dtype ", self.dtype(),
+              ", but got ", out.dtype(), " instead");
   return assign_out(out, triangle(self, diagonal, Lower), self.scalar_type(), {self});
 }
 

@@ -1,10 +1,12 @@
-// Reductions and the linear algebra built on them (mm, bmm, addmm).
-#include <ATen/WrapDimUtilsMulti.h>
+// Value reductions: sum, mean, prod, nansum, amax/amin, max/min over
+// everything, aminmax, any/all, count_nonzero, logsumexp, equal. Each is one
+// engine REDUCE (plus elementwise work the scheduler fuses around it).
 #include <ATen/native/ReduceOpsUtils.h>
 #include <torch/library.h>
 
 #include "torch/elementwise.h"
 #include "torch/ops_util.h"
+#include "torch/reduce_util.h"
 #include "torch/tensor_value.h"
 
 namespace torch_tiny {
@@ -14,59 +16,74 @@ using T = tiny::Tensor;
 using tiny::Op;
 using tiny::ReduceOp;
 
-std::vector<int> reduce_axes(const at::Tensor& self, at::OptionalIntArrayRef dims) {
-  std::vector<int> axes;
-  int64_t nd = self.dim();
-  if (!dims.has_value() || dims->empty()) {
-    for (int64_t i = 0; i < nd; i++) axes.push_back(int(i));
-    return axes;
-  }
-  auto bits = at::dim_list_to_bitset(*dims, nd);
-  for (int64_t i = 0; i < nd; i++)
-    if (bits[size_t(i)]) axes.push_back(int(i));
-  return axes;
-}
-
 // sum / prod keep integer results in int64, as ATen does
 c10::ScalarType sum_dtype(const at::Tensor& self, std::optional<c10::ScalarType> dtype) {
-  if (dtype) return *dtype;
-  return c10::isIntegralType(self.scalar_type(), true) ? c10::kLong : self.scalar_type();
+  return at::native::get_dtype_from_self(self, dtype, /*promote_integers=*/true);
 }
 
-T reduce_value(const at::Tensor& self, ReduceOp op, const std::vector<int>& axes, bool keepdim, c10::ScalarType dt) {
+
+// ---------------------------------------------------------------- sum / prod / nansum
+template <ReduceOp R>
+T sum_like_value(const at::Tensor& self, const std::vector<int>& axes, bool keepdim, c10::ScalarType dt, bool nan_zero) {
   T v = read(self).cast(to_engine(dt));
-  if (self.dim() == 0) return v;
-  return v.reduce(op, axes, keepdim);
+  if (nan_zero) v = select(is_nan(v), constant_like(v, 0), v);
+  return squeeze_axes(reduce_keep(v, R, axes), axes, keepdim);
 }
 
-at::Tensor sum_dim(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim, std::optional<c10::ScalarType> dtype) {
-  TinyOp op("sum");
-  c10::ScalarType dt = sum_dtype(self, dtype);
-  return make_result(reduce_value(self, ReduceOp::Sum, reduce_axes(self, dims), keepdim, dt), dt);
+// nansum of a float input into an integer out= has no CPU kernel (with
+// dtype= the input is cast first, which works)
+void check_nansum(const at::Tensor& self, c10::ScalarType dt) {
+  TORCH_CHECK_NOT_IMPLEMENTED(!c10::isFloatingType(self.scalar_type()) || c10::isFloatingType(dt),
+                              "\"nansum_cpu\" not implemented for '", dt, "'");
 }
+
+template <ReduceOp R, bool NanZero>
+at::Tensor sum_dim(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim, std::optional<c10::ScalarType> dtype) {
+  TinyOp op(R == ReduceOp::Sum ? (NanZero ? "nansum" : "sum") : "prod");
+  c10::ScalarType dt = sum_dtype(self, dtype);
+  return make_result(sum_like_value<R>(self, reduce_axes(self, dims), keepdim, dt, NanZero), dt);
+}
+template <ReduceOp R, bool NanZero>
 at::Tensor& sum_out(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim,
                     std::optional<c10::ScalarType> dtype, at::Tensor& out) {
-  TinyOp op("sum");
-  c10::ScalarType dt = dtype ? *dtype : (out.defined() ? out.scalar_type() : sum_dtype(self, dtype));
-  return assign_out(out, reduce_value(self, ReduceOp::Sum, reduce_axes(self, dims), keepdim, dt), dt, {self});
+  TinyOp op(R == ReduceOp::Sum ? (NanZero ? "nansum" : "sum") : "prod");
+  // the result dtype is out's unless dtype= names one (which out must then have)
+  c10::ScalarType dt = dtype.value_or(out.scalar_type());
+  if (NanZero && !dtype) check_nansum(self, dt);
+  return assign_out_exact(out, sum_like_value<R>(self, reduce_axes(self, dims), keepdim, dt, NanZero), dt);
 }
+template <ReduceOp R>
 at::Tensor sum_all(const at::Tensor& self, std::optional<c10::ScalarType> dtype) {
-  return sum_dim(self, c10::IntArrayRef{}, false, dtype);
+  return sum_dim<R, false>(self, std::nullopt, false, dtype);
+}
+template <ReduceOp R>
+at::Tensor& sum_all_out(const at::Tensor& self, std::optional<c10::ScalarType> dtype, at::Tensor& out) {
+  return sum_out<R, false>(self, std::nullopt, false, dtype, out);
+}
+at::Tensor prod_dim(const at::Tensor& self, int64_t dim, bool keepdim, std::optional<c10::ScalarType> dtype) {
+  return sum_dim<ReduceOp::Prod, false>(self, c10::IntArrayRef{dim}, keepdim, dtype);
+}
+at::Tensor& prod_dim_out(const at::Tensor& self, int64_t dim, bool keepdim, std::optional<c10::ScalarType> dtype,
+                         at::Tensor& out) {
+  return sum_out<ReduceOp::Prod, false>(self, c10::IntArrayRef{dim}, keepdim, dtype, out);
 }
 
-T mean_value(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim, c10::ScalarType dt) {
-  auto axes = reduce_axes(self, dims);
-  int64_t n = 1;
-  for (int a : axes) n *= self.size(a);
-  T s = reduce_value(self, ReduceOp::Sum, axes, keepdim, dt);
-  return s.binary(Op::Div, T::full(s.shape(), tiny::Scalar::from_double(double(n)), s.dtype()));
-}
+// ---------------------------------------------------------------- mean
 c10::ScalarType mean_dtype(const at::Tensor& self, std::optional<c10::ScalarType> dtype) {
   c10::ScalarType dt = dtype.value_or(self.scalar_type());
   TORCH_CHECK(c10::isFloatingType(dt) || c10::isComplexType(dt),
               "mean(): could not infer output dtype. ", (dtype ? "Optional" : "Input"),
               " dtype must be either a floating point or complex dtype. Got: ", dt);
   return dt;
+}
+// sum / n, in float32 for 16-bit floats and rounded once (the CPU's order)
+T mean_value(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim, c10::ScalarType dt) {
+  auto axes = reduce_axes(self, dims);
+  // the CPU sums the input straight in float32 for a 16-bit result
+  tiny::DType acc = tiny::compute_dtype(to_engine(dt));
+  T s = reduce_keep(read(self).cast(acc), ReduceOp::Sum, axes);
+  s = div(s, constant_like(s, double(reduced_count(self, axes))));
+  return squeeze_axes(s, axes, keepdim).cast(to_engine(dt));
 }
 at::Tensor mean_dim(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim, std::optional<c10::ScalarType> dtype) {
   TinyOp op("mean");
@@ -76,77 +93,174 @@ at::Tensor mean_dim(const at::Tensor& self, at::OptionalIntArrayRef dims, bool k
 at::Tensor& mean_out(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim,
                      std::optional<c10::ScalarType> dtype, at::Tensor& out) {
   TinyOp op("mean");
-  c10::ScalarType dt = mean_dtype(self, dtype ? dtype : std::optional<c10::ScalarType>(out.scalar_type()));
-  return assign_out(out, mean_value(self, dims, keepdim, dt), dt, {self});
+  c10::ScalarType dt = mean_dtype(self, dtype);
+  TORCH_CHECK(c10::canCast(dt, out.scalar_type()), "result type ", dt, " can't be cast to the desired output type ",
+              out.scalar_type());
+  // the CPU sums straight into out's dtype
+  return assign_out_cast(out, mean_value(self, dims, keepdim, out.scalar_type()), dt);
+}
+at::Tensor mean_all(const at::Tensor& self, std::optional<c10::ScalarType> dtype) {
+  return mean_dim(self, std::nullopt, false, dtype);
 }
 
-void check_nonempty_reduce(const at::Tensor& self, const std::vector<int>& axes, const char* name) {
-  if (self.numel() != 0) return;
-  for (int a : axes)
-    TORCH_CHECK_INDEX(self.size(a) != 0, name, "(): Expected reduction dim ", a, " to have non-zero size.");
-  TORCH_CHECK(self.dim() != 0 || self.numel() != 0, name, "(): Expected reduction over a non-empty tensor");
+// ---------------------------------------------------------------- amax / amin / max() / min()
+const char* extreme_name(bool is_max) { return is_max ? "amax()" : "amin()"; }
+
+template <bool IsMax>
+T amax_value(const at::Tensor& self, c10::IntArrayRef dims, bool keepdim) {
+  if (self.numel() == 0) at::native::zero_numel_check_dims(self, dims, extreme_name(IsMax));
+  auto axes = reduce_axes(self, dims);
+  return squeeze_axes(extreme(read(self), IsMax, axes), axes, keepdim);
+}
+template <bool IsMax>
+at::Tensor amax(const at::Tensor& self, c10::IntArrayRef dims, bool keepdim) {
+  TinyOp op(IsMax ? "amax" : "amin");
+  return make_result(amax_value<IsMax>(self, dims, keepdim), self.scalar_type());
+}
+template <bool IsMax>
+at::Tensor& amax_out(const at::Tensor& self, c10::IntArrayRef dims, bool keepdim, at::Tensor& out) {
+  TinyOp op(IsMax ? "amax" : "amin");
+  TORCH_CHECK(self.scalar_type() == out.scalar_type(), "Expected the dtype for input and out to match, but got ",
+              self.scalar_type(), " for input's dtype and ", out.scalar_type(), " for out's dtype.");
+  return assign_out_exact(out, amax_value<IsMax>(self, dims, keepdim), self.scalar_type());
 }
 
-template <ReduceOp R>
-at::Tensor amax_like(const at::Tensor& self, c10::IntArrayRef dims, bool keepdim) {
-  TinyOp op(R == ReduceOp::Max ? "amax" : "amin");
-  auto axes = reduce_axes(self, dims);
-  check_nonempty_reduce(self, axes, R == ReduceOp::Max ? "amax" : "amin");
-  return make_result(reduce_value(self, R, axes, keepdim, self.scalar_type()), self.scalar_type());
+template <bool IsMax>
+T max_all_value(const at::Tensor& self) {
+  TORCH_CHECK(self.numel() > 0, IsMax ? "max" : "min",
+              "(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim with the "
+              "'dim' argument.");
+  auto axes = reduce_axes(self, std::nullopt);
+  return squeeze_axes(extreme(read(self), IsMax, axes), axes, false);
 }
-template <ReduceOp R>
-at::Tensor& amax_like_out(const at::Tensor& self, c10::IntArrayRef dims, bool keepdim, at::Tensor& out) {
-  TinyOp op(R == ReduceOp::Max ? "amax" : "amin");
-  auto axes = reduce_axes(self, dims);
-  check_nonempty_reduce(self, axes, R == ReduceOp::Max ? "amax" : "amin");
-  return assign_out(out, reduce_value(self, R, axes, keepdim, self.scalar_type()), self.scalar_type(), {self});
-}
-template <ReduceOp R>
+template <bool IsMax>
 at::Tensor max_all(const at::Tensor& self) {
-  TinyOp op(R == ReduceOp::Max ? "max" : "min");
-  TORCH_CHECK(self.numel() > 0, R == ReduceOp::Max ? "max" : "min",
-              "(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim with the 'dim' argument.");
-  return make_result(reduce_value(self, R, reduce_axes(self, c10::IntArrayRef{}), false, self.scalar_type()),
-                     self.scalar_type());
+  TinyOp op(IsMax ? "max" : "min");
+  return make_result(max_all_value<IsMax>(self), self.scalar_type());
+}
+template <bool IsMax>
+at::Tensor& max_all_out(const at::Tensor& self, at::Tensor& out) {
+  TinyOp op(IsMax ? "max" : "min");
+  // the CPU's (unhelpful) message, verbatim
+  TORCH_CHECK(c10::canCast(self.scalar_type(), out.scalar_type()),
+              "Expected canCast( typeMetaToScalarType(self.dtype()), typeMetaToScalarType(out.dtype())) to be true, "
+              "but got false.  (Could this error message be improved?  If so, please report an enhancement request "
+              "to PyTorch.)");
+  return assign_out_cast(out, max_all_value<IsMax>(self), self.scalar_type());
 }
 
-at::Tensor prod_all(const at::Tensor& self, std::optional<c10::ScalarType> dtype) {
-  TinyOp op("prod");
-  c10::ScalarType dt = sum_dtype(self, dtype);
-  return make_result(reduce_value(self, ReduceOp::Prod, reduce_axes(self, c10::IntArrayRef{}), false, dt), dt);
+// ---------------------------------------------------------------- aminmax
+std::pair<T, T> aminmax_value(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+  std::vector<int> axes;
+  if (dim) {
+    if (self.numel() == 0) at::native::zero_numel_check_dims(self, *dim, "aminmax");
+    axes = reduce_axes(self, c10::IntArrayRef{*dim});
+  } else {
+    TORCH_CHECK(self.numel() > 0, "aminmax(): cannot compute aminmax over an empty dimension as the operation has no "
+                                  "identity.");
+    axes = reduce_axes(self, std::nullopt);
+  }
+  T x = read(self);
+  // both reductions read x over the same iteration space: one kernel
+  return {squeeze_axes(extreme(x, false, axes), axes, keepdim), squeeze_axes(extreme(x, true, axes), axes, keepdim)};
 }
-at::Tensor prod_dim(const at::Tensor& self, int64_t dim, bool keepdim, std::optional<c10::ScalarType> dtype) {
-  TinyOp op("prod");
-  c10::ScalarType dt = sum_dtype(self, dtype);
-  return make_result(reduce_value(self, ReduceOp::Prod, reduce_axes(self, c10::IntArrayRef{dim}), keepdim, dt), dt);
+std::tuple<at::Tensor, at::Tensor> aminmax(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+  TinyOp op("aminmax");
+  auto [mn, mx] = aminmax_value(self, dim, keepdim);
+  return {make_result(mn, self.scalar_type()), make_result(mx, self.scalar_type())};
+}
+std::tuple<at::Tensor&, at::Tensor&> aminmax_out(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim,
+                                                 at::Tensor& min, at::Tensor& max) {
+  TinyOp op("aminmax");
+  auto [mn, mx] = aminmax_value(self, dim, keepdim);
+  check_out_dtype(min, self.scalar_type());
+  check_out_dtype(max, self.scalar_type());
+  assign_out_exact(min, mn, self.scalar_type());
+  assign_out_exact(max, mx, self.scalar_type());
+  return {min, max};
 }
 
+// ---------------------------------------------------------------- any / all
+// The CPU casts the input to the result dtype first: into a uint8 out=, a
+// float input is truncated to uint8 before the nonzero test.
+template <ReduceOp R>
+T any_all_value(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim, c10::ScalarType out) {
+  auto axes = reduce_axes(self, dims);
+  T x = read(self).cast(to_engine(out)).cast(tiny::DType::Bool);
+  return squeeze_axes(reduce_keep(x, R, axes), axes, keepdim);
+}
+// uint8 inputs keep uint8 results (a NumPy-compat rule ATen keeps)
+c10::ScalarType any_all_dtype(const at::Tensor& self) {
+  return self.scalar_type() == c10::kByte ? c10::kByte : c10::kBool;
+}
 template <ReduceOp R>
 at::Tensor any_all_dims(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim) {
   TinyOp op(R == ReduceOp::Any ? "any" : "all");
-  c10::ScalarType out = self.scalar_type() == c10::kByte ? c10::kByte : c10::kBool;
-  T v = read(self).cast(tiny::DType::Bool);
-  if (self.dim() > 0) v = v.reduce(R, reduce_axes(self, dims), keepdim);
-  return make_result(v, out);
+  return make_result(any_all_value<R>(self, dims, keepdim, any_all_dtype(self)), any_all_dtype(self));
+}
+template <ReduceOp R>
+at::Tensor& any_all_dims_out(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim, at::Tensor& out) {
+  TinyOp op(R == ReduceOp::Any ? "any" : "all");
+  TORCH_CHECK(out.scalar_type() == c10::kBool || out.scalar_type() == c10::kByte, R == ReduceOp::Any ? "any" : "all",
+              " only supports bool tensor for result, got: ", out.scalar_type());
+  return assign_out_exact(out, any_all_value<R>(self, dims, keepdim, out.scalar_type()), out.scalar_type());
 }
 template <ReduceOp R>
 at::Tensor any_all(const at::Tensor& self) { return any_all_dims<R>(self, std::nullopt, false); }
 template <ReduceOp R>
+at::Tensor& any_all_out(const at::Tensor& self, at::Tensor& out) {
+  return any_all_dims_out<R>(self, std::nullopt, false, out);
+}
+template <ReduceOp R>
 at::Tensor any_all_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
   return any_all_dims<R>(self, c10::IntArrayRef{dim}, keepdim);
 }
+template <ReduceOp R>
+at::Tensor& any_all_dim_out(const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& out) {
+  return any_all_dims_out<R>(self, c10::IntArrayRef{dim}, keepdim, out);
+}
 
+// ---------------------------------------------------------------- count_nonzero
+at::Tensor count_nonzero(const at::Tensor& self, c10::IntArrayRef dims) {
+  TinyOp op("count_nonzero");
+  auto axes = reduce_axes(self, dims);
+  T x = read(self);
+  T nz = x.binary(Op::CmpNe, constant_like(x, 0)).cast(tiny::DType::Int64);
+  return make_result(squeeze_axes(reduce_keep(nz, ReduceOp::Sum, axes), axes, false), c10::kLong);
+}
+
+// ---------------------------------------------------------------- logsumexp
+// Integers compute in the default float type, as ATen's logsumexp does.
+c10::ScalarType logsumexp_dtype(const at::Tensor& self) { return float_type_for(self.scalar_type()); }
+T logsumexp_value(const at::Tensor& self, c10::IntArrayRef dims, bool keepdim, c10::ScalarType dt) {
+  auto axes = reduce_axes(self, dims);
+  T x = read(self).cast(to_engine(dt)).cast(tiny::compute_dtype(to_engine(dt)));
+  return squeeze_axes(logsumexp_keep(x, axes), axes, keepdim).cast(to_engine(dt));
+}
+at::Tensor logsumexp(const at::Tensor& self, c10::IntArrayRef dims, bool keepdim) {
+  TinyOp op("logsumexp");
+  c10::ScalarType dt = logsumexp_dtype(self);
+  return make_result(logsumexp_value(self, dims, keepdim, dt), dt);
+}
+at::Tensor& logsumexp_out(const at::Tensor& self, c10::IntArrayRef dims, bool keepdim, at::Tensor& out) {
+  TinyOp op("logsumexp");
+  TORCH_CHECK(c10::isFloatingType(out.scalar_type()) || c10::isComplexType(out.scalar_type()),
+              "logsumexp(): Expected floating point type for result tensor, but got: ", out.scalar_type());
+  return assign_out_cast(out, logsumexp_value(self, dims, keepdim, logsumexp_dtype(self)), logsumexp_dtype(self));
+}
+
+// ---------------------------------------------------------------- equal
 bool equal(const at::Tensor& a, const at::Tensor& b) {
-  TORCH_CHECK(a.device() == b.device(), "Cannot compare two tensors on different devices. Got: ", a.device(), " and ", b.device());
+  TORCH_CHECK(a.device() == b.device(), "Cannot compare two tensors on different devices. Got: ", a.device(), " and ",
+              b.device());
   if (a.sizes() != b.sizes()) return false;
   if (a.numel() == 0) return true;
   T eq;
   {
     TinyOp op("equal");
     c10::ScalarType common = c10::promoteTypes(a.scalar_type(), b.scalar_type());
-    tiny::Shape shape = to_shape(a.sizes());
     eq = read(a).cast(to_engine(common)).binary(Op::CmpEq, read(b).cast(to_engine(common)));
-    eq = eq.reduce(ReduceOp::All, reduce_axes(a, c10::IntArrayRef{}), false);
+    eq = reduce_keep(eq, ReduceOp::All, reduce_axes(a, std::nullopt)).reshape({});
   }
   bool result = false;
   synchronize();
@@ -154,100 +268,48 @@ bool equal(const at::Tensor& a, const at::Tensor& b) {
   return result;
 }
 
-// ---------------------------------------------------------------- matmul
-void check_mm(const at::Tensor& a, const at::Tensor& b) {
-  TORCH_CHECK(a.dim() == 2, "self must be a matrix");
-  TORCH_CHECK(b.dim() == 2, "mat2 must be a matrix");
-  TORCH_CHECK(a.size(1) == b.size(0), "mat1 and mat2 shapes cannot be multiplied (", a.size(0), "x", a.size(1), " and ",
-              b.size(0), "x", b.size(1), ")");
-  TORCH_CHECK(a.scalar_type() == b.scalar_type(), "expected m1 and m2 to have the same dtype, but got: ",
-              a.scalar_type(), " != ", b.scalar_type());
-}
-
-T matmul_value(const T& a, const T& b) {
-  // accumulate 16-bit floats in float32, as the CPU does
-  tiny::DType dt = a.dtype();
-  tiny::DType acc = tiny::compute_dtype(dt);
-  return a.cast(acc).matmul(b.cast(acc)).cast(dt);
-}
-
-at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
-  TinyOp op("mm");
-  check_mm(a, b);
-  return make_result(matmul_value(read(a), read(b)), a.scalar_type());
-}
-at::Tensor& mm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
-  TinyOp op("mm");
-  check_mm(a, b);
-  return assign_out(out, matmul_value(read(a), read(b)), a.scalar_type(), {a, b});
-}
-at::Tensor bmm(const at::Tensor& a, const at::Tensor& b) {
-  TinyOp op("bmm");
-  TORCH_CHECK(a.dim() == 3, "batch1 must be a 3D tensor");
-  TORCH_CHECK(b.dim() == 3, "batch2 must be a 3D tensor");
-  TORCH_CHECK(a.size(0) == b.size(0) && a.size(2) == b.size(1), "Expected size for first two dimensions of batch2 tensor to be: [",
-              a.size(0), ", ", a.size(2), "] but got: [", b.size(0), ", ", b.size(1), "].");
-  TORCH_CHECK(a.scalar_type() == b.scalar_type(), "expected scalar type ", a.scalar_type(), " but found ", b.scalar_type());
-  return make_result(matmul_value(read(a), read(b)), a.scalar_type());
-}
-
-T addmm_value(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b, const c10::Scalar& beta,
-              const c10::Scalar& alpha) {
-  check_mm(a, b);
-  c10::ScalarType dt = a.scalar_type();
-  tiny::Shape shape{a.size(0), b.size(1)};
-  T prod = matmul_value(read(a), read(b));
-  if (!(alpha.toDouble() == 1.0)) prod = prod.binary(Op::Mul, scalar_operand(alpha, dt, shape));
-  if (beta.toDouble() == 0.0) return prod;  // beta == 0 ignores self (even NaN)
-  T s = operand(self, dt, shape);
-  if (!(beta.toDouble() == 1.0)) s = s.binary(Op::Mul, scalar_operand(beta, dt, shape));
-  return s.binary(Op::Add, prod);
-}
-at::Tensor addmm(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b, const c10::Scalar& beta,
-                 const c10::Scalar& alpha) {
-  TinyOp op("addmm");
-  return make_result(addmm_value(self, a, b, beta, alpha), a.scalar_type());
-}
-at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b, const c10::Scalar& beta,
-                      const c10::Scalar& alpha, at::Tensor& out) {
-  TinyOp op("addmm");
-  return assign_out(out, addmm_value(self, a, b, beta, alpha), a.scalar_type(), {self, a, b});
-}
-at::Tensor& addmm_(at::Tensor& self, const at::Tensor& a, const at::Tensor& b, const c10::Scalar& beta,
-                   const c10::Scalar& alpha) {
-  TinyOp op("addmm_");
-  return assign_inplace(self, addmm_value(self, a, b, beta, alpha), a.scalar_type(), {a, b});
-}
-
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("sum.dim_IntList", sum_dim);
-  m.impl("sum.IntList_out", sum_out);
-  m.impl("sum", sum_all);
+  m.impl("sum", sum_all<ReduceOp::Sum>);
+  m.impl("sum.out", sum_all_out<ReduceOp::Sum>);
+  m.impl("sum.dim_IntList", sum_dim<ReduceOp::Sum, false>);
+  m.impl("sum.IntList_out", sum_out<ReduceOp::Sum, false>);
+  m.impl("nansum", sum_dim<ReduceOp::Sum, true>);
+  m.impl("nansum.out", sum_out<ReduceOp::Sum, true>);
+  m.impl("prod", sum_all<ReduceOp::Prod>);
+  m.impl("prod.out", sum_all_out<ReduceOp::Prod>);
+  m.impl("prod.dim_int", prod_dim);
+  m.impl("prod.int_out", prod_dim_out);
+  m.impl("mean", mean_all);
   m.impl("mean.dim", mean_dim);
   m.impl("mean.out", mean_out);
-  m.impl("amax", amax_like<ReduceOp::Max>);
-  m.impl("amax.out", amax_like_out<ReduceOp::Max>);
-  m.impl("amin", amax_like<ReduceOp::Min>);
-  m.impl("amin.out", amax_like_out<ReduceOp::Min>);
-  m.impl("max", max_all<ReduceOp::Max>);
-  m.impl("min", max_all<ReduceOp::Min>);
-  m.impl("prod", prod_all);
-  m.impl("prod.dim_int", prod_dim);
+  m.impl("amax", amax<true>);
+  m.impl("amax.out", amax_out<true>);
+  m.impl("amin", amax<false>);
+  m.impl("amin.out", amax_out<false>);
+  m.impl("max", max_all<true>);
+  m.impl("max.unary_out", max_all_out<true>);
+  m.impl("min", max_all<false>);
+  m.impl("min.unary_out", max_all_out<false>);
+  m.impl("aminmax", aminmax);
+  m.impl("aminmax.out", aminmax_out);
   m.impl("any", any_all<ReduceOp::Any>);
+  m.impl("any.all_out", any_all_out<ReduceOp::Any>);
   m.impl("any.dim", any_all_dim<ReduceOp::Any>);
+  m.impl("any.out", any_all_dim_out<ReduceOp::Any>);
   m.impl("any.dims", any_all_dims<ReduceOp::Any>);
+  m.impl("any.dims_out", any_all_dims_out<ReduceOp::Any>);
   m.impl("all", any_all<ReduceOp::All>);
+  m.impl("all.all_out", any_all_out<ReduceOp::All>);
   m.impl("all.dim", any_all_dim<ReduceOp::All>);
+  m.impl("all.out", any_all_dim_out<ReduceOp::All>);
   m.impl("all.dims", any_all_dims<ReduceOp::All>);
+  m.impl("all.dims_out", any_all_dims_out<ReduceOp::All>);
+  m.impl("count_nonzero.dim_IntList", count_nonzero);
+  m.impl("logsumexp", logsumexp);
+  m.impl("logsumexp.out", logsumexp_out);
   m.impl("equal", equal);
-  m.impl("mm", mm);
-  m.impl("mm.out", mm_out);
-  m.impl("bmm", bmm);
-  m.impl("addmm", addmm);
-  m.impl("addmm.out", addmm_out);
-  m.impl("addmm_", addmm_);
 }
 
 }  // namespace torch_tiny

@@ -373,6 +373,8 @@ class CudaCheck {
       auto p = cpu_program(k);
       std::vector<void*> ptrs;
       for (auto& b : k.buffers) ptrs.push_back(b->ptr());
+      std::vector<uint64_t> params = k.rand_params();  // the launch parameters follow the buffers
+      ptrs.push_back(params.data());
       cpu_device()->launch(*p, ptrs.data());
     }
     for (auto& [node, buf] : sched.realized) node->set_realized(buf);

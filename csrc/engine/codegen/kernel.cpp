@@ -40,7 +40,10 @@ std::string Kernel::key() const {
       os << "L" << b << ":" << dtype_name(buffers[b]->dtype()) << shape_str(n->shape) << ";";
       return;
     }
-    os << n->str();
+    if (n->op == Op::Rand)
+      os << "RAND " << dtype_name(n->dtype) << shape_str(n->shape);  // keys come at launch
+    else
+      os << n->str();
     for (auto& s : n->src) os << " " << ids[s.get()];
     os << ";";
   });
@@ -53,6 +56,23 @@ std::string Kernel::key() const {
   }
   if (serial) os << "serial;";
   return os.str();
+}
+
+std::vector<const Node*> Kernel::rand_nodes() const {
+  std::vector<const Node*> r;
+  walk(*this, [&](const Node* n, bool load) {
+    if (!load && n->op == Op::Rand) r.push_back(n);
+  });
+  return r;
+}
+
+std::vector<uint64_t> Kernel::rand_params() const {
+  std::vector<uint64_t> p;
+  for (auto* n : rand_nodes()) {
+    p.push_back(n->args.seed);
+    p.push_back(n->args.offset);
+  }
+  return p;
 }
 
 std::string Kernel::name() const {

@@ -30,7 +30,13 @@ struct Kernel {
   bool serial = false;                           // must run on one thread (accumulating scatter)
   // Canonical text of the computation with buffers numbered: equal keys
   // compute the same thing, so they share one compiled program.
+  // (Random number keys are not part of it: they are passed at launch, see rand_params.)
   std::string key() const;
+  // Random nodes in a fixed order, and their (seed, offset) pairs in that
+  // order: the kernel reads them from a parameter array passed after its
+  // buffers, so a new seed does not need a new program.
+  std::vector<const Node*> rand_nodes() const;
+  std::vector<uint64_t> rand_params() const;
   std::string name() const;    // short readable name, e.g. r_64_32 / E_1024
   std::string origins() const; // torch ops that produced this kernel's nodes
   std::string ast() const;     // readable tree for TINY_DEBUG=3

@@ -114,9 +114,13 @@ class Builder {
       Value* p = b_.CreateLoad(b_.getInt8PtrTy(), b_.CreateConstGEP1_64(b_.getInt8PtrTy(), bufs, i));
       buf_ptrs_.push_back(b_.CreateBitCast(p, mem_type(k_.buffers[i]->dtype())->getPointerTo()));
     }
+    // the launch parameters (random keys) follow the buffers
+    params_ = b_.CreateBitCast(
+        b_.CreateLoad(b_.getInt8PtrTy(), b_.CreateConstGEP1_64(b_.getInt8PtrTy(), bufs, k_.buffers.size())),
+        b_.getInt64Ty()->getPointerTo());
     memo_.emplace_back();
     if (part_ != Part::Whole) {
-      Value* scratch = b_.CreateLoad(b_.getInt8PtrTy(), b_.CreateConstGEP1_64(b_.getInt8PtrTy(), bufs, k_.buffers.size()));
+      Value* scratch = b_.CreateLoad(b_.getInt8PtrTy(), b_.CreateConstGEP1_64(b_.getInt8PtrTy(), bufs, k_.buffers.size() + 1));
       scratch_ = b_.CreateBitCast(scratch, reg_type(split_->reduce->dtype)->getPointerTo());
       if (part_ == Part::SplitPartials) emit_split_partials(begin, end);
       else emit_split_finish();
@@ -606,9 +610,10 @@ class Builder {
   // updated per step. The tile is unrolled, so accumulators live in
   // registers and the SLP vectorizer turns the tile into vector FMAs.
   static constexpr int64_t kTileCols = 32;
-  static constexpr int64_t kTileRows = 4;
+  static constexpr int64_t kTileRows = 8;
   static constexpr int64_t kMinTileCols = 4;  // narrower output rows are not tiled
   static constexpr int64_t kShortReduce = 16;  // reduce loops too short to vectorize
+  static constexpr int64_t kLanes = 16;        // float32 lanes of a vector register
 
   struct TileCandidate {
     const Node* reduce = nullptr;
@@ -683,10 +688,12 @@ class Builder {
     if (!cand || !worth_tiling(*cand, jid)) return false;
     const Node* r = cand->reduce;
     // A last dim narrower than kTileCols (a convolution's output width) gets
-    // a tile as wide as itself and more rows: about as many accumulators.
+    // a tile as wide as itself and more rows: as many vector accumulators.
     const int64_t tile_cols = std::min(kTileCols, shape[d]);
+    const int64_t row_vectors = (tile_cols + kLanes - 1) / kLanes;
     const int64_t tile_rows =
-        d2 < 0 ? 1 : std::max<int64_t>(1, std::min(shape[size_t(d2)], kTileCols * kTileRows / tile_cols));
+        d2 < 0 ? 1
+               : std::max<int64_t>(1, std::min(shape[size_t(d2)], kTileCols / kLanes * kTileRows / row_vectors));
     Value* ntj = b_.CreateSDiv(b_.CreateSub(hi_j, lo_j), b_.getInt64(tile_cols));
     emit_loop(b_.getInt64(0), ntj, [&](Value* jt) {
       Value* j0 = b_.CreateAdd(lo_j, b_.CreateMul(jt, b_.getInt64(tile_cols)));
@@ -962,6 +969,11 @@ class Builder {
       case Op::Expm1: return fp(libm("expm1", a));
       case Op::Log1p: return fp(libm("log1p", a));
       case Op::Erfinv: return fp(erfinv(a));
+      case Op::Erfc: return fp(libm("erfc", a));
+      case Op::Exp2: return fp(call(llvm::Intrinsic::exp2, a));
+      case Op::Log2: return fp(call(llvm::Intrinsic::log2, a));
+      case Op::Log10: return fp(call(llvm::Intrinsic::log10, a));
+      case Op::Lgamma: return fp(libm("lgamma", a));
       case Op::Sign: {
         if (!f) {
           if (in == DType::Bool) return a;
@@ -1141,15 +1153,21 @@ class Builder {
   // the first output word becomes a float in [0, 1) (24 random bits).
   Value* rand(const Node* n, const std::vector<Expr>& idx) {
     Value* i = index(row_major(idx, n->shape));
-    uint64_t seed = n->args.seed;
-    Value* ctr = b_.CreateAdd(i, b_.getInt64(n->args.offset));
+    // (seed, offset) come from the parameter array, in rand_nodes() order
+    auto nodes = k_.rand_nodes();
+    int64_t slot = std::find(nodes.begin(), nodes.end(), n) - nodes.begin();
+    llvm::IRBuilder<> eb(entry_, std::next(llvm::BasicBlock::iterator(llvm::cast<llvm::Instruction>(params_))));
+    Value* seed = eb.CreateLoad(b_.getInt64Ty(), eb.CreateConstGEP1_64(b_.getInt64Ty(), params_, uint64_t(2 * slot)));
+    Value* offset = eb.CreateLoad(b_.getInt64Ty(), eb.CreateConstGEP1_64(b_.getInt64Ty(), params_, uint64_t(2 * slot + 1)));
+    Value* ctr = b_.CreateAdd(i, offset);
     auto* i32 = b_.getInt32Ty();
     auto* i64 = b_.getInt64Ty();
     Value* c0 = b_.CreateTrunc(ctr, i32);
     Value* c1 = b_.CreateTrunc(b_.CreateLShr(ctr, 32), i32);
     Value* c2 = b_.getInt32(0);
     Value* c3 = b_.getInt32(0);
-    uint32_t k0 = uint32_t(seed), k1 = uint32_t(seed >> 32);
+    Value* k0 = b_.CreateTrunc(seed, i32);
+    Value* k1 = b_.CreateTrunc(b_.CreateLShr(seed, 32), i32);
     for (int round = 0; round < 10; round++) {
       Value* p0 = b_.CreateMul(b_.CreateZExt(c0, i64), b_.getInt64(0xD2511F53u));
       Value* p1 = b_.CreateMul(b_.CreateZExt(c2, i64), b_.getInt64(0xCD9E8D57u));
@@ -1157,14 +1175,14 @@ class Builder {
       Value* lo0 = b_.CreateTrunc(p0, i32);
       Value* hi1 = b_.CreateTrunc(b_.CreateLShr(p1, 32), i32);
       Value* lo1 = b_.CreateTrunc(p1, i32);
-      Value* n0 = b_.CreateXor(b_.CreateXor(hi1, c1), b_.getInt32(k0));
-      Value* n2 = b_.CreateXor(b_.CreateXor(hi0, c3), b_.getInt32(k1));
+      Value* n0 = b_.CreateXor(b_.CreateXor(hi1, c1), k0);
+      Value* n2 = b_.CreateXor(b_.CreateXor(hi0, c3), k1);
       c0 = n0;
       c1 = lo1;
       c2 = n2;
       c3 = lo0;
-      k0 += 0x9E3779B9u;
-      k1 += 0xBB67AE85u;
+      k0 = b_.CreateAdd(k0, b_.getInt32(0x9E3779B9u));
+      k1 = b_.CreateAdd(k1, b_.getInt32(0xBB67AE85u));
     }
     Value* bits = b_.CreateLShr(c0, 8);
     return b_.CreateFMul(b_.CreateUIToFP(bits, b_.getFloatTy()), llvm::ConstantFP::get(b_.getFloatTy(), 1.0 / 16777216.0));
@@ -1183,6 +1201,7 @@ class Builder {
   const SplitPlan* split_ = nullptr;
   Part part_ = Part::Whole;
   Value* scratch_ = nullptr;
+  Value* params_ = nullptr;
 };
 
 using KernelFn = void (*)(void**, int64_t, int64_t);
@@ -1252,7 +1271,7 @@ std::unique_ptr<Program> compile_llvm(const Kernel& k) {
     p->parallel_size = split->chunks;
     p->work_per_item = std::max<int64_t>(1, split->reduce->src[0]->numel() / split->chunks);
     p->scratch_bytes = size_t(split->chunks) * 8;
-    p->scratch_index = k.buffers.size();
+    p->scratch_index = k.buffers.size() + 1;  // after the buffers and the parameter array
     return p;
   }
   int par = -1;

@@ -27,6 +27,7 @@ class Buffer {
   bool allocated() const { return ptr_ != nullptr; }
   // The buffer that owns the memory (itself unless this is an alias).
   const Buffer* owner() const { return base_ ? base_->owner() : this; }
+  const std::shared_ptr<Buffer>& base() const { return base_; }
   void* ptr();  // allocates on first use
   // Copy bytes between host memory and this buffer (host side of copies).
   void copy_in(const void* src, size_t nbytes, size_t offset = 0);

@@ -18,7 +18,7 @@ struct Program {
   // A split reduction: run() leaves one partial result per parallel index in
   // a scratch buffer (passed after the kernel's buffers), finish() combines them.
   size_t scratch_bytes = 0;
-  size_t scratch_index = 0;  // number of kernel buffers (the scratch comes after them)
+  size_t scratch_index = 0;  // where the scratch goes: after the buffers and the parameter array
   virtual ~Program() = default;
   virtual void run(void** buffers, int64_t begin, int64_t end) const = 0;
   virtual void finish(void** buffers) const {}
@@ -33,7 +33,8 @@ class Device {
   virtual void copy_in(void* dst, const void* src, size_t nbytes) = 0;
   virtual void copy_out(void* dst, const void* src, size_t nbytes) = 0;
   // Runs the whole parallel range, split across the device's workers.
-  virtual void launch(const Program& p, void** buffers) = 0;
+  // `args` holds the kernel's buffers followed by its parameter array.
+  virtual void launch(const Program& p, void** args) = 0;
   virtual void synchronize() {}
 };
 

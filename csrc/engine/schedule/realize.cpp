@@ -2,10 +2,12 @@
 
 #include <chrono>
 #include <cstdio>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/codegen/program_cache.h"
 #include "engine/runtime/counters.h"
+#include "engine/schedule/schedule_cache.h"
 #include "engine/schedule/scheduler.h"
 
 namespace tiny {
@@ -17,10 +19,23 @@ void realize_nodes(const std::vector<NodeRef>& nodes) {
     if (n && !n->realized()) todo.push_back(n);
   if (todo.empty()) return;
   auto t0 = std::chrono::steady_clock::now();
+  int level = debug_level();
+  static auto* cache = new std::unordered_map<std::string, std::shared_ptr<CachedSchedule>>();
+  GraphShape shape = graph_shape(todo);
+  auto hit = cache->find(shape.key);
+  if (hit != cache->end()) {
+    counters().schedule_cache_hits++;
+    auto t1 = std::chrono::steady_clock::now();
+    int64_t ns = hit->second->replay(shape);
+    counters().kernel_ns += ns;
+    if (level >= 1)
+      std::fprintf(stderr, "tiny: schedule %zu kernels (cached), lookup %.3f ms, run %.3f ms\n",
+                   hit->second->kernel_count(), std::chrono::duration<double, std::milli>(t1 - t0).count(), ns / 1e6);
+    return;
+  }
   Schedule sched = create_schedule(todo);
   auto ts = std::chrono::steady_clock::now();
   counters().schedules++;
-  int level = debug_level();
 
   // Compile everything first: codegen walks the graph, which realizing frees.
   std::vector<std::shared_ptr<Program>> programs;
@@ -32,6 +47,8 @@ void realize_nodes(const std::vector<NodeRef>& nodes) {
     Kernel& k = sched.kernels[i];
     std::vector<void*> ptrs;
     for (auto& b : k.buffers) ptrs.push_back(b->ptr());
+    std::vector<uint64_t> params = k.rand_params();
+    ptrs.push_back(params.data());
     auto ks = std::chrono::steady_clock::now();
     cpu_device()->launch(*programs[i], ptrs.data());
     auto ke = std::chrono::steady_clock::now();
@@ -45,6 +62,8 @@ void realize_nodes(const std::vector<NodeRef>& nodes) {
     if (level >= 3) std::fprintf(stderr, "%s", k.ast().c_str());
   }
   counters().kernel_ns += kernel_ns;
+  if (cache->size() > 4096) cache->clear();  // bound the memory of programs that change every time
+  if (auto c = CachedSchedule::record(shape, sched, programs)) cache->emplace(shape.key, c);
   for (auto& [node, buf] : sched.realized) node->set_realized(buf);
   for (auto& n : todo)
     if (!n->realized()) throw std::logic_error("tiny engine: schedule left a target unrealized: " + n->str());

@@ -1,8 +1,8 @@
 #include "engine/schedule/scheduler.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
-#include <set>
 #include <unordered_set>
 
 #include "engine/codegen/index_walk.h"
@@ -17,6 +17,7 @@ bool is_transcendental(Op op) {
     case Op::Exp: case Op::Log: case Op::Sin: case Op::Cos: case Op::Tan: case Op::Erf: case Op::Tanh:
     case Op::Asin: case Op::Acos: case Op::Atan: case Op::Sinh: case Op::Cosh: case Op::Asinh: case Op::Acosh:
     case Op::Atanh: case Op::Expm1: case Op::Log1p: case Op::Erfinv: case Op::Pow: case Op::Atan2: case Op::Hypot:
+    case Op::Erfc: case Op::Exp2: case Op::Log2: case Op::Log10: case Op::Lgamma:
     case Op::Rand:
       return true;
     default:
@@ -27,6 +28,8 @@ bool is_transcendental(Op op) {
 bool is_size_changing_bitcast(const Node* n) {
   return n->op == Op::Bitcast && itemsize(n->dtype) != itemsize(n->src[0]->dtype);
 }
+
+}  // namespace
 
 // Nodes reachable from the targets without passing realized ones, producers first.
 std::vector<const Node*> toposort(const std::vector<NodeRef>& targets) {
@@ -53,6 +56,8 @@ std::vector<const Node*> toposort(const std::vector<NodeRef>& targets) {
   }
   return order;
 }
+
+namespace {
 
 struct Planner {
   std::unordered_map<const Node*, NodeRef> refs;  // keep nodes alive and find their refs
@@ -231,6 +236,35 @@ void realize_repeated_reduces(Planner& p, const std::vector<const Node*>& order)
   }
 }
 
+// Whether `k` reads `buffers` only element for element: every load of them
+// is reached (the way the code generator evaluates, reduces and views
+// included) at exactly the kernel's own element.
+bool reads_in_place(const Kernel& k, const std::unordered_set<const Buffer*>& buffers) {
+  int next = 0;
+  auto fresh = [&](int64_t size) { return size > 1 ? var(next++, size) : cnst(0); };
+  std::vector<Expr> idx;
+  for (auto d : k.shape) idx.push_back(fresh(d));
+  Expr flat = cnst(0);
+  Shape st = contiguous_strides(k.shape);
+  for (size_t d = 0; d < idx.size(); d++) flat = add(flat, mul(idx[d], st[d]));
+  bool ok = true;
+  IndexWalker w;
+  w.is_leaf = [&](const Node* n) { return k.loads.count(n) > 0; };
+  w.fresh_var = fresh;
+  w.visit = [&](const Node*, const std::vector<Expr>&, const Expr&) { return ok; };
+  w.on_leaf = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
+    if (!buffers.count(k.buffers[size_t(k.loads.at(n))].get())) return;
+    std::vector<Expr> own = unflatten(flat, n->shape);
+    if (!is_true(v) || own.size() != ix.size()) ok = false;
+    for (size_t d = 0; ok && d < ix.size(); d++) ok = to_string(own[d]) == to_string(ix[d]);
+  };
+  for (auto& o : k.outputs) {
+    w.walk(o.value.get(), idx, cnst(1));
+    if (o.scatter_index) ok = false;
+  }
+  return ok;
+}
+
 // Adds `n`'s expression tree to kernel `k`, turning realized nodes and other
 // realize points into loads.
 void collect_loads(Kernel& k, const NodeRef& root_value, const Node* self,
@@ -263,33 +297,6 @@ void collect_loads(Kernel& k, const NodeRef& root_value, const Node* self,
   }
 }
 
-
-// Whether every read of the buffers in `bufs` by kernel `k` is at the kernel's
-// own iteration index (through elementwise ops and row-major reshapes only).
-// Only then does evaluating the producer inline compute nothing twice: a read
-// inside a reduce's loop, through a window, broadcast or permute, or as a
-// gather's data would recompute the producer's value per read.
-bool reads_in_place(const Kernel& k, const std::unordered_set<const Buffer*>& bufs) {
-  std::vector<std::pair<const Node*, bool>> stack;  // (node, reached at the iteration index)
-  std::set<std::pair<const Node*, bool>> seen;
-  for (auto& o : k.outputs) stack.push_back({o.value.get(), true});
-  while (!stack.empty()) {
-    auto [n, in_place] = stack.back();
-    stack.pop_back();
-    if (!seen.insert({n, in_place}).second) continue;
-    auto it = k.loads.find(n);
-    if (it != k.loads.end()) {
-      if (!in_place && bufs.count(k.buffers[size_t(it->second)].get())) return false;
-      continue;
-    }
-    for (size_t i = 0; i < n->src.size(); i++) {
-      bool keeps = is_elementwise(n->op) || n->op == Op::Bitcast || n->op == Op::Cast ||
-                   (n->op == Op::View && n->args.st.is_contiguous()) || (n->op == Op::Gather && i == 1);
-      stack.push_back({n->src[i].get(), in_place && keeps});
-    }
-  }
-  return true;
-}
 
 }  // namespace
 
@@ -442,7 +449,10 @@ Schedule create_schedule(const std::vector<NodeRef>& targets) {
                                       node->op == Op::Scatter))
               ok = false;
           }
-          if (ok && !reads_in_place(pk.k, g.writes)) ok = false;
+          // ...and only where it reads them element for element (the same
+          // index as it computes): through a reduce or a view that moves
+          // elements, they would be recomputed at other indices.
+          if (ok) ok = reads_in_place(pk.k, g.writes);
           if (ok) {
             into = &g;
             inline_loads = true;

@@ -16,5 +16,7 @@ struct Schedule {
 };
 
 Schedule create_schedule(const std::vector<NodeRef>& targets);
+// Unrealized nodes reachable from the targets, producers first (deterministic).
+std::vector<const Node*> toposort(const std::vector<NodeRef>& targets);
 
 }  // namespace tiny

@@ -1,0 +1,138 @@
+#include "engine/schedule/schedule_cache.h"
+
+#include <chrono>
+#include <cstdio>
+#include <sstream>
+#include <unordered_map>
+
+#include "engine/runtime/counters.h"
+
+namespace tiny {
+
+GraphShape graph_shape(const std::vector<NodeRef>& targets) {
+  GraphShape g;
+  g.order = toposort(targets);
+  std::unordered_map<const Node*, int> pos;
+  for (size_t i = 0; i < g.order.size(); i++) pos[g.order[i]] = int(i);
+  std::unordered_map<const Buffer*, int> input_id;
+  std::ostringstream os;
+  auto ref = [&](const Node* s) {
+    auto it = pos.find(s);
+    if (it != pos.end()) {
+      os << " n" << it->second;
+      return;
+    }
+    const BufferRef& b = s->realized();
+    auto in = input_id.find(b.get());
+    if (in == input_id.end()) {
+      in = input_id.emplace(b.get(), int(g.inputs.size())).first;
+      g.inputs.push_back(b);
+    }
+    os << " i" << in->second << ":" << dtype_name(s->dtype) << shape_str(s->shape);
+  };
+  for (const Node* n : g.order) {
+    if (n->op == Op::Rand)
+      os << "RAND " << dtype_name(n->dtype) << shape_str(n->shape);  // keys are launch parameters
+    else
+      os << n->str();
+    if (n->op == Op::Scatter) os << (n->args.accumulate ? "+" : "=");
+    for (auto& s : n->src) ref(s.get());
+    os << ";";
+  }
+  os << "T";
+  for (auto& t : targets) {
+    if (t->realized()) continue;
+    os << " " << pos.at(t.get());
+  }
+  // inputs that share memory (bitcast aliases) schedule differently
+  os << "I";
+  for (auto& b : g.inputs) os << " " << dtype_name(b->dtype()) << b->numel() << "@" << input_id.count(b->owner());
+  g.key = os.str();
+  return g;
+}
+
+std::shared_ptr<CachedSchedule> CachedSchedule::record(const GraphShape& g, const Schedule& s,
+                                                       const std::vector<std::shared_ptr<Program>>& programs) {
+  auto c = std::make_shared<CachedSchedule>();
+  std::unordered_map<const Buffer*, int> slot_of;
+  for (size_t i = 0; i < g.inputs.size(); i++) {
+    if (slot_of.count(g.inputs[i].get())) continue;
+    slot_of[g.inputs[i].get()] = int(c->slots_.size());
+    c->slots_.push_back({Slot::Input, int(i), g.inputs[i]->dtype(), g.inputs[i]->numel()});
+  }
+  std::unordered_map<const Node*, int> pos;
+  for (size_t i = 0; i < g.order.size(); i++) pos[g.order[i]] = int(i);
+  for (auto& [node, buf] : s.realized) {
+    auto it = pos.find(node.get());
+    if (it == pos.end()) return nullptr;
+    if (!slot_of.count(buf.get())) {
+      if (buf->base()) {
+        auto base = slot_of.find(buf->base().get());
+        if (base == slot_of.end()) return nullptr;
+        slot_of[buf.get()] = int(c->slots_.size());
+        c->slots_.push_back({Slot::Alias, base->second, buf->dtype(), buf->numel()});
+      } else {
+        slot_of[buf.get()] = int(c->slots_.size());
+        c->slots_.push_back({Slot::Fresh, -1, buf->dtype(), buf->numel()});
+      }
+    }
+    c->realized_.emplace_back(it->second, slot_of.at(buf.get()));
+  }
+  for (size_t k = 0; k < s.kernels.size(); k++) {
+    const Kernel& kern = s.kernels[k];
+    Step step;
+    step.program = programs[k];
+    for (auto& b : kern.buffers) {
+      auto it = slot_of.find(b.get());
+      if (it == slot_of.end()) return nullptr;
+      step.slots.push_back(it->second);
+    }
+    for (auto* n : kern.rand_nodes()) {
+      auto it = pos.find(n);
+      if (it == pos.end()) return nullptr;
+      step.rand_nodes.push_back(it->second);
+    }
+    step.name = kern.name();
+    step.reason = kern.reason;
+    step.origins = kern.origins();
+    step.flops = kern.flops();
+    c->kernels_.push_back(std::move(step));
+  }
+  return c;
+}
+
+int64_t CachedSchedule::replay(const GraphShape& g) const {
+  std::vector<BufferRef> bufs(slots_.size());
+  for (size_t i = 0; i < slots_.size(); i++) {
+    const Slot& s = slots_[i];
+    if (s.kind == Slot::Input) bufs[i] = g.inputs[size_t(s.index)];
+    else if (s.kind == Slot::Fresh) bufs[i] = std::make_shared<Buffer>(cpu_device(), s.dtype, s.numel);
+    else bufs[i] = std::make_shared<Buffer>(bufs[size_t(s.index)], s.dtype, s.numel);
+  }
+  int level = debug_level();
+  int64_t total = 0;
+  for (size_t k = 0; k < kernels_.size(); k++) {
+    const Step& step = kernels_[k];
+    std::vector<void*> ptrs;
+    for (int slot : step.slots) ptrs.push_back(bufs[size_t(slot)]->ptr());
+    std::vector<uint64_t> params;
+    for (int p : step.rand_nodes) {
+      params.push_back(g.order[size_t(p)]->args.seed);
+      params.push_back(g.order[size_t(p)]->args.offset);
+    }
+    ptrs.push_back(params.data());
+    auto t0 = std::chrono::steady_clock::now();
+    cpu_device()->launch(*step.program, ptrs.data());
+    int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+    total += ns;
+    counters().kernels++;
+    counters().flops += step.flops;
+    if (level >= 2)
+      std::fprintf(stderr, "tiny: kernel %3zu %-24s %9.3f ms  reason: %s  ops: %s  (cached schedule)\n", k,
+                   step.name.c_str(), ns / 1e6, step.reason.c_str(), step.origins.c_str());
+  }
+  for (auto& [p, slot] : realized_) g.order[size_t(p)]->set_realized(bufs[size_t(slot)]);
+  return total;
+}
+
+}  // namespace tiny

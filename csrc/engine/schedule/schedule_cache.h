@@ -1,0 +1,51 @@
+// A training loop builds the same graph every step. The schedule of a graph
+// is cached by the graph's structure with its buffers abstracted (inputs are
+// numbered, outputs are slots), so the second step costs a lookup and some
+// allocations, not a schedule.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/schedule/scheduler.h"
+#include "engine/runtime/device.h"
+
+namespace tiny {
+
+// The structure of the graph to realize.
+struct GraphShape {
+  std::string key;
+  std::vector<const Node*> order;            // unrealized nodes, producers first
+  std::vector<BufferRef> inputs;             // distinct realized buffers read, in first-use order
+};
+GraphShape graph_shape(const std::vector<NodeRef>& targets);
+
+class CachedSchedule {
+ public:
+  // nullopt-like: nullptr when the schedule uses buffers it cannot name.
+  static std::shared_ptr<CachedSchedule> record(const GraphShape& g, const Schedule& s,
+                                                const std::vector<std::shared_ptr<Program>>& programs);
+  // Runs the schedule for a graph of the same shape; returns the kernel time in ns.
+  int64_t replay(const GraphShape& g) const;
+  size_t kernel_count() const { return kernels_.size(); }
+
+ private:
+  struct Slot {
+    enum Kind { Input, Fresh, Alias } kind;
+    int index;  // Input: input number; Alias: slot of the owner
+    DType dtype;
+    int64_t numel;
+  };
+  struct Step {
+    std::shared_ptr<Program> program;
+    std::vector<int> slots;       // one per kernel buffer
+    std::vector<int> rand_nodes;  // positions in the graph order, in the kernel's rand_nodes() order
+    std::string name, reason, origins;
+    int64_t flops;
+  };
+  std::vector<Slot> slots_;
+  std::vector<Step> kernels_;
+  std::vector<std::pair<int, int>> realized_;  // (position in order, slot)
+};
+
+}  // namespace tiny

@@ -375,20 +375,36 @@ class Builder {
   }
 
   // ---- stores
-  void emit_stores(const std::vector<Expr>& idx) {
-    for (auto& o : k_.outputs) {
-      DType dt = k_.buffers[o.buffer]->dtype();
-      // Pure data movement stores the bits it loaded (NaN payloads survive).
-      if (o.scatter_index) {
-        emit_scatter(o, idx);
-        continue;
+  void emit_stores(const std::vector<Expr>& idx) { emit_stores(std::vector<std::vector<Expr>>{idx}); }
+
+  // The outputs at several iteration indices (a register tile): every value
+  // is computed (its loads done) before the first store, and the stores go
+  // output by output. Interleaved, a load could alias an earlier store for
+  // all LLVM knows, and the SLP vectorizer would give up on the whole tile.
+  void emit_stores(const std::vector<std::vector<Expr>>& idxs) {
+    std::vector<std::vector<Value*>> vals(idxs.size());
+    for (size_t c = 0; c < idxs.size(); c++)
+      for (auto& o : k_.outputs) {
+        if (o.scatter_index) continue;
+        DType dt = k_.buffers[o.buffer]->dtype();
+        // Pure data movement stores the bits it loaded (NaN payloads survive).
+        Value* m = o.value->dtype == dt ? eval_bits(o.value.get(), idxs[c], cnst(1)) : nullptr;
+        if (!m) m = to_mem(eval(o.value.get(), idxs[c], cnst(1)), dt);
+        vals[c].push_back(m);
       }
-      Value* m = o.value->dtype == dt ? eval_bits(o.value.get(), idx, cnst(1)) : nullptr;
-      if (!m) m = to_mem(eval(o.value.get(), idx, cnst(1)), dt);
-      auto [ix, valid] = o.store.index_valid(idx);
-      Value* ptr = b_.CreateGEP(mem_type(dt), buf_ptrs_[o.buffer], index(ix));
-      b_.CreateStore(m, ptr);
+    size_t k = 0;
+    for (auto& o : k_.outputs) {
+      if (o.scatter_index) continue;
+      DType dt = k_.buffers[o.buffer]->dtype();
+      for (size_t c = 0; c < idxs.size(); c++) {
+        auto [ix, valid] = o.store.index_valid(idxs[c]);
+        b_.CreateStore(vals[c][k], b_.CreateGEP(mem_type(dt), buf_ptrs_[o.buffer], index(ix)));
+      }
+      k++;
     }
+    for (auto& o : k_.outputs)
+      if (o.scatter_index)
+        for (auto& idx : idxs) emit_scatter(o, idx);
   }
 
   // Stores (or combines) at a data-dependent flat index; out-of-range
@@ -528,18 +544,34 @@ class Builder {
     for (int a : axes) sub[a] = placeholder_var(src->shape[a]);
     // reduces inside that do not depend on these loops are computed first
     hoist_reduces({src}, sub, valid, int(sub[axes[0]]->value));
+    // A float sum over several loops keeps one accumulator per loop: each
+    // inner loop's partial sum starts from zero and is added once to the one
+    // outside, so rounding error grows with the loops' lengths added, not
+    // multiplied (batch norm's statistics over N*H*W).
+    bool cascade = n->args.rop == ReduceOp::Sum && is_float(dt) && axes.size() > 1;
+    std::vector<llvm::AllocaInst*> accs{acc};
+    if (cascade)
+      for (size_t i = 1; i < axes.size(); i++) accs.push_back(eb.CreateAlloca(ty));
     std::function<void(size_t)> nest = [&](size_t i) {
       if (i == axes.size()) {
         Value* v = eval(src, sub, valid);
         if (sdt != dt) v = cast(v, sdt, dt);
-        Value* cur = b_.CreateLoad(ty, acc);
-        b_.CreateStore(combine(n->args.rop, cur, v, dt), acc);
+        llvm::AllocaInst* a = accs.back();
+        Value* cur = b_.CreateLoad(ty, a);
+        b_.CreateStore(combine(n->args.rop, cur, v, dt), a);
         return;
       }
       int a = axes[i];
       emit_loop(b_.getInt64(0), b_.getInt64(src->shape[a]), [&](Value* iv) {
         vars_[size_t(sub[a]->value)] = iv;
-        nest(i + 1);
+        if (cascade && i + 1 < axes.size()) {
+          b_.CreateStore(identity(n->args.rop, dt), accs[i + 1]);
+          nest(i + 1);
+          Value* cur = b_.CreateLoad(ty, accs[i]);
+          b_.CreateStore(combine(n->args.rop, cur, b_.CreateLoad(ty, accs[i + 1]), dt), accs[i]);
+        } else {
+          nest(i + 1);
+        }
       });
     };
     nest(0);
@@ -790,10 +822,9 @@ class Builder {
       }, /*scalar=*/true);
     };
     nest(0);
-    for (size_t c = 0; c < ctx.size(); c++) {
+    for (size_t c = 0; c < ctx.size(); c++)
       remember(context_key(r, ctx[c].idx, ctx[c].valid), round_to(b_.CreateLoad(ty, acc[c]), dt));
-      emit_stores(out_idx[c]);
-    }
+    emit_stores(out_idx);
   }
 
   Value* identity(ReduceOp op, DType dt) {

@@ -952,6 +952,11 @@ class Builder {
       case Op::Expm1: return fp(libm("expm1", a));
       case Op::Log1p: return fp(libm("log1p", a));
       case Op::Erfinv: return fp(erfinv(a));
+      case Op::Erfc: return fp(libm("erfc", a));
+      case Op::Exp2: return fp(call(llvm::Intrinsic::exp2, a));
+      case Op::Log2: return fp(call(llvm::Intrinsic::log2, a));
+      case Op::Log10: return fp(call(llvm::Intrinsic::log10, a));
+      case Op::Lgamma: return fp(libm("lgamma", a));
       case Op::Sign: {
         if (!f) {
           if (in == DType::Bool) return a;

@@ -15,6 +15,8 @@ enum class Op : uint8_t {
   // unary
   Neg, Not, Abs, Exp, Log, Sin, Cos, Tan, Sqrt, Recip, Trunc, Floor, Ceil, Round,
   Erf, Tanh, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Expm1, Log1p, Erfinv, Sign,
+  Erfc, Exp2, Log2, Log10,  // direct, so exact powers and tails match libm
+  Lgamma,
   IsNan, Cast, Bitcast,
   // binary
   Add, Sub, Mul, Div, Mod, Max, Min, Pow, Atan2, CmpLt, CmpLe, CmpEq, CmpNe,

@@ -17,6 +17,7 @@ bool is_transcendental(Op op) {
     case Op::Exp: case Op::Log: case Op::Sin: case Op::Cos: case Op::Tan: case Op::Erf: case Op::Tanh:
     case Op::Asin: case Op::Acos: case Op::Atan: case Op::Sinh: case Op::Cosh: case Op::Asinh: case Op::Acosh:
     case Op::Atanh: case Op::Expm1: case Op::Log1p: case Op::Erfinv: case Op::Pow: case Op::Atan2: case Op::Hypot:
+    case Op::Erfc: case Op::Exp2: case Op::Log2: case Op::Log10: case Op::Lgamma:
     case Op::Rand:
       return true;
     default:
@@ -191,6 +192,13 @@ void realize_repeated_reduces(Planner& p, const std::vector<const Node*>& order)
             if (n->op == Op::Reduce && inner >= 0 && vars[size_t(inner)].in_reduce &&
                 n->src[0]->numel() / std::max<int64_t>(1, n->numel()) >= 16)
               nested.insert(n);
+            // Already its own kernel this round (or inside one that is): what
+            // lies below is counted again next round, from its own kernel.
+            // Descending here would multiply the contexts of everything below
+            // per path (residual blocks double them), exponentially in depth.
+            if (n->op == Op::Reduce &&
+                (nested.count(n) || evals[n] > double(std::max<int64_t>(1, n->numel())) * 1.0001))
+              return false;
           }
           parent_for_next = inner;  // its loops (or runtime index) nest here
           if (n->op == Op::Reduce) stack.push_back(n);
@@ -288,6 +296,7 @@ void collect_loads(Kernel& k, const NodeRef& root_value, const Node* self,
     for (auto& s : n->src) stack.push_back(s.get());
   }
 }
+
 
 }  // namespace
 

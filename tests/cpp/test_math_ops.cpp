@@ -1,0 +1,55 @@
+// The unary math primitives added for the ATen pointwise ops: each is a direct
+// libm / LLVM intrinsic call, compared with the host's libm.
+#include <cmath>
+
+#include "test_helpers.h"
+
+using namespace tiny;
+using namespace tiny::test;
+
+namespace {
+
+template <typename T, typename F>
+void expect_matches_libm(Op op, const std::vector<T>& in, F ref) {
+  auto out = to_vec<T>(from(in, {int64_t(in.size())}).unary(op));
+  for (size_t i = 0; i < in.size(); i++) {
+    T want = ref(in[i]);
+    if (std::isnan(want)) {
+      EXPECT_TRUE(std::isnan(out[i])) << op_name(op) << "(" << in[i] << ")";
+    } else {
+      EXPECT_EQ(out[i], want) << op_name(op) << "(" << in[i] << ")";
+    }
+  }
+}
+
+}  // namespace
+
+TEST(MathOps, Exp2Log2Log10AreExactOnPowers) {
+  std::vector<float> k;
+  for (int i = -20; i <= 20; i++) k.push_back(float(i));
+  auto e = to_vec<float>(from(k, {int64_t(k.size())}).unary(Op::Exp2));
+  for (size_t i = 0; i < k.size(); i++) EXPECT_EQ(e[i], std::ldexp(1.0f, int(k[i])));
+  auto l = to_vec<float>(from(e, {int64_t(e.size())}).unary(Op::Log2));
+  for (size_t i = 0; i < k.size(); i++) EXPECT_EQ(l[i], k[i]);
+  std::vector<double> p = {1e-10, 1e-3, 1, 10, 1e5, 1e22};
+  auto t = to_vec<double>(from(p, {int64_t(p.size())}).unary(Op::Log10));
+  for (size_t i = 0; i < p.size(); i++) EXPECT_EQ(t[i], std::log10(p[i]));
+}
+
+TEST(MathOps, ErfcAndLgammaMatchLibm) {
+  std::vector<float> xf = {-3.0f, -0.5f, 0.0f, 0.25f, 1.0f, 4.5f, 9.0f, 15.0f, NAN, INFINITY};
+  expect_matches_libm<float>(Op::Erfc, xf, [](float v) { return std::erfc(v); });
+  std::vector<double> xd = {-3.0, -0.5, 0.0, 0.25, 1.0, 4.5, 9.0, 26.0, NAN, INFINITY};
+  expect_matches_libm<double>(Op::Erfc, xd, [](double v) { return std::erfc(v); });
+  std::vector<float> g = {-2.5f, -0.5f, 0.5f, 1.0f, 2.0f, 3.7f, 30.0f, 1e10f, NAN};
+  expect_matches_libm<float>(Op::Lgamma, g, [](float v) { return std::lgamma(v); });
+  std::vector<double> gd = {-2.5, -0.5, 0.5, 1.0, 2.0, 3.7, 30.0, 1e100, NAN};
+  expect_matches_libm<double>(Op::Lgamma, gd, [](double v) { return std::lgamma(v); });
+}
+
+TEST(MathOps, SignOfUnsignedValues) {
+  std::vector<uint8_t> u = {0, 1, 127, 128, 255};
+  auto s = to_vec<uint8_t>(from(u, {5}).unary(Op::Sign));
+  std::vector<uint8_t> want = {0, 1, 1, 1, 1};
+  EXPECT_EQ(s, want);
+}

@@ -1,0 +1,392 @@
+"""OpInfo grading: PyTorch's own OpInfo sample inputs, run on the device under test and
+compared with the CPU.
+
+Selection (fixed, so pass rates are comparable from run to run):
+
+* every OpInfo in ``op_db`` that PyTorch lists in ``unary_ufuncs``, ``binary_ufuncs`` or
+  ``reduction_ops`` (the ``_refs`` entries are Python references, not ops, and are left out);
+* "others": the elementwise-adjacent ops in :data:`OTHERS`.
+
+For each op the samples of ``op.sample_inputs`` are run in float32 and, where the op supports
+them, int64 and bool (at most :data:`MAX_SAMPLES` per op and dtype, the first ones in
+PyTorch's order).  Tensors anywhere in a sample's input/args/kwargs are copied to the device.
+Results are compared with the CPU's using the OpInfo's own float32 tolerance overrides where it
+has any, else ``torch.testing``'s defaults (exact for integers and bools).  A sample the CPU
+rejects is skipped.
+
+Autograd: for the unary, binary and reduction families, the float32 samples that support
+autograd must give the CPU's gradients (deterministic random output gradients), and
+:func:`test_gradcheck` runs ``torch.autograd.gradcheck`` in float64 for one representative op
+per family.
+
+Everything runs under ``TINY_STRICT=1`` (conftest), so nothing passes by falling back to the
+CPU.  Known failures live in :data:`KNOWN_FAILURES` (one place, each with its reason); any other
+failing sample fails the test, and a known failure that starts passing is printed as a note.
+``test_pass_rate_table`` prints pass rates per family and in total (``pytest -s`` not needed).
+"""
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import pytest
+import torch
+from torch.utils._pytree import tree_flatten, tree_map
+
+from conftest import DEV
+
+pytest.importorskip("expecttest", reason="PyTorch's OpInfo database needs expecttest")
+pytest.importorskip("hypothesis", reason="PyTorch's OpInfo database needs hypothesis")
+
+from torch.testing._internal import common_methods_invocations as cmi  # noqa: E402
+from torch.testing._internal.common_device_type import toleranceOverride  # noqa: E402
+
+MAX_SAMPLES = 24  # per op and dtype: bounds the run time of ops with long sample lists
+DTYPES = (torch.float32, torch.int64, torch.bool)
+
+# Elementwise-adjacent ops outside the three ufunc/reduction lists.
+OTHERS = (
+    "where", "clamp", "masked_fill", "lerp", "addcmul", "addcdiv", "logaddexp2",
+    "nn.functional.gelu", "nn.functional.hardswish", "nn.functional.leaky_relu",
+    "nn.functional.glu", "clone", "contiguous", "zero_", "full_like", "zeros_like",
+    "ones_like", "equal", "allclose",
+)
+
+# ---------------------------------------------------------------------------------------------
+# Known failures, the one list: (op, dtype, check) -> reason.  op is the OpInfo name (with
+# ".variant" when the OpInfo has a variant_test_name); dtype is "float32" / "int64" / "bool" or
+# "*" for all; check is "forward", "grad" or "*" for both.
+KNOWN_FAILURES = {}
+
+
+def _known(ops, reason, dtype="*", check="*"):
+    for op in ops.split():
+        KNOWN_FAILURES[(op, dtype, check)] = reason
+
+
+_known("special.zeta igamma igammac",
+       "Hurwitz zeta / incomplete gamma of tensors need data-dependent loops: no tiny kernel")
+_known("special.airy_ai", "Airy function: no tiny kernel")
+_known("special.erfcx special.log_ndtr", "erfcx-based special function: no tiny kernel")
+_known("special.hermite_polynomial_he", "one sample: cancellation in the recurrence near a root of He_6 amplifies "
+       "ATen's fused multiply-adds to a 5e-5 relative difference", dtype="float32", check="forward")
+_known("complex polar cdouble cfloat chalf", "complex dtypes are not supported on tiny")
+_known("nn.functional.rrelu", "training mode draws random slopes: tiny's Philox stream is not the CPU's generator")
+_known("argmax argmin masked.argmax masked.argmin count_nonzero nansum nanmean std std.unbiased var "
+       "var.unbiased linalg.vector_norm masked.norm hash_tensor",
+       "reduction with no tiny kernel yet (reductions are another branch's work)")
+_known("prod", "prod of an empty tensor gives 0 instead of 1 (ops_reduce), and its backward needs cat")
+
+
+# ---------------------------------------------------------------------------------------------
+def _key(op):
+    return op.name + ("." + op.variant_test_name if op.variant_test_name else "")
+
+
+def _family_of():
+    fams = {}
+    for fam, ops in (("unary_ufuncs", cmi.unary_ufuncs), ("binary_ufuncs", cmi.binary_ufuncs),
+                     ("reduction_ops", cmi.reduction_ops)):
+        for op in ops:
+            fams.setdefault(id(op), fam)
+    return fams
+
+
+_FAMILY_IDS = _family_of()
+FAMILIES = ("unary_ufuncs", "binary_ufuncs", "reduction_ops", "others")
+SELECTED = []  # (key, family, OpInfo)
+for _op in cmi.op_db:
+    _fam = _FAMILY_IDS.get(id(_op))
+    if _fam is None and _op.name in OTHERS:
+        _fam = "others"
+    if _fam is not None:
+        SELECTED.append((_key(_op), _fam, _op))
+OPS = {k: (fam, op) for k, fam, op in SELECTED}
+GRAD_OPS = [k for k, fam, op in SELECTED
+            if fam != "others" and op.supports_autograd
+            and torch.float32 in op.supported_backward_dtypes("cpu")]
+
+
+def _known_reason(key, dtype, check):
+    d = str(dtype).replace("torch.", "")
+    for k in ((key, d, check), (key, "*", check), (key, d, "*"), (key, "*", "*")):
+        if k in KNOWN_FAILURES:
+            return KNOWN_FAILURES[k]
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class Result:
+    samples: int = 0
+    passed: int = 0
+    skipped: int = 0  # the CPU rejected the sample
+    failures: list = field(default_factory=list)
+
+    @property
+    def ok(self):
+        return self.samples > 0 and self.passed == self.samples
+
+
+RESULTS = {}  # (key, dtype, check) -> Result
+
+
+def _tolerance(op, dtype):
+    """The loosest (atol, rtol) the OpInfo's decorators allow for ``dtype``, or None."""
+    atol = rtol = None
+    for dec in getattr(op, "decorators", ()) or ():
+        for d in getattr(dec, "decorators", (dec,)) or ():
+            if isinstance(d, toleranceOverride) and dtype in d.d:
+                t = d.d[dtype]
+                atol = max(atol or 0, t.atol)
+                rtol = max(rtol or 0, t.rtol)
+    return None if atol is None else (atol, rtol)
+
+
+def _to_dev(x):
+    return x.detach().to(DEV) if isinstance(x, torch.Tensor) else x
+
+
+def _kwargs_to_dev(kwargs):
+    """Tensors to the device; a sample's ``device=`` (factory-like ops) names the device too."""
+    out = tree_map(_to_dev, kwargs)
+    if "device" in out and out["device"] is not None:
+        out["device"] = DEV
+    return out
+
+
+def _compare(actual, expected, tol, path="out"):
+    if isinstance(expected, torch.Tensor):
+        assert isinstance(actual, torch.Tensor), f"{path}: expected a tensor, got {type(actual)}"
+        assert actual.device.type == torch.device(DEV).type, f"{path}: result on {actual.device}"
+        kw = {} if tol is None or not expected.dtype.is_floating_point else dict(atol=tol[0], rtol=tol[1])
+        torch.testing.assert_close(actual.detach().cpu(), expected.detach(), equal_nan=True,
+                                   check_device=False, check_stride=False, msg=lambda m: f"{path}: {m}", **kw)
+    elif isinstance(expected, (tuple, list)):
+        assert isinstance(actual, (tuple, list)), f"{path}: expected a sequence, got {type(actual)}"
+        assert len(actual) == len(expected), f"{path}: {len(actual)} results, expected {len(expected)}"
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            _compare(a, e, tol, f"{path}[{i}]")
+    elif isinstance(expected, float):
+        torch.testing.assert_close(actual, expected, equal_nan=True, msg=lambda m: f"{path}: {m}")
+    else:
+        assert actual == expected, f"{path}: {actual!r} != {expected!r}"
+
+
+def _first_line(e):
+    s = f"{type(e).__name__}: {e}".strip().splitlines()
+    return s[0][:300] if s else type(e).__name__
+
+
+def run_forward(key, dtype):
+    k = (key, dtype, "forward")
+    if k in RESULTS:
+        return RESULTS[k]
+    _, op = OPS[key]
+    res = Result()
+    tol = _tolerance(op, dtype)
+    torch.manual_seed(0)
+    for i, s in enumerate(op.sample_inputs("cpu", dtype)):
+        if i >= MAX_SAMPLES:
+            break
+        try:
+            expected = op(s.input, *s.args, **s.kwargs)
+        except Exception:
+            res.skipped += 1
+            continue
+        res.samples += 1
+        try:
+            actual = op(tree_map(_to_dev, s.input), *tree_map(_to_dev, s.args), **_kwargs_to_dev(s.kwargs))
+            _compare(actual, expected, tol)
+            res.passed += 1
+        except Exception as e:  # noqa: BLE001 - every failure is recorded with its sample
+            res.failures.append(f"sample {i} ({s.summary() if hasattr(s, 'summary') else s}): {_first_line(e)}")
+    RESULTS[k] = res
+    return res
+
+
+def _grad_outputs(outs):
+    g = torch.Generator().manual_seed(1234)
+    return [torch.randn(o.shape, dtype=o.dtype, generator=g) for o in outs]
+
+
+def _diff_outputs(out):
+    flat, _ = tree_flatten(out if not isinstance(out, tuple) else list(out))
+    return [t for t in flat if isinstance(t, torch.Tensor) and t.requires_grad]
+
+
+def run_grad(key):
+    k = (key, torch.float32, "grad")
+    if k in RESULTS:
+        return RESULTS[k]
+    _, op = OPS[key]
+    res = Result()
+    tol = _tolerance(op, torch.float32)
+    torch.manual_seed(0)
+    for i, s in enumerate(op.sample_inputs("cpu", torch.float32, requires_grad=True)):
+        if i >= MAX_SAMPLES:
+            break
+        leaves = [t for t in tree_flatten((s.input, s.args, s.kwargs))[0]
+                  if isinstance(t, torch.Tensor) and t.requires_grad and t.is_leaf]
+        try:
+            outs = _diff_outputs(s.output_process_fn_grad(op(s.input, *s.args, **s.kwargs)))
+            if not outs or not leaves:
+                res.skipped += 1
+                continue
+            gouts = _grad_outputs(outs)
+            expected = torch.autograd.grad(outs, leaves, gouts, allow_unused=True)
+        except Exception:
+            res.skipped += 1
+            continue
+        res.samples += 1
+        try:
+            dev_leaves = []
+
+            def move(x):
+                if not isinstance(x, torch.Tensor):
+                    return x
+                y = x.detach().to(DEV)
+                if x.requires_grad and x.is_leaf:
+                    y.requires_grad_()
+                    dev_leaves.append(y)
+                return y
+
+            inp, args, kwargs = tree_map(move, (s.input, s.args, s.kwargs))
+            if kwargs.get("device") is not None:
+                kwargs["device"] = DEV
+            douts = _diff_outputs(s.output_process_fn_grad(op(inp, *args, **kwargs)))
+            assert len(douts) == len(outs), f"{len(douts)} differentiable outputs, expected {len(outs)}"
+            actual = torch.autograd.grad(douts, dev_leaves, [g.to(DEV) for g in gouts], allow_unused=True)
+            for j, (a, e) in enumerate(zip(actual, expected)):
+                if e is None:
+                    assert a is None or not a.any(), f"grad[{j}]: expected no gradient"
+                else:
+                    assert a is not None, f"grad[{j}]: no gradient"
+                    _compare(a, e, tol, f"grad[{j}]")
+            res.passed += 1
+        except Exception as e:  # noqa: BLE001
+            res.failures.append(f"sample {i}: {_first_line(e)}")
+    RESULTS[k] = res
+    return res
+
+
+NOTES = []
+
+
+def _check(key, dtype, check, res):
+    reason = _known_reason(key, dtype, check)
+    if reason is None:
+        assert not res.failures, (
+            f"{key} {dtype} {check}: {len(res.failures)} of {res.samples} samples fail:\n  "
+            + "\n  ".join(res.failures[:8]))
+    elif res.ok:
+        NOTES.append(f"known failure now passes: {(key, str(dtype).replace('torch.', ''), check)} ({reason})")
+
+
+def _dtypes(op):
+    supported = op.supported_dtypes("cpu")
+    return [d for d in DTYPES if d in supported]
+
+
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("key", list(OPS))
+def test_forward(key):
+    _, op = OPS[key]
+    dts = _dtypes(op)
+    if not dts:
+        pytest.skip("no float32/int64/bool variant")
+    for dt in dts:
+        _check(key, dt, "forward", run_forward(key, dt))
+
+
+@pytest.mark.parametrize("key", GRAD_OPS)
+def test_grad(key):
+    _check(key, torch.float32, "grad", run_grad(key))
+
+
+@pytest.mark.parametrize(
+    "fn,shapes",
+    [
+        (torch.sin, [(3, 4)]),  # unary_ufuncs
+        (torch.atan2, [(3, 4), (4,)]),  # binary_ufuncs (with broadcasting)
+        (lambda x: x.sum(dim=1), [(3, 4)]),  # reduction_ops
+    ],
+    ids=["unary-sin", "binary-atan2", "reduction-sum"],
+)
+def test_gradcheck(fn, shapes):
+    g = torch.Generator().manual_seed(7)
+    xs = [(torch.rand(s, dtype=torch.float64, generator=g) + 0.5).to(DEV).requires_grad_() for s in shapes]
+    assert torch.autograd.gradcheck(fn, xs, eps=1e-6, atol=1e-5)
+
+
+def _summary():
+    """(family -> [samples, passed]), per-op float32 all-pass counts."""
+    fam_samples = defaultdict(lambda: [0, 0])
+    f32_ops = f32_ok = 0
+    for key, fam, op in SELECTED:
+        for dt in _dtypes(op):
+            r = run_forward(key, dt)
+            fam_samples[fam][0] += r.samples
+            fam_samples[fam][1] += r.passed
+            if dt == torch.float32 and r.samples:
+                f32_ops += 1
+                f32_ok += r.ok
+    grad = [0, 0]
+    for key in GRAD_OPS:
+        r = run_grad(key)
+        grad[0] += r.samples
+        grad[1] += r.passed
+    return fam_samples, (f32_ops, f32_ok), grad
+
+
+def format_table():
+    t0 = time.time()
+    fam_samples, (f32_ops, f32_ok), grad = _summary()
+    ops_per_fam = defaultdict(lambda: [0, 0])
+    for key, fam, op in SELECTED:
+        rs = [RESULTS[(key, dt, "forward")] for dt in _dtypes(op)]
+        rs = [r for r in rs if r.samples]
+        if rs:
+            ops_per_fam[fam][0] += 1
+            ops_per_fam[fam][1] += all(r.ok for r in rs)
+    lines = [f"OpInfo on {DEV!r} vs CPU (float32/int64/bool, <= {MAX_SAMPLES} samples per op and dtype)",
+             f"{'family':<16}{'ops':>6}{'ops ok':>8}{'samples':>9}{'passed':>8}{'rate':>8}"]
+    tot = [0, 0, 0, 0]
+    for fam in FAMILIES:
+        n, p = fam_samples[fam]
+        on, op_ok = ops_per_fam[fam]
+        tot = [tot[0] + on, tot[1] + op_ok, tot[2] + n, tot[3] + p]
+        lines.append(f"{fam:<16}{on:>6}{op_ok:>8}{n:>9}{p:>8}{(p / n if n else 0):>8.1%}")
+    lines.append(f"{'total':<16}{tot[0]:>6}{tot[1]:>8}{tot[2]:>9}{tot[3]:>8}{(tot[3] / tot[2] if tot[2] else 0):>8.1%}")
+    lines.append(f"ops with a float32 variant passing all their samples: {f32_ok}/{f32_ops}"
+                 f" = {(f32_ok / f32_ops if f32_ops else 0):.1%}")
+    lines.append(f"autograd (float32 gradients vs CPU): {grad[1]}/{grad[0]} samples"
+                 f" = {(grad[1] / grad[0] if grad[0] else 0):.1%}")
+    lines.append(f"(table assembled in {time.time() - t0:.1f}s)")
+    return "\n".join(lines)
+
+
+def test_pass_rate_table(capsys):
+    table = format_table()
+    with capsys.disabled():
+        print("\n" + table)
+        for n in NOTES:
+            print("NOTE:", n)
+    # The selection must actually have run something in every family.
+    for fam in FAMILIES:
+        assert any(f == fam for _, f, _ in SELECTED), fam
+
+
+if __name__ == "__main__":
+    import conftest  # noqa: F401  (strict mode, device)
+
+    print(format_table())
+    for key, fam, op in SELECTED:
+        for dt in _dtypes(op):
+            r = RESULTS[(key, dt, "forward")]
+            if r.failures:
+                print(f"FAIL {key} {dt} {r.passed}/{r.samples}: {r.failures[0]}")
+    for key in GRAD_OPS:
+        r = RESULTS[(key, torch.float32, "grad")]
+        if r.failures:
+            print(f"FAIL-GRAD {key} {r.passed}/{r.samples}: {r.failures[0]}")

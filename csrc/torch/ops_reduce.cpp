@@ -21,7 +21,6 @@ c10::ScalarType sum_dtype(const at::Tensor& self, std::optional<c10::ScalarType>
   return at::native::get_dtype_from_self(self, dtype, /*promote_integers=*/true);
 }
 
-
 // ---------------------------------------------------------------- sum / prod / nansum
 template <ReduceOp R>
 T sum_like_value(const at::Tensor& self, const std::vector<int>& axes, bool keepdim, c10::ScalarType dt, bool nan_zero) {

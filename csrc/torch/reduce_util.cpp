@@ -37,16 +37,6 @@ int64_t reduced_count(const at::Tensor& self, const std::vector<int>& axes) {
   return n;
 }
 
-std::vector<int64_t> reduced_sizes(const at::Tensor& self, const std::vector<int>& axes, bool keepdim) {
-  std::vector<int64_t> out;
-  for (int64_t d = 0; d < self.dim(); d++) {
-    bool r = std::find(axes.begin(), axes.end(), int(d)) != axes.end();
-    if (!r) out.push_back(self.size(d));
-    else if (keepdim) out.push_back(1);
-  }
-  return out;
-}
-
 T constant(const tiny::Shape& shape, double v, tiny::DType dt) {
   tiny::Scalar s;
   if (tiny::is_float(dt)) s = tiny::Scalar::from_double(v);
@@ -85,8 +75,6 @@ T iota(const tiny::Shape& shape, int axis) {
   T r = T::arange(shape[size_t(axis)], tiny::Scalar::from_int(0), tiny::Scalar::from_int(1), tiny::DType::Int64);
   return r.reshape(s).expand(shape);
 }
-
-T expand_to(const T& v, const tiny::Shape& shape) { return v.expand(shape); }
 
 T squeeze_axes(const T& v, const std::vector<int>& axes, bool keepdim) {
   if (keepdim || axes.empty()) return v;

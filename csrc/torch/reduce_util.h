@@ -17,21 +17,17 @@ std::vector<int> reduce_axes(const at::Tensor& self, at::OptionalIntArrayRef dim
 int wrap_dim(const at::Tensor& self, int64_t dim);
 // Number of elements folded into each output element.
 int64_t reduced_count(const at::Tensor& self, const std::vector<int>& axes);
-// Output sizes of a reduction over `axes`.
-std::vector<int64_t> reduced_sizes(const at::Tensor& self, const std::vector<int>& axes, bool keepdim);
 
 // A constant of `dt` (converted the way a cast converts).
 tiny::Tensor constant(const tiny::Shape& shape, double v, tiny::DType dt);
 tiny::Tensor constant_like(const tiny::Tensor& x, double v);
-// The scalar s as a constant of `dt`.
+// The scalar s shaped and typed like x.
 tiny::Tensor scalar_like(const tiny::Tensor& x, const c10::Scalar& s);
 // The identity of max (lowest value of the dtype) and of min (highest).
 tiny::Tensor lowest_like(const tiny::Tensor& x);
 tiny::Tensor highest_like(const tiny::Tensor& x);
 // The int64 position of each element along `axis`, broadcast over `shape`.
 tiny::Tensor iota(const tiny::Shape& shape, int axis);
-// A keepdim-shaped value broadcast back to `shape` (no copy).
-tiny::Tensor expand_to(const tiny::Tensor& v, const tiny::Shape& shape);
 // Keepdim result squeezed of `axes` when !keepdim.
 tiny::Tensor squeeze_axes(const tiny::Tensor& v, const std::vector<int>& axes, bool keepdim);
 
@@ -56,7 +52,7 @@ tiny::Tensor extreme(const tiny::Tensor& x, bool is_max, const std::vector<int>&
 tiny::Tensor index_of(const tiny::Tensor& x, const tiny::Tensor& m, int axis);
 // log(sum(exp(x))) over `axes` (keepdim), stable: shifted by the max, with
 // infinite maxima shifted by 0 as ATen's logsumexp does. `mask` (optional,
-// broadcast bool) keeps only the selected elements.
+// bool, x's shape) keeps only the selected elements.
 tiny::Tensor logsumexp_keep(const tiny::Tensor& x, const std::vector<int>& axes, const tiny::Tensor* mask = nullptr);
 // log(exp(a) + exp(b)) elementwise, with ATen's handling of equal infinities.
 tiny::Tensor log_add_exp(const tiny::Tensor& a, const tiny::Tensor& b);

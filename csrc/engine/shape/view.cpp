@@ -352,10 +352,7 @@ std::vector<Expr> unflatten(const Expr& flat, const Shape& shape) {
   if (numel(shape) == 0) return sub;
   int64_t acc = 1;
   for (size_t d = shape.size(); d-- > 0;) {
-    // The outermost index needs no wrap: only in-range (valid) flat indices
-    // are ever read, and masked-out ones are clamped at the load. Keeping
-    // `% n` there would hide that a padded view's index is linear.
-    sub[d] = d == 0 ? floordiv(flat, acc) : mod(floordiv(flat, acc), shape[d]);
+    sub[d] = mod(floordiv(flat, acc), shape[d]);
     acc *= shape[d];
   }
   return sub;

@@ -59,6 +59,9 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "large: allocates a very large tensor (>= 512 MiB); runs once"
     )
+    config.addinivalue_line(
+        "markers", "slow: a heavy whole-model test (runs by default; deselect with -m 'not slow')"
+    )
 
 
 # --------------------------------------------------------------------------- fixtures

@@ -63,6 +63,27 @@ T conv_core(const T& xp, const T& w, const Dims& stride, const Dims& dil, const 
   return r.reshape(o);
 }
 
+// An operand of a convolution's reduce is read many times per element (once
+// per output channel and kernel tap). Fused into the reduce, whatever computes
+// it (batch norm, ReLU, a concatenation's selects, padding masks) is redone
+// per read, and masked loads are selects on clamped indices (no vector loads:
+// 5-40x slower). So a computed or padded operand is stored first: one cheap
+// kernel, except for small operands, where that costs more than it saves.
+constexpr int64_t kStoreOperandFrom = int64_t(1) << 15;  // elements
+
+// Whether `t` is stored data seen through views (nothing to recompute).
+bool is_stored(const T& t) {
+  const tiny::Node* n = t.node().get();
+  while (!n->realized() && n->op == tiny::Op::View) n = n->src[0].get();
+  return n->realized() || n->op == tiny::Op::Buffer || n->op == tiny::Op::Const;
+}
+
+// `y` is `x` padded (or `x` itself).
+T stored_operand(const T& y, const T& x) {
+  if (y.numel() < kStoreOperandFrom || (y.shape() == x.shape() && is_stored(x))) return y;
+  return y.contiguous();
+}
+
 // gw[g, o, c, k] = sum_{n, y} go[n, g*OCg + o, y] * xp[n, g*Cg + c, y*s + k*d]
 // xp: (N, G*Cg, P...) padded input; go: (N, G*OCg, O...). Returns (G, OCg, Cg, K...).
 T wgrad_core(const T& xp, const T& go, int64_t G, const Dims& K, const Dims& stride, const Dims& dil) {
@@ -95,6 +116,54 @@ T wgrad_core(const T& xp, const T& go, int64_t G, const Dims& K, const Dims& str
   for (size_t i = 0; i < D; i++) gr.push_back(gs[2 + i]);
   T gv = go.reshape(g5).permute(perm).reshape(gr).expand(full);
   return mul(win, gv).reduce(ReduceOp::Sum, range_axes(int(3 + D), int(full.size())), false).reshape(res);
+}
+
+// The weight gradient of an ungrouped convolution with the output channels
+// innermost: gw is computed as (C, K..., OC) from grad_output stored
+// channels-last, (N, O..., OC). Along the output channels grad_output moves by
+// one element and the input by none, so the code generator tiles them like a
+// matmul's columns: each input element is loaded once per tile, not once per
+// output channel (the plain layout streams both operands per output: 10x
+// slower). The caller returns it as a permuted view.
+bool wgrad_channels_last_pays(const T& xp, const T& go, int64_t G) {
+  return G == 1 && go.shape()[1] >= 16 && go.numel() >= kStoreOperandFrom && xp.numel() > 0;
+}
+
+T wgrad_channels_last(const T& xp, const T& go, const Dims& K, const Dims& stride, const Dims& dil) {
+  const auto& xs = xp.shape();
+  const auto& gs = go.shape();
+  size_t D = xs.size() - 2;
+  int64_t N = xs[0], C = xs[1], OC = gs[1];
+  Dims pstr(xs.size(), 1);
+  for (int i = int(xs.size()) - 2; i >= 0; i--) pstr[size_t(i)] = pstr[size_t(i) + 1] * xs[size_t(i) + 1];
+  // grad_output channels-last: (N, OC, O...) -> (N, O..., OC), stored
+  std::vector<int> to_last{0};
+  for (size_t i = 0; i < D; i++) to_last.push_back(int(2 + i));
+  to_last.push_back(1);
+  T gl = go.permute(to_last).contiguous();
+  Dims gstr_o(D);  // gl's strides along O...
+  int64_t acc = OC;
+  for (size_t i = D; i-- > 0;) { gstr_o[i] = acc; acc *= gs[2 + i]; }
+  // iteration (C, K..., OC, N, O...), the last 1 + D dims reduced
+  tiny::Shape full{C}, xstr{pstr[1]}, gstr{0};
+  for (size_t i = 0; i < D; i++) {
+    full.push_back(K[i]);
+    xstr.push_back(dil[i] * pstr[2 + i]);
+    gstr.push_back(0);
+  }
+  full.push_back(OC);
+  xstr.push_back(0);
+  gstr.push_back(1);
+  full.push_back(N);
+  xstr.push_back(C * pstr[1]);
+  gstr.push_back(acc);
+  for (size_t i = 0; i < D; i++) {
+    full.push_back(gs[2 + i]);
+    xstr.push_back(stride[i] * pstr[2 + i]);
+    gstr.push_back(gstr_o[i]);
+  }
+  T prod = mul(xp.as_strided(full, xstr, 0), gl.as_strided(full, gstr, 0));
+  return prod.reduce(ReduceOp::Sum, range_axes(int(2 + D), int(full.size())), false);  // (C, K..., OC)
 }
 
 T pad_spatial(const T& x, const Dims& before, const Dims& after) {
@@ -141,7 +210,7 @@ T conv_transposed_value(const T& x, const T& w, int64_t G, const Dims& stride, c
     after[i] = before[i] + opad[i];
     out[i] = (S - 1) * stride[i] - 2 * pad[i] + dil[i] * (K[i] - 1) + opad[i] + 1;
   }
-  T xt = pad_spatial(interleave_zeros(x, stride), before, after);
+  T xt = stored_operand(pad_spatial(interleave_zeros(x, stride), before, after), x);
   // (G, ICg, OCg, K...) -> (G, OCg, ICg, K...) flipped over K
   tiny::Shape w5{G, ICg, OCg};
   w5.insert(w5.end(), K.begin(), K.end());
@@ -165,7 +234,7 @@ T conv_value(const T& x, const T& w, int64_t G, const Dims& stride, const Dims& 
     out[i] = (x.shape()[2 + i] + 2 * pad[i] - dil[i] * (ws[2 + i] - 1) - 1) / stride[i] + 1;
   tiny::Shape w5{G, ws[0] / G};
   w5.insert(w5.end(), ws.begin() + 1, ws.end());
-  return conv_core(pad_spatial(x, pad, pad), w.reshape(w5), stride, dil, out);
+  return conv_core(stored_operand(pad_spatial(x, pad, pad), x), w.reshape(w5), stride, dil, out);
 }
 
 struct Params {
@@ -222,14 +291,23 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
   if (output_mask[1]) {
     T v;
     if (!transposed) {
-      v = wgrad_core(pad_spatial(x, p.pad, p.pad), go, groups, K, p.stride, p.dil);
+      T xp = stored_operand(pad_spatial(x, p.pad, p.pad), x);
+      if (wgrad_channels_last_pays(xp, go, groups)) {
+        // stored (C, K..., OC); the gradient is its (OC, C, K...) permutation
+        gw = make_result(wgrad_channels_last(xp, go, K, p.stride, p.dil).cast(edt), dt);
+        std::vector<int64_t> perm{int64_t(p.D + 1)};
+        for (size_t i = 0; i <= p.D; i++) perm.push_back(int64_t(i));
+        gw = gw.permute(perm);
+      } else {
+        v = wgrad_core(xp, go, groups, K, p.stride, p.dil);
+      }
     } else {
       // gw[ic, o, k] = sum x[n, ic, i] * go[n, o, i*s - p + k*d]: the weight
       // gradient of a convolution of grad_output with x in the output's role
-      T gp = pad_spatial(go, p.pad, p.pad);
+      T gp = stored_operand(pad_spatial(go, p.pad, p.pad), go);
       v = wgrad_core(gp, x, groups, K, p.stride, p.dil);
     }
-    gw = make_result(v.reshape(to_shape(weight.sizes())).cast(edt), dt);
+    if (v.defined()) gw = make_result(v.reshape(to_shape(weight.sizes())).cast(edt), dt);
   }
   if (output_mask[2]) {
     std::vector<int> axes{0};

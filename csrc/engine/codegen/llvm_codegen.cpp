@@ -375,20 +375,36 @@ class Builder {
   }
 
   // ---- stores
-  void emit_stores(const std::vector<Expr>& idx) {
-    for (auto& o : k_.outputs) {
-      DType dt = k_.buffers[o.buffer]->dtype();
-      // Pure data movement stores the bits it loaded (NaN payloads survive).
-      if (o.scatter_index) {
-        emit_scatter(o, idx);
-        continue;
+  void emit_stores(const std::vector<Expr>& idx) { emit_stores(std::vector<std::vector<Expr>>{idx}); }
+
+  // The outputs at several iteration indices (a register tile): every value
+  // is computed (its loads done) before the first store, and the stores go
+  // output by output. Interleaved, a load could alias an earlier store for
+  // all LLVM knows, and the SLP vectorizer would give up on the whole tile.
+  void emit_stores(const std::vector<std::vector<Expr>>& idxs) {
+    std::vector<std::vector<Value*>> vals(idxs.size());
+    for (size_t c = 0; c < idxs.size(); c++)
+      for (auto& o : k_.outputs) {
+        if (o.scatter_index) continue;
+        DType dt = k_.buffers[o.buffer]->dtype();
+        // Pure data movement stores the bits it loaded (NaN payloads survive).
+        Value* m = o.value->dtype == dt ? eval_bits(o.value.get(), idxs[c], cnst(1)) : nullptr;
+        if (!m) m = to_mem(eval(o.value.get(), idxs[c], cnst(1)), dt);
+        vals[c].push_back(m);
       }
-      Value* m = o.value->dtype == dt ? eval_bits(o.value.get(), idx, cnst(1)) : nullptr;
-      if (!m) m = to_mem(eval(o.value.get(), idx, cnst(1)), dt);
-      auto [ix, valid] = o.store.index_valid(idx);
-      Value* ptr = b_.CreateGEP(mem_type(dt), buf_ptrs_[o.buffer], index(ix));
-      b_.CreateStore(m, ptr);
+    size_t k = 0;
+    for (auto& o : k_.outputs) {
+      if (o.scatter_index) continue;
+      DType dt = k_.buffers[o.buffer]->dtype();
+      for (size_t c = 0; c < idxs.size(); c++) {
+        auto [ix, valid] = o.store.index_valid(idxs[c]);
+        b_.CreateStore(vals[c][k], b_.CreateGEP(mem_type(dt), buf_ptrs_[o.buffer], index(ix)));
+      }
+      k++;
     }
+    for (auto& o : k_.outputs)
+      if (o.scatter_index)
+        for (auto& idx : idxs) emit_scatter(o, idx);
   }
 
   // Stores (or combines) at a data-dependent flat index; out-of-range
@@ -528,18 +544,34 @@ class Builder {
     for (int a : axes) sub[a] = placeholder_var(src->shape[a]);
     // reduces inside that do not depend on these loops are computed first
     hoist_reduces({src}, sub, valid, int(sub[axes[0]]->value));
+    // A float sum over several loops keeps one accumulator per loop: each
+    // inner loop's partial sum starts from zero and is added once to the one
+    // outside, so rounding error grows with the loops' lengths added, not
+    // multiplied (batch norm's statistics over N*H*W).
+    bool cascade = n->args.rop == ReduceOp::Sum && is_float(dt) && axes.size() > 1;
+    std::vector<llvm::AllocaInst*> accs{acc};
+    if (cascade)
+      for (size_t i = 1; i < axes.size(); i++) accs.push_back(eb.CreateAlloca(ty));
     std::function<void(size_t)> nest = [&](size_t i) {
       if (i == axes.size()) {
         Value* v = eval(src, sub, valid);
         if (sdt != dt) v = cast(v, sdt, dt);
-        Value* cur = b_.CreateLoad(ty, acc);
-        b_.CreateStore(combine(n->args.rop, cur, v, dt), acc);
+        llvm::AllocaInst* a = accs.back();
+        Value* cur = b_.CreateLoad(ty, a);
+        b_.CreateStore(combine(n->args.rop, cur, v, dt), a);
         return;
       }
       int a = axes[i];
       emit_loop(b_.getInt64(0), b_.getInt64(src->shape[a]), [&](Value* iv) {
         vars_[size_t(sub[a]->value)] = iv;
-        nest(i + 1);
+        if (cascade && i + 1 < axes.size()) {
+          b_.CreateStore(identity(n->args.rop, dt), accs[i + 1]);
+          nest(i + 1);
+          Value* cur = b_.CreateLoad(ty, accs[i]);
+          b_.CreateStore(combine(n->args.rop, cur, b_.CreateLoad(ty, accs[i + 1]), dt), accs[i]);
+        } else {
+          nest(i + 1);
+        }
       });
     };
     nest(0);
@@ -611,6 +643,9 @@ class Builder {
   // registers and the SLP vectorizer turns the tile into vector FMAs.
   static constexpr int64_t kTileCols = 32;
   static constexpr int64_t kTileRows = 8;
+  static constexpr int64_t kMinTileCols = 4;  // narrower output rows are not tiled
+  static constexpr int64_t kShortReduce = 16;  // reduce loops too short to vectorize
+  static constexpr int64_t kLanes = 16;        // float32 lanes of a vector register
 
   struct TileCandidate {
     const Node* reduce = nullptr;
@@ -639,18 +674,22 @@ class Builder {
   }
 
   // Loads under the reduce's source must move by 0 or 1 element along the
-  // tiled var and by something other than 1 along the innermost reduce var.
+  // tiled var and by something other than 1 along the innermost reduce var,
+  // or that reduce loop is too short to vectorize (a convolution's kernel
+  // width) and some load moves by 1 along the tiled var.
   bool worth_tiling(const TileCandidate& c, int jid) {
     const Node* src = c.reduce->src[0].get();
     std::vector<Expr> sub = c.idx;
     int kid = -1;
+    int64_t inner_extent = 0;
     for (int a : c.reduce->args.axes)
       if (src->shape[a] > 1) {
         sub[a] = placeholder_var(src->shape[a]);
         kid = int(sub[a]->value);
+        inner_extent = src->shape[a];
       }
     if (kid < 0) return false;
-    bool ok = true, helps = false;
+    bool ok = true, helps = false, unit_j = false;
     IndexWalker w;
     w.is_leaf = [&](const Node* n) { return k_.loads.count(n) > 0; };
     w.fresh_var = [&](int64_t size) { return placeholder_var(size); };
@@ -663,41 +702,51 @@ class Builder {
       auto sj = linear_coefficient(flat, jid), sk = linear_coefficient(flat, kid);
       if (!sj || (*sj != 0 && *sj != 1)) ok = false;
       if (sk && *sk != 1 && !(sj && *sj == 0)) helps = true;
+      if (sj && *sj == 1) unit_j = true;
     };
     w.walk(src, sub, c.valid);
-    return ok && helps;
+    return ok && (helps || (unit_j && inner_extent < kShortReduce));
   }
 
   // Tiles the last output dim `d` (kTileCols wide) and, when there is one,
-  // the dim `d2` before it (kTileRows tall): the column tile loop runs
+  // the dim `d2` before it (kTileRows tall, or more for a narrow tile): the column tile loop runs
   // outside the row loop so the tile's slice of the other operand stays in
   // cache across rows. Returns false (emitting nothing) when not worth it.
   bool tiled(std::vector<Expr>& idx, int d2, size_t d, Value* lo_i, Value* hi_i, Value* lo_j, Value* hi_j) {
     int jid = int(idx[d]->value);
+    const Shape& shape = k_.shape;
+    if (shape[d] < kMinTileCols) return false;
     auto cand = find_tiled_reduce(idx, jid);
     if (!cand || !worth_tiling(*cand, jid)) return false;
     const Node* r = cand->reduce;
-    Value* ntj = b_.CreateSDiv(b_.CreateSub(hi_j, lo_j), b_.getInt64(kTileCols));
+    // A last dim narrower than kTileCols (a convolution's output width) gets
+    // a tile as wide as itself and more rows: as many vector accumulators.
+    const int64_t tile_cols = std::min(kTileCols, shape[d]);
+    const int64_t row_vectors = (tile_cols + kLanes - 1) / kLanes;
+    const int64_t tile_rows =
+        d2 < 0 ? 1
+               : std::max<int64_t>(1, std::min(shape[size_t(d2)], kTileCols / kLanes * kTileRows / row_vectors));
+    Value* ntj = b_.CreateSDiv(b_.CreateSub(hi_j, lo_j), b_.getInt64(tile_cols));
     emit_loop(b_.getInt64(0), ntj, [&](Value* jt) {
-      Value* j0 = b_.CreateAdd(lo_j, b_.CreateMul(jt, b_.getInt64(kTileCols)));
+      Value* j0 = b_.CreateAdd(lo_j, b_.CreateMul(jt, b_.getInt64(tile_cols)));
       std::vector<Value*> cols;
-      for (int64_t c = 0; c < kTileCols; c++) cols.push_back(b_.CreateAdd(j0, b_.getInt64(c)));
+      for (int64_t c = 0; c < tile_cols; c++) cols.push_back(b_.CreateAdd(j0, b_.getInt64(c)));
       if (d2 < 0) {
         tile_block(r, idx, d2, {}, d, cols);
         return;
       }
-      Value* nti = b_.CreateSDiv(b_.CreateSub(hi_i, lo_i), b_.getInt64(kTileRows));
+      Value* nti = b_.CreateSDiv(b_.CreateSub(hi_i, lo_i), b_.getInt64(tile_rows));
       emit_loop(b_.getInt64(0), nti, [&](Value* it) {
-        Value* i0 = b_.CreateAdd(lo_i, b_.CreateMul(it, b_.getInt64(kTileRows)));
+        Value* i0 = b_.CreateAdd(lo_i, b_.CreateMul(it, b_.getInt64(tile_rows)));
         std::vector<Value*> rows;
-        for (int64_t q = 0; q < kTileRows; q++) rows.push_back(b_.CreateAdd(i0, b_.getInt64(q)));
+        for (int64_t q = 0; q < tile_rows; q++) rows.push_back(b_.CreateAdd(i0, b_.getInt64(q)));
         tile_block(r, idx, d2, rows, d, cols);
       }, /*scalar=*/true);
-      Value* rest_i = b_.CreateAdd(lo_i, b_.CreateMul(nti, b_.getInt64(kTileRows)));
+      Value* rest_i = b_.CreateAdd(lo_i, b_.CreateMul(nti, b_.getInt64(tile_rows)));
       emit_loop(rest_i, hi_i, [&](Value* i) { tile_block(r, idx, d2, {i}, d, cols); }, /*scalar=*/true);
     }, /*scalar=*/true);
     // the columns left over, one output at a time
-    Value* rest_j = b_.CreateAdd(lo_j, b_.CreateMul(ntj, b_.getInt64(kTileCols)));
+    Value* rest_j = b_.CreateAdd(lo_j, b_.CreateMul(ntj, b_.getInt64(tile_cols)));
     auto plain = [&]() {
       emit_loop(rest_j, hi_j, [&](Value* j) {
         vars_[size_t(idx[d]->value)] = j;
@@ -773,10 +822,9 @@ class Builder {
       }, /*scalar=*/true);
     };
     nest(0);
-    for (size_t c = 0; c < ctx.size(); c++) {
+    for (size_t c = 0; c < ctx.size(); c++)
       remember(context_key(r, ctx[c].idx, ctx[c].valid), round_to(b_.CreateLoad(ty, acc[c]), dt));
-      emit_stores(out_idx[c]);
-    }
+    emit_stores(out_idx);
   }
 
   Value* identity(ReduceOp op, DType dt) {

@@ -59,10 +59,23 @@ std::vector<const Node*> toposort(const std::vector<NodeRef>& targets) {
 
 namespace {
 
+// The computed value a CONTIGUOUS copies (through reshapes, which keep the
+// row-major order), or null when it copies stored data or moves elements.
+const Node* copied_value(const Node* n) {
+  const Node* s = n->src[0].get();
+  while (s->op == Op::View && !s->realized() && s->args.st.is_contiguous()) s = s->src[0].get();
+  if (s->realized() || s->op == Op::View || s->op == Op::Buffer || s->op == Op::Const) return nullptr;
+  return s->numel() == n->numel() && s->dtype == n->dtype ? s : nullptr;
+}
+
 struct Planner {
   std::unordered_map<const Node*, NodeRef> refs;  // keep nodes alive and find their refs
   std::unordered_map<const Node*, std::string> roots;  // realize point -> reason
   std::unordered_map<const Node*, BufferRef> buffers;
+  // A CONTIGUOUS of a computed value stores that value and shares its buffer,
+  // so other readers of the value (a saved activation read by a backward op)
+  // load it instead of computing it again.
+  std::unordered_map<const Node*, const Node*> copy_of;
 
   // Realize points every schedule must have, whatever fusion decides.
   void forced_roots(const std::vector<NodeRef>& targets, const std::vector<const Node*>& order) {
@@ -76,6 +89,14 @@ struct Planner {
         n = n->src[0].get();
         if (!roots.count(n)) roots[n] = "requested (as a reshape)";
       }
+      // A requested permutation of a sizable reduce (a weight gradient
+      // computed channels-last): the reduce is stored in the order it is
+      // computed in, where the code generator can tile it, and copied.
+      const Node* v = t.get();
+      while (v->op == Op::View && !v->src[0]->realized()) v = v->src[0].get();
+      if (v != t.get() && v->op == Op::Reduce && !roots.count(v) && v->numel() == t->numel() &&
+          v->src[0]->numel() >= 16 * v->numel())
+        roots[v] = "requested (through a permutation)";
     }
     for (const Node* n : order) {
       if (roots.count(n)) continue;
@@ -87,6 +108,12 @@ struct Planner {
     for (const Node* n : order)
       if (is_size_changing_bitcast(n) && !roots.count(n->src[0].get()))
         roots[n->src[0].get()] = "source of a bitcast to another itemsize";
+    for (const Node* n : order)
+      if (n->op == Op::Contiguous && roots.count(n))
+        if (const Node* v = copied_value(n)) {
+          copy_of[n] = v;
+          if (!roots.count(v)) roots[v] = roots[n];
+        }
   }
 };
 
@@ -105,6 +132,7 @@ std::vector<std::pair<const Node*, Shape>> kernel_trees(const Planner& p, const 
   if (n->op == Op::Write) return {{n->src[0].get(), n->shape}, {n->src[1].get(), n->src[1]->shape}};
   if (n->op == Op::Scatter)
     return {{n->src[0].get(), n->shape}, {n->src[1].get(), n->src[1]->shape}, {n->src[2].get(), n->src[2]->shape}};
+  if (p.copy_of.count(n)) return {};  // its value's kernel stores it
   if (n->op == Op::Contiguous) return {{n->src[0].get(), n->shape}};
   const Node* v = kernel_value(p, n);
   return {{v, v->shape}};
@@ -265,6 +293,29 @@ bool reads_in_place(const Kernel& k, const std::unordered_set<const Buffer*>& bu
   return ok;
 }
 
+// The dims other than 1 (reshapes between shapes with equal ones are free).
+Shape non_unit(const Shape& s) {
+  Shape r;
+  for (auto d : s)
+    if (d != 1) r.push_back(d);
+  return r;
+}
+
+// Whether kernel `k` evaluates a reduce (not just loads one).
+bool computes_reduce(const Kernel& k) {
+  std::vector<const Node*> stack;
+  std::unordered_set<const Node*> seen;
+  for (auto& o : k.outputs) stack.push_back(o.value.get());
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    if (!seen.insert(n).second || k.loads.count(n)) continue;
+    if (n->op == Op::Reduce) return true;
+    for (auto& s : n->src) stack.push_back(s.get());
+  }
+  return false;
+}
+
 // Adds `n`'s expression tree to kernel `k`, turning realized nodes and other
 // realize points into loads.
 void collect_loads(Kernel& k, const NodeRef& root_value, const Node* self,
@@ -320,6 +371,7 @@ Schedule create_schedule(const std::vector<NodeRef>& targets) {
       BufferRef base = src->realized() ? src->realized() : p.buffers.count(src) ? p.buffers.at(src) : nullptr;
       if (base) buf = std::make_shared<Buffer>(base, n->dtype, n->numel());
     }
+    if (p.copy_of.count(n)) buf = p.buffers.at(p.copy_of.at(n));  // stored by its value's kernel
     if (buf) {
     } else if (n->op == Op::View && n->args.st.is_contiguous() &&
                (n->src[0]->realized() || p.buffers.count(n->src[0].get()))) {
@@ -427,6 +479,10 @@ Schedule create_schedule(const std::vector<NodeRef>& targets) {
     if (pk.mergeable) {
       for (auto& g : groups) {
         if (!g.mergeable || g.k.outputs.empty() || numel(g.k.shape) != numel(pk.k.shape)) continue;
+        // A reduce seen through a reshape into another iteration shape is
+        // indexed by divisions: its loads stop being linear, and the code
+        // generator can no longer tile it (a convolution ran 8x slower).
+        if (non_unit(g.k.shape) != non_unit(pk.k.shape) && (computes_reduce(g.k) || computes_reduce(pk.k))) continue;
         if (g.level >= pk.level && g.level <= last) {  // independent: run side by side
           into = &g;
           break;

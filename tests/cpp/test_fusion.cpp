@@ -102,6 +102,29 @@ TEST(Fusion, MultipleOutputsOfOneShapeShareAKernel) {
   EXPECT_EQ(count({a, b, c}), 1);
 }
 
+// An independent scalar update (nn.BatchNorm's num_batches_tracked += 1)
+// rides along the smallest kernel it can run beside, and still gets its value.
+TEST(Fusion, IndependentScalarRidesAlongAnotherKernel) {
+  Tensor x = from(data(64 * 16), {64, 16});
+  Tensor counter = from(std::vector<int64_t>{41}, {});
+  Tensor rows = x.reduce(ReduceOp::Sum, {1}, false);
+  Tensor big = x.unary(Op::Exp);
+  Tensor next = counter.binary(Op::Add, Tensor::full({}, Scalar::from_int(1), DType::Int64));
+  EXPECT_EQ(count({big, rows, next}), 2);
+  EXPECT_EQ(to_vec<int64_t>(next)[0], 42);
+  auto xv = data(64 * 16);
+  auto got = to_vec<float>(rows);
+  for (int r = 0; r < 64; r++) {
+    double want = 0;
+    for (int c = 0; c < 16; c++) want += xv[size_t(r * 16 + c)];
+    EXPECT_NEAR(got[size_t(r)], want, 1e-4);
+  }
+  // With nothing to ride along, it is a kernel of its own.
+  Tensor alone = next.binary(Op::Mul, Tensor::full({}, Scalar::from_int(2), DType::Int64));
+  EXPECT_EQ(count({alone}), 1);
+  EXPECT_EQ(to_vec<int64_t>(alone)[0], 84);
+}
+
 // mean and (two-pass) variance of one input over the same axes
 TEST(Fusion, MeanAndVarianceIsOneKernel) {
   // The mean is requested and read by the variance: the variance's kernel

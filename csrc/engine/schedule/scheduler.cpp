@@ -293,6 +293,10 @@ bool reads_in_place(const Kernel& k, const std::unordered_set<const Buffer*>& bu
   return ok;
 }
 
+// A scalar kernel may ride along an independent kernel of at most this many
+// iterations (each computes and stores the scalar again: cheap up to here).
+constexpr int64_t kRideAlongMaxNumel = int64_t(1) << 16;
+
 // The dims other than 1 (reshapes between shapes with equal ones are free).
 Shape non_unit(const Shape& s) {
   Shape r;
@@ -450,7 +454,8 @@ Schedule create_schedule(const std::vector<NodeRef>& targets) {
   // that window it joins a kernel with as many elements (a reshape of its
   // values puts them in that kernel's iteration shape).
   std::unordered_map<const Buffer*, int> latest;
-  for (auto& pk : pending) latest[pk.k.buffers[0]->owner()] = 1 << 30;
+  constexpr int kNoReader = 1 << 30;
+  for (auto& pk : pending) latest[pk.k.buffers[0]->owner()] = kNoReader;
   for (auto& q : pending)
     for (size_t x = 0; x < q.k.buffers.size(); x++) {
       const Buffer* owner = q.k.buffers[x]->owner();
@@ -470,13 +475,31 @@ Schedule create_schedule(const std::vector<NodeRef>& targets) {
     std::unordered_set<const Buffer*> writes;  // output buffers
   };
   std::vector<Group> groups;
+  // Scalars nothing here reads go last, so that every kernel they could ride
+  // along (below) exists by then.
+  auto is_scalar = [](const Pending& pk) {
+    return pk.mergeable && numel(pk.k.shape) == 1 && pk.k.outputs.size() == 1 && !pk.k.outputs[0].scatter_index &&
+           !computes_reduce(pk.k);
+  };
+  std::stable_partition(pending.begin(), pending.end(), [&](const Pending& pk) {
+    return !is_scalar(pk) || latest.at(pk.k.buffers[0]->owner()) != kNoReader;
+  });
   for (auto& pk : pending) {
     int last = latest.count(pk.k.buffers[0]->owner()) ? latest[pk.k.buffers[0]->owner()] : pk.level;
     std::unordered_set<const Buffer*> own;
     for (auto& o : pk.k.outputs) own.insert(pk.k.buffers[size_t(o.buffer)].get());
     Group* into = nullptr;
     bool inline_loads = false;
-    if (pk.mergeable) {
+    // A lone scalar (nn.BatchNorm's num_batches_tracked += 1) rides along the
+    // smallest independent kernel in its window instead of launching its own:
+    // that kernel stores the same value at every iteration (see below).
+    if (is_scalar(pk))
+      for (auto& g : groups)
+        if (g.mergeable && !g.k.outputs.empty() && numel(g.k.shape) > 1 && numel(g.k.shape) <= kRideAlongMaxNumel &&
+            g.level >= pk.level && g.level <= last && (!into || numel(g.k.shape) < numel(into->k.shape)))
+          into = &g;
+    bool ride_along = into != nullptr;
+    if (pk.mergeable && !into) {
       for (auto& g : groups) {
         if (!g.mergeable || g.k.outputs.empty() || numel(g.k.shape) != numel(pk.k.shape)) continue;
         // A reduce seen through a reshape into another iteration shape is
@@ -541,7 +564,14 @@ Schedule create_schedule(const std::vector<NodeRef>& targets) {
     };
     for (auto o : b.outputs) {
       o.buffer = id(b.buffers[size_t(o.buffer)]);
-      if (b.shape != a.shape) {
+      if (ride_along) {
+        // Every iteration computes the scalar and stores it at element 0.
+        // Threads may store it concurrently, always the same bits: the inputs
+        // are not written by this kernel.
+        Shape ones(a.shape.size(), 1);
+        o.value = Tensor(o.value).reshape(ones).expand(a.shape).node();
+        o.store = ShapeTracker::from_shape(ones).expand(a.shape);
+      } else if (b.shape != a.shape) {
         o.value = Tensor(o.value).reshape(a.shape).node();
         o.store = ShapeTracker::from_shape(a.shape);
       }

@@ -1,8 +1,5 @@
 """Shared helpers for the neural-network op tests (conv, norms, pooling, losses, optim)."""
 
-import contextlib
-import os
-
 import torch
 
 from conftest import DEV, assert_same
@@ -46,18 +43,3 @@ def check_fwd_bwd(fn, *args, rtol=1e-4, atol=1e-5, grad_args=None, **kw):
         assert d is not None, f"grad {i}: missing on the device"
         assert_same(d, c, rtol=rtol, atol=atol, msg=f"grad of argument {i}")
     return r, t
-
-
-@contextlib.contextmanager
-def allow_fallback_outside_scope(reason):
-    """TEMPORARY: lets ops outside the nn work (elementwise/reduction ops other developers are
-    adding, named in ``reason``) fall back to the CPU inside this block. Remove once they land."""
-    old = os.environ.get("TINY_STRICT")
-    os.environ["TINY_STRICT"] = "0"
-    try:
-        yield
-    finally:
-        if old is None:
-            del os.environ["TINY_STRICT"]
-        else:
-            os.environ["TINY_STRICT"] = old

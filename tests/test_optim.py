@@ -9,7 +9,6 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from conftest import DEV, IS_TINY, assert_same, requires_tiny, sync, to_dev
-from nn_helpers import allow_fallback_outside_scope
 
 CONFIGS = [
     (torch.optim.SGD, dict(lr=0.1)),
@@ -59,17 +58,12 @@ def test_optimizer_foreach(opt_cls, kw):
 
 @pytest.mark.parametrize("opt_cls,kw", CONFIGS, ids=lambda v: v.__name__ if isinstance(v, type) else str(v))
 def test_optimizer_single_tensor(opt_cls, kw):
-    if opt_cls is torch.optim.SGD:
-        _train(opt_cls, kw, foreach=False)
-    else:
-        with allow_fallback_outside_scope("lerp_, addcmul_, addcdiv_ (single-tensor elementwise ops)"):
-            _train(opt_cls, kw, foreach=False)
+    _train(opt_cls, kw, foreach=False)
 
 
 @pytest.mark.parametrize("foreach", [True, False])
 def test_clip_grad_norm(foreach):
-    with allow_fallback_outside_scope("stack, linalg_vector_norm (reductions) used by clip_grad_norm_"):
-        _train(torch.optim.SGD, dict(lr=0.1, momentum=0.9), foreach=foreach, clip=True)
+    _train(torch.optim.SGD, dict(lr=0.1, momentum=0.9), foreach=foreach, clip=True)
 
 
 def test_foreach_step_is_lazy():

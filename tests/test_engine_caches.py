@@ -1,5 +1,6 @@
 """The engine's caches as a user sees them: a repeated graph is not scheduled or
 compiled again, and a second process compiles nothing the first one compiled."""
+import copy
 import os
 import subprocess
 import sys
@@ -74,3 +75,39 @@ def test_dropout_reuses_programs_with_new_seeds():
     assert c1["compiles"] == c0["compiles"]  # the random keys are launch parameters
     assert not torch.equal(a, b)  # ...and they differ between draws
     assert set(torch.unique(a).tolist()) <= {0.0, 2.0}
+
+
+@pytest.mark.parametrize("make_opt", [
+    lambda ps: torch.optim.Adam(ps, lr=1e-2),
+    lambda ps: torch.optim.AdamW(ps, lr=1e-2, foreach=False),
+    lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9),
+], ids=["adam", "adamw_single_tensor", "sgd_lr_schedule"])
+def test_training_steps_reuse_schedule_and_programs(make_opt):
+    """Adam's bias corrections and a scheduled learning rate change every step; they are
+    launch parameters, so from the second step on a step is neither scheduled nor compiled
+    (and its numbers stay the CPU's)."""
+    requires_tiny()
+    import torch_tiny
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3))
+    dev_model = copy.deepcopy(model).to(DEV)
+    opt, dev_opt = make_opt(model.parameters()), make_opt(dev_model.parameters())
+    sched = torch.optim.lr_scheduler.StepLR(opt, 1, gamma=0.7)
+    dev_sched = torch.optim.lr_scheduler.StepLR(dev_opt, 1, gamma=0.7)
+    x, y = torch.randn(16, 6), torch.randint(0, 3, (16,))
+    xd, yd = x.to(DEV), y.to(DEV)
+    for step in range(5):
+        if step == 2:
+            c0 = torch_tiny.debug.counters()
+        for m, o, s, a, b in ((model, opt, sched, x, y), (dev_model, dev_opt, dev_sched, xd, yd)):
+            o.zero_grad()
+            loss = torch.nn.functional.cross_entropy(m(a), b)
+            loss.backward()
+            o.step()
+            s.step()
+            loss.item()
+    c1 = torch_tiny.debug.counters()
+    assert c1["compiles"] == c0["compiles"]
+    assert c1["schedules"] == c0["schedules"]
+    for p, pd in zip(model.parameters(), dev_model.parameters()):
+        torch.testing.assert_close(pd.detach().cpu(), p.detach(), rtol=1e-5, atol=1e-6)

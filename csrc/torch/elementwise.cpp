@@ -16,6 +16,7 @@ tiny::Tensor broadcast_to(tiny::Tensor v, const tiny::Shape& shape) {
 }
 
 tiny::Tensor scalar_operand(const c10::Scalar& s, c10::ScalarType dt, const tiny::Shape& shape) {
+  if (c10::isFloatingType(dt)) return tiny::Tensor::param(shape, to_engine(s), to_engine(dt));
   return tiny::Tensor::full(shape, to_engine(s), to_engine(dt));
 }
 

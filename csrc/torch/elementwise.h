@@ -14,6 +14,10 @@ namespace torch_tiny {
 // `t` as an engine value of dtype `dt` broadcast to `shape`. CPU tensors are
 // accepted only as 0-d scalars (wrapped numbers), as on other devices.
 tiny::Tensor operand(const at::Tensor& t, c10::ScalarType dt, const tiny::Shape& shape);
+// A scalar the user passed (a Python number, alpha, a fill value). Floating
+// ones are launch parameters (tiny::Tensor::param): an optimizer step whose
+// learning rate or bias correction changes reuses its schedule and programs.
+// Integer ones stay constants (they feed index math and exactness checks).
 tiny::Tensor scalar_operand(const c10::Scalar& s, c10::ScalarType dt, const tiny::Shape& shape);
 tiny::Tensor broadcast_to(tiny::Tensor v, const tiny::Shape& shape);
 tiny::Shape broadcast_shape(const std::vector<at::Tensor>& ts);

@@ -175,7 +175,7 @@ Computed add_sub(const at::Tensor& a, const at::Tensor& b, const c10::Scalar& al
   // tiny or broadcast inputs, rounds alpha * b to 16-bit floats first)
   auto [x, y] = operands(a, b, common);
   bool unit = alpha.isIntegral(true) ? alpha.toLong() == 1 : alpha.toDouble() == 1.0;
-  if (!unit) y = y * cnst(y, alpha);
+  if (!unit) y = y * user_scalar(y, alpha);
   return {(subtract ? x - y : x + y).cast(to_engine(common)), common};
 }
 Computed add_alpha(const at::Tensor& a, const at::Tensor& b, const c10::Scalar& alpha) { return add_sub(a, b, alpha, false); }

@@ -75,7 +75,7 @@ constexpr int64_t kStoreOperandFrom = int64_t(1) << 15;  // elements
 bool is_stored(const T& t) {
   const tiny::Node* n = t.node().get();
   while (!n->realized() && n->op == tiny::Op::View) n = n->src[0].get();
-  return n->realized() || n->op == tiny::Op::Buffer || n->op == tiny::Op::Const;
+  return n->realized() || n->op == tiny::Op::Buffer || n->op == tiny::Op::Const || n->op == tiny::Op::Param;
 }
 
 // `y` is `x` padded (or `x` itself).

@@ -141,7 +141,7 @@ Computed lerp_s(const at::Tensor& self, const at::Tensor& end, const c10::Scalar
   check_dtype(dt, kFloatOnly, "lerp_kernel_scalar");
   tiny::Shape shape = broadcast_shape({self, end});
   T s = operand_op(self, dt, shape);
-  T r = lerp_formula(s, operand_op(end, dt, shape), cnst(s, weight));
+  T r = lerp_formula(s, operand_op(end, dt, shape), user_scalar(s, weight));
   return {r.cast(to_engine(dt)), dt};
 }
 
@@ -158,7 +158,7 @@ Computed addcmul(const at::Tensor& self, const at::Tensor& t1, const at::Tensor&
   check_dtype(dt, kNoBool, "addcmul_cpu_out");
   tiny::Shape shape = broadcast_shape({self, t1, t2});
   T s = operand_op(self, dt, shape);
-  T v = cnst(s, value).cast(to_engine(dt)).cast(s.dtype());
+  T v = user_scalar(s, value).cast(to_engine(dt)).cast(s.dtype());
   T r = s + v * operand_op(t1, dt, shape) * operand_op(t2, dt, shape);
   return {r.cast(to_engine(dt)), dt};
 }
@@ -173,7 +173,7 @@ Computed addcdiv(const at::Tensor& self, const at::Tensor& t1, const at::Tensor&
   c10::ScalarType dt = common3(self, t1, t2);
   tiny::Shape shape = broadcast_shape({self, t1, t2});
   T s = operand_op(self, dt, shape);
-  T v = cnst(s, value).cast(to_engine(dt)).cast(s.dtype());
+  T v = user_scalar(s, value).cast(to_engine(dt)).cast(s.dtype());
   T r = s + v * operand_op(t1, dt, shape) / operand_op(t2, dt, shape);
   return {r.cast(to_engine(dt)), dt};
 }

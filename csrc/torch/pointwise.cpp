@@ -16,6 +16,9 @@ T cnst(const T& like, double v) {
 }
 
 T cnst(const T& like, const c10::Scalar& s) { return T::full(like.shape(), to_engine(s), like.dtype()); }
+T user_scalar(const T& like, const c10::Scalar& s) {
+  return is_float(like.dtype()) ? T::param(like.shape(), to_engine(s), like.dtype()) : cnst(like, s);
+}
 
 c10::ScalarType opmath(c10::ScalarType t) {
   return t == c10::kHalf || t == c10::kBFloat16 ? c10::kFloat : t;

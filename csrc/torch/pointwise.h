@@ -30,6 +30,8 @@ struct Computed {
 // A constant shaped and typed like `like` (a double is truncated for integer dtypes).
 T cnst(const T& like, double v);
 T cnst(const T& like, const c10::Scalar& s);
+// A user-given scalar (alpha, value, weight) shaped and typed like `like`: see scalar_operand.
+T user_scalar(const T& like, const c10::Scalar& s);
 
 inline T operator+(const T& a, const T& b) { return a.binary(Op::Add, b); }
 inline T operator-(const T& a, const T& b) { return a.binary(Op::Sub, b); }

@@ -4,6 +4,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <unordered_set>
@@ -77,7 +78,9 @@ void delete_cell(void* ctx) {
 }  // namespace
 
 StorageCell::StorageCell(size_t nbytes) : nbytes_(nbytes) {
+  static uint64_t next_serial = 0;
   std::lock_guard<std::mutex> g(registry_mutex());
+  serial_ = next_serial++;
   registry().insert(this);
 }
 
@@ -109,10 +112,15 @@ StorageCell& cell_of(const c10::Storage& storage) {
 }
 
 std::vector<tiny::Tensor> pending_cell_values() {
+  std::vector<std::pair<uint64_t, tiny::Tensor>> pending;
+  {
+    std::lock_guard<std::mutex> g(registry_mutex());
+    for (auto* c : registry())
+      if (c->pending()) pending.emplace_back(c->serial(), c->raw_value());
+  }
+  std::sort(pending.begin(), pending.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<tiny::Tensor> out;
-  std::lock_guard<std::mutex> g(registry_mutex());
-  for (auto* c : registry())
-    if (c->pending()) out.push_back(c->raw_value());
+  for (auto& p : pending) out.push_back(std::move(p.second));
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include <c10/core/Storage.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "engine/tensor/tensor.h"
@@ -28,14 +29,18 @@ class StorageCell {
   void set_value(tiny::Tensor v);
   const tiny::Tensor& raw_value() const { return value_; }
   bool pending() const { return value_.defined() && !value_.node()->realized(); }
+  uint64_t serial() const { return serial_; }
 
  private:
   size_t nbytes_;
+  uint64_t serial_;     // creation order: pending values are realized in it (see pending_cell_values)
   tiny::Tensor value_;  // flat 1-D, or undefined (all zeros)
 };
 
 StorageCell& cell_of(const c10::Storage& storage);
-// Every live cell with work still pending (for synchronize).
+// Every live cell with work still pending (for synchronize), in the cells'
+// creation order: the same program builds the same list every step, so its
+// graph hits the schedule cache (an address order would differ per step).
 std::vector<tiny::Tensor> pending_cell_values();
 
 // Hands out unique, never-dereferenced address ranges (reserved, inaccessible

@@ -373,7 +373,7 @@ class CudaCheck {
       auto p = cpu_program(k);
       std::vector<void*> ptrs;
       for (auto& b : k.buffers) ptrs.push_back(b->ptr());
-      std::vector<uint64_t> params = k.rand_params();  // the launch parameters follow the buffers
+      std::vector<uint64_t> params = k.launch_params();  // the launch parameters follow the buffers
       ptrs.push_back(params.data());
       cpu_device()->launch(*p, ptrs.data());
     }

@@ -254,6 +254,39 @@ TEST(Fusion, RealizedValuesAreNotRecomputed) {
 
 // The program cache is keyed by the kernel's text: constants that differ only
 // past the 6th digit must not share a program.
+// A Param is a constant passed at launch: graphs that differ only in its value
+// share the schedule and the program, and each gets its own value, exactly
+// rounded to the dtype.
+TEST(Fusion, ParamsShareTheScheduleAndProgram) {
+  auto xv = data(100);
+  Tensor x = from(xv, {100});
+  auto run = [&](double c, DType dt) {
+    Tensor p = Tensor::param({100}, Scalar::from_double(c), dt);
+    return x.cast(dt).binary(Op::Mul, p).binary(Op::Add, p).cast(DType::Float64);
+  };
+  for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
+    to_vec<double>(run(0.25, dt));  // the first run schedules and compiles
+    int64_t compiles = counters().compiles.load(), schedules = counters().schedules.load();
+    for (double c : {0.1, -3.3e-3, 300.7, 1.0000001}) {
+      Tensor y = run(c, dt);
+      auto got = to_vec<double>(y);
+      double cr = Scalar::from_double(c).cast(dt).to_double();  // c as the dtype holds it
+      for (size_t i = 0; i < xv.size(); i++) {
+        double xr = Scalar::from_double(xv[i]).cast(dt).to_double();
+        double want = Scalar::from_double(Scalar::from_double(xr * cr).cast(dt).to_double() + cr).cast(dt).to_double();
+        if (dt == DType::Float64) want = xr * cr + cr;
+        EXPECT_EQ(got[i], want) << dtype_name(dt) << " c=" << c << " i=" << i;
+      }
+    }
+    EXPECT_EQ(counters().compiles.load(), compiles) << dtype_name(dt);
+    EXPECT_EQ(counters().schedules.load(), schedules) << dtype_name(dt);
+  }
+  // integer params too
+  Tensor i = from(std::vector<int64_t>{1, -2, 3}, {3});
+  auto got = to_vec<int64_t>(i.binary(Op::Mul, Tensor::param({3}, Scalar::from_int(-7000000000LL), DType::Int64)));
+  EXPECT_EQ(got, (std::vector<int64_t>{-7000000000LL, 14000000000LL, -21000000000LL}));
+}
+
 TEST(Fusion, NearbyConstantsDoNotShareAProgram) {
   std::vector<double> x = {1.0, 2.0, 3.0};
   Tensor t = from(x, {3});

@@ -62,7 +62,7 @@ std::shared_ptr<Program> cuda_program(const Kernel& k) {
   static std::mutex mu;
   static auto* cache = new std::unordered_map<std::string, std::shared_ptr<Program>>();
   std::string key = k.key();
-  for (auto p : k.rand_params()) key += "," + std::to_string(p);  // the CUDA kernels bake them in
+  for (auto p : k.launch_params()) key += "," + std::to_string(p);  // the CUDA kernels bake them in
   {
     std::lock_guard<std::mutex> g(mu);
     auto it = cache->find(key);

@@ -553,7 +553,7 @@ class Renderer {
       return value(dt, from_mem("b" + std::to_string(load->second) + "[" + ix + "]", dt));
     }
     switch (n->op) {
-      case Op::Const: return constant(n->args.value, n->dtype);
+      case Op::Const: case Op::Param: return constant(n->args.value, n->dtype);  // baked in, like Rand keys
       case Op::Arange: {
         std::string i = index(row_major(idx, n->shape));
         if (is_float(n->dtype)) {

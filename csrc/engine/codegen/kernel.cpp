@@ -1,5 +1,6 @@
 #include "engine/codegen/kernel.h"
 
+#include <cstring>
 #include <functional>
 #include <set>
 #include <sstream>
@@ -40,8 +41,8 @@ std::string Kernel::key() const {
       os << "L" << b << ":" << dtype_name(buffers[b]->dtype()) << shape_str(n->shape) << ";";
       return;
     }
-    if (n->op == Op::Rand)
-      os << "RAND " << dtype_name(n->dtype) << shape_str(n->shape);  // keys come at launch
+    if (is_launch_param(n))
+      os << op_name(n->op) << " " << dtype_name(n->dtype) << shape_str(n->shape);  // values come at launch
     else
       os << n->str();
     for (auto& s : n->src) os << " " << ids[s.get()];
@@ -58,20 +59,35 @@ std::string Kernel::key() const {
   return os.str();
 }
 
-std::vector<const Node*> Kernel::rand_nodes() const {
+void append_launch_words(const Node* n, std::vector<uint64_t>& out) {
+  if (n->op == Op::Rand) {
+    out.push_back(n->args.seed);
+    out.push_back(n->args.offset);
+    return;
+  }
+  const Scalar& v = n->args.value;
+  uint64_t bits = 0;
+  if (is_float(n->dtype)) {
+    double d = v.to_double();
+    std::memcpy(&bits, &d, sizeof bits);
+  } else {
+    bits = uint64_t(v.to_int());
+  }
+  out.push_back(bits);
+  out.push_back(0);
+}
+
+std::vector<const Node*> Kernel::launch_nodes() const {
   std::vector<const Node*> r;
   walk(*this, [&](const Node* n, bool load) {
-    if (!load && n->op == Op::Rand) r.push_back(n);
+    if (!load && is_launch_param(n)) r.push_back(n);
   });
   return r;
 }
 
-std::vector<uint64_t> Kernel::rand_params() const {
+std::vector<uint64_t> Kernel::launch_params() const {
   std::vector<uint64_t> p;
-  for (auto* n : rand_nodes()) {
-    p.push_back(n->args.seed);
-    p.push_back(n->args.offset);
-  }
+  for (auto* n : launch_nodes()) append_launch_words(n, p);
   return p;
 }
 

@@ -21,6 +21,12 @@ struct KernelOutput {
   ReduceOp rop = ReduceOp::Sum;
 };
 
+// Whether `n`'s value is passed at launch (Rand keys, Param values).
+inline bool is_launch_param(const Node* n) { return n->op == Op::Rand || n->op == Op::Param; }
+// The two parameter words of a launch node: Rand (seed, offset); Param its
+// value's bits (a double for float dtypes, else an int64) and 0.
+void append_launch_words(const Node* n, std::vector<uint64_t>& out);
+
 struct Kernel {
   Shape shape;                                   // iteration shape
   std::vector<KernelOutput> outputs;
@@ -30,13 +36,15 @@ struct Kernel {
   bool serial = false;                           // must run on one thread (accumulating scatter)
   // Canonical text of the computation with buffers numbered: equal keys
   // compute the same thing, so they share one compiled program.
-  // (Random number keys are not part of it: they are passed at launch, see rand_params.)
+  // (Random number keys and Param values are not part of it: they are passed
+  // at launch, see launch_params.)
   std::string key() const;
-  // Random nodes in a fixed order, and their (seed, offset) pairs in that
-  // order: the kernel reads them from a parameter array passed after its
-  // buffers, so a new seed does not need a new program.
-  std::vector<const Node*> rand_nodes() const;
-  std::vector<uint64_t> rand_params() const;
+  // Rand and Param nodes in a fixed order, and their launch words in that
+  // order (two each, see launch_words): the kernel reads them from a parameter
+  // array passed after its buffers, so a new seed or learning rate does not
+  // need a new program.
+  std::vector<const Node*> launch_nodes() const;
+  std::vector<uint64_t> launch_params() const;
   std::string name() const;    // short readable name, e.g. r_64_32 / E_1024
   std::string origins() const; // torch ops that produced this kernel's nodes
   std::string ast() const;     // readable tree for TINY_DEBUG=3

@@ -486,6 +486,7 @@ class Builder {
         return b_.CreateTrunc(x, reg_type(n->dtype));
       }
       case Op::Rand: return rand(n, idx);
+      case Op::Param: return param(n);
       case Op::View: {
         SourceIndex s = view_source_index(n, idx);
         if (is_false(s.valid)) return zero(n->dtype);
@@ -1182,14 +1183,30 @@ class Builder {
 
   // Philox-4x32-10 keyed by the node's seed, counter = offset + flat index;
   // the first output word becomes a float in [0, 1) (24 random bits).
-  Value* rand(const Node* n, const std::vector<Expr>& idx) {
-    Value* i = index(row_major(idx, n->shape));
-    // (seed, offset) come from the parameter array, in rand_nodes() order
-    auto nodes = k_.rand_nodes();
+  // Word `w` (0 or 1) of launch node `n`'s two in the parameter array
+  // (launch_nodes() order), loaded once at the function's entry.
+  Value* launch_word(const Node* n, int w) {
+    auto nodes = k_.launch_nodes();
     int64_t slot = std::find(nodes.begin(), nodes.end(), n) - nodes.begin();
     llvm::IRBuilder<> eb(entry_, std::next(llvm::BasicBlock::iterator(llvm::cast<llvm::Instruction>(params_))));
-    Value* seed = eb.CreateLoad(b_.getInt64Ty(), eb.CreateConstGEP1_64(b_.getInt64Ty(), params_, uint64_t(2 * slot)));
-    Value* offset = eb.CreateLoad(b_.getInt64Ty(), eb.CreateConstGEP1_64(b_.getInt64Ty(), params_, uint64_t(2 * slot + 1)));
+    return eb.CreateLoad(b_.getInt64Ty(), eb.CreateConstGEP1_64(b_.getInt64Ty(), params_, uint64_t(2 * slot + w)));
+  }
+
+  // A Param's value: exactly representable in its dtype (Tensor::param casts
+  // it), so converting the double is exact.
+  Value* param(const Node* n) {
+    Value* bits = launch_word(n, 0);
+    llvm::Type* ty = reg_type(n->dtype);
+    if (ty->isFloatingPointTy()) return b_.CreateFPTrunc(b_.CreateBitCast(bits, b_.getDoubleTy()), ty);
+    if (n->dtype == DType::Bool) return b_.CreateICmpNE(bits, b_.getInt64(0));
+    return b_.CreateTrunc(bits, ty);
+  }
+
+  Value* rand(const Node* n, const std::vector<Expr>& idx) {
+    Value* i = index(row_major(idx, n->shape));
+    // (seed, offset) come from the parameter array
+    Value* seed = launch_word(n, 0);
+    Value* offset = launch_word(n, 1);
     Value* ctr = b_.CreateAdd(i, offset);
     auto* i32 = b_.getInt32Ty();
     auto* i64 = b_.getInt64Ty();

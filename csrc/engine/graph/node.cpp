@@ -105,7 +105,7 @@ std::string Node::str() const {
   std::ostringstream os;
   os << op_name(op) << " " << dtype_name(dtype) << shape_str(shape);
   switch (op) {
-    case Op::Const: os << " " << args.value.str(); break;
+    case Op::Const: case Op::Param: os << " " << args.value.str(); break;
     case Op::Arange: os << " start=" << args.value.str() << " step=" << args.value2.str(); break;
     case Op::Rand: os << " seed=" << args.seed << " off=" << args.offset; break;
     case Op::Reduce: {

@@ -19,7 +19,7 @@ struct Node;
 using NodeRef = std::shared_ptr<const Node>;
 
 struct NodeArgs {
-  Scalar value;              // Const value; Arange start
+  Scalar value;              // Const and Param value; Arange start
   Scalar value2;             // Arange step
   uint64_t seed = 0;         // Rand
   uint64_t offset = 0;       // Rand counter offset

@@ -4,7 +4,7 @@ namespace tiny {
 
 const char* op_name(Op op) {
   static const char* names[] = {
-      "BUFFER", "CONST", "RAND", "ARANGE", "VIEW",
+      "BUFFER", "CONST", "RAND", "PARAM", "ARANGE", "VIEW",
       "NEG", "NOT", "ABS", "EXP", "LOG", "SIN", "COS", "TAN", "SQRT", "RECIP", "TRUNC", "FLOOR", "CEIL", "ROUND",
       "ERF", "TANH", "ASIN", "ACOS", "ATAN", "SINH", "COSH", "ASINH", "ACOSH", "ATANH", "EXPM1", "LOG1P", "ERFINV", "SIGN",
       "ERFC", "EXP2", "LOG2", "LOG10", "LGAMMA",

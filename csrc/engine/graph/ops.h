@@ -9,6 +9,8 @@ enum class Op : uint8_t {
   Buffer,  // an already realized buffer
   Const,   // one scalar, broadcast to the node's shape
   Rand,    // uniform [0,1) float32 from Philox(seed, counter = offset + flat index)
+  Param,   // one scalar like Const, but passed at launch: graphs and kernels that
+           // differ only in its value share a schedule and a program (optimizer steps)
   Arange,  // start + step * flat index (the Const value is start, arg2 is step)
   // movement: src[0] seen through a ShapeTracker
   View,

@@ -47,7 +47,7 @@ void realize_nodes(const std::vector<NodeRef>& nodes) {
     Kernel& k = sched.kernels[i];
     std::vector<void*> ptrs;
     for (auto& b : k.buffers) ptrs.push_back(b->ptr());
-    std::vector<uint64_t> params = k.rand_params();
+    std::vector<uint64_t> params = k.launch_params();
     ptrs.push_back(params.data());
     auto ks = std::chrono::steady_clock::now();
     cpu_device()->launch(*programs[i], ptrs.data());

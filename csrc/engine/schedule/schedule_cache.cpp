@@ -31,8 +31,8 @@ GraphShape graph_shape(const std::vector<NodeRef>& targets) {
     os << " i" << in->second << ":" << dtype_name(s->dtype) << shape_str(s->shape);
   };
   for (const Node* n : g.order) {
-    if (n->op == Op::Rand)
-      os << "RAND " << dtype_name(n->dtype) << shape_str(n->shape);  // keys are launch parameters
+    if (is_launch_param(n))
+      os << op_name(n->op) << " " << dtype_name(n->dtype) << shape_str(n->shape);  // values are launch parameters
     else
       os << n->str();
     if (n->op == Op::Scatter) os << (n->args.accumulate ? "+" : "=");
@@ -87,10 +87,10 @@ std::shared_ptr<CachedSchedule> CachedSchedule::record(const GraphShape& g, cons
       if (it == slot_of.end()) return nullptr;
       step.slots.push_back(it->second);
     }
-    for (auto* n : kern.rand_nodes()) {
+    for (auto* n : kern.launch_nodes()) {
       auto it = pos.find(n);
       if (it == pos.end()) return nullptr;
-      step.rand_nodes.push_back(it->second);
+      step.launch_nodes.push_back(it->second);
     }
     step.name = kern.name();
     step.reason = kern.reason;
@@ -116,10 +116,7 @@ int64_t CachedSchedule::replay(const GraphShape& g) const {
     std::vector<void*> ptrs;
     for (int slot : step.slots) ptrs.push_back(bufs[size_t(slot)]->ptr());
     std::vector<uint64_t> params;
-    for (int p : step.rand_nodes) {
-      params.push_back(g.order[size_t(p)]->args.seed);
-      params.push_back(g.order[size_t(p)]->args.offset);
-    }
+    for (int p : step.launch_nodes) append_launch_words(g.order[size_t(p)], params);
     ptrs.push_back(params.data());
     auto t0 = std::chrono::steady_clock::now();
     cpu_device()->launch(*step.program, ptrs.data());

@@ -39,7 +39,7 @@ class CachedSchedule {
   struct Step {
     std::shared_ptr<Program> program;
     std::vector<int> slots;       // one per kernel buffer
-    std::vector<int> rand_nodes;  // positions in the graph order, in the kernel's rand_nodes() order
+    std::vector<int> launch_nodes;  // positions in the graph order, in the kernel's launch_nodes() order
     std::string name, reason, origins;
     int64_t flops;
   };

@@ -45,6 +45,12 @@ Tensor Tensor::full(const Shape& shape, Scalar value, DType dtype) {
   return Tensor(make_node(Op::Const, dtype, shape, {}, std::move(a)));
 }
 
+Tensor Tensor::param(const Shape& shape, Scalar value, DType dtype) {
+  NodeArgs a;
+  a.value = value.cast(dtype);
+  return Tensor(make_node(Op::Param, dtype, shape, {}, std::move(a)));
+}
+
 Tensor Tensor::from_buffer(BufferRef buffer, const Shape& shape) {
   if (tiny::numel(shape) != buffer->numel()) fail("from_buffer: numel mismatch");
   NodeArgs a;
@@ -104,6 +110,7 @@ Tensor Tensor::where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 Tensor Tensor::cast(DType dt) const {
   if (dt == dtype()) return *this;
   if (is_const(*this)) return full(shape(), node_->args.value.cast(dt), dt);
+  if (node_->op == Op::Param) return param(shape(), node_->args.value.cast(dt), dt);
   return Tensor(make_node(Op::Cast, dt, shape(), {node_}));
 }
 
@@ -125,10 +132,11 @@ namespace {
 // is the identity, a constant when the base is one and nothing is masked.
 Tensor view_over(const NodeRef& base, const ShapeTracker& st) {
   if (st.is_contiguous() && st.shape() == base->shape) return Tensor(base);
-  if (base->op == Op::Const) {
+  if (base->op == Op::Const || base->op == Op::Param) {
     bool masked = false;
     for (auto& v : st.views()) masked |= bool(v.mask);
-    if (!masked) return Tensor::full(st.shape(), base->args.value, base->dtype);
+    if (!masked) return base->op == Op::Const ? Tensor::full(st.shape(), base->args.value, base->dtype)
+                                              : Tensor::param(st.shape(), base->args.value, base->dtype);
   }
   NodeArgs a;
   a.st = st;

@@ -23,6 +23,10 @@ class Tensor {
 
   // ---- creation
   static Tensor full(const Shape& shape, Scalar value, DType dtype);
+  // `value` broadcast like full(), but passed to kernels at launch instead of
+  // compiled in: for values that change from step to step (learning rates,
+  // bias corrections), so the next step reuses the schedule and programs.
+  static Tensor param(const Shape& shape, Scalar value, DType dtype);
   static Tensor from_buffer(BufferRef buffer, const Shape& shape);
   // Copies `nbytes` of host memory into a new buffer now (a host->device copy).
   static Tensor from_host(const void* data, const Shape& shape, DType dtype);

@@ -148,9 +148,9 @@ class Builder {
     std::vector<Expr> idx(shape.size(), cnst(0));
     for (size_t d = 0; d < shape.size(); d++) idx[d] = placeholder_var(shape[d]);
     std::optional<ChannelTile> ct;
-    if (par >= 0 && !k_.serial) ct = plan_channel_tile(idx);
+    if (par >= 0 && !k_.serial) ct = plan_channel_tile(idx, par);
     Value* pack_buf = nullptr;
-    if (ct) {
+    if (ct && !ct->unit) {
       bool at_par = ct->j == par;
       pack_buf = emit_pack(*ct, at_par ? begin : b_.getInt64(0), at_par ? end : b_.getInt64(shape[size_t(ct->j)]));
     }
@@ -166,8 +166,9 @@ class Builder {
       hoist_reduces(output_roots(), idx, cnst(1), int(idx[d]->value));
       Value* lo = int(d) == par ? begin : b_.getInt64(0);
       Value* hi = int(d) == par ? end : b_.getInt64(shape[d]);
-      if (ct && int(d) == ct->j) {
-        tiled_channels(idx, *ct, lo, hi);
+      if (ct && int(d) == std::min(ct->i, ct->j)) {
+        bool at_j = int(d) == ct->j;  // else the rows come first: j is not the parallel dim
+        tiled_channels(idx, *ct, at_j ? lo : b_.getInt64(0), at_j ? hi : b_.getInt64(shape[size_t(ct->j)]));
         return;
       }
       if (d == tile_outer) {
@@ -856,6 +857,7 @@ class Builder {
   static constexpr int64_t kChanCols = kChanVecs * kLanes;
   static constexpr int64_t kChanMaxRows = 14;   // 28 vector accumulators of 32 registers
   static constexpr int64_t kChanMinReduce = 32;  // shorter reduces are store-bound
+  static constexpr int64_t kMinRowsLastDim = 8;
 
   struct ChannelTile {
     int j = -1, i = -1;       // the channel (column) dim and the row dim (the last)
@@ -868,14 +870,24 @@ class Builder {
     std::vector<Expr> kvars;       // one per non-unit reduce axis
     std::vector<int64_t> kext, kstrides;  // their extents, row-major strides
     int64_t ck = 1, rows = 1;
+    const Node* b = nullptr;  // the product's other operand (views of `packed`)
+    bool unit = false;        // b moves by 1 along j already: read in place, no panels
   };
 
-  std::optional<ChannelTile> plan_channel_tile(const std::vector<Expr>& idx) {
+  std::optional<ChannelTile> plan_channel_tile(const std::vector<Expr>& idx, int par) {
     const Shape& shape = k_.shape;
     std::vector<int> nu;
     for (size_t d = 0; d < shape.size(); d++)
       if (shape[d] > 1) nu.push_back(int(d));
     if (nu.size() < 2) return std::nullopt;
+    // the last dim as the channels, rows the one before: only where b is
+    // unit-stride already and the rows are too few for the tiling above (a
+    // weight gradient's kernel width, with the output channels last)
+    int j_last = nu.back(), i_prev = nu[nu.size() - 2];
+    if (shape[size_t(j_last)] >= kChanCols && shape[size_t(i_prev)] < kMinRowsLastDim && i_prev != par) {
+      auto ct = check_channel_tile(idx, j_last, i_prev);
+      if (ct && ct->unit) return ct;
+    }
     for (size_t q = nu.size() - 1; q-- > 0;) {
       if (shape[size_t(nu[q])] < kChanCols) continue;
       auto ct = check_channel_tile(idx, nu[q], nu.back());
@@ -927,6 +939,7 @@ class Builder {
     while (!k_.loads.count(n) && n->op == Op::View) n = n->src[0].get();
     if (!k_.loads.count(n) || k_.buffers[k_.loads.at(n)]->dtype() != DType::Float32) return false;
     ct.packed = n;
+    ct.b = src->src[size_t(side)].get();
     ct.a = src->src[size_t(1 - side)].get();
     int jid = ct.jvar;
     bool ok = true;
@@ -944,18 +957,22 @@ class Builder {
         ok &= sj && *sj == 0;
         return;
       }
-      std::vector<int> ids;
-      collect_vars(flat, ids);
-      for (int id : ids) {
-        bool known = id == jid;
-        for (auto& kv : ct.kvars) known |= id == int(kv->value);
-        ok &= known;
-      }
       ok &= is_true(v) && (!ct.packed_flat || to_string(ct.packed_flat) == to_string(flat));
       ct.packed_flat = flat;
     };
     w.walk(src, sub, valid);
     if (!ok || !ct.packed_flat || !uses_vars(ct.packed_flat, jid, jid + 1)) return false;
+    auto sj = linear_coefficient(ct.packed_flat, jid);
+    ct.unit = sj && *sj == 1;
+    if (!ct.unit) {  // packed: it may depend on j and the reduce loops only
+      std::vector<int> ids;
+      collect_vars(ct.packed_flat, ids);
+      for (int id : ids) {
+        bool known = id == jid;
+        for (auto& kv : ct.kvars) known |= id == int(kv->value);
+        if (!known) return false;
+      }
+    }
     int64_t w_rows = k_.shape[size_t(ct.i)];
     ct.rows = std::min(w_rows, kChanMaxRows);
     for (int64_t r = kChanMaxRows; r >= 8 && w_rows > kChanMaxRows; r--)
@@ -1033,7 +1050,7 @@ class Builder {
     Value* ntj = b_.CreateSDiv(b_.CreateSub(hi_j, lo_j), b_.getInt64(T));
     emit_loop(b_.getInt64(0), ntj, [&](Value* jt) {
       Value* j0 = b_.CreateAdd(lo_j, b_.CreateMul(jt, b_.getInt64(T)));
-      Value* panel = b_.CreateGEP(b_.getFloatTy(), pack_buf_, b_.CreateMul(jt, b_.getInt64(ct.ck * T)));
+      Value* panel = ct.unit ? nullptr : b_.CreateGEP(b_.getFloatTy(), pack_buf_, b_.CreateMul(jt, b_.getInt64(ct.ck * T)));
       loops(ct.mid, [&]() {
         emit_loop(b_.getInt64(0), b_.getInt64(W / R), [&](Value* it) {
           channel_block(ct, idx, b_.CreateMul(it, b_.getInt64(R)), R, j0, panel);
@@ -1048,6 +1065,15 @@ class Builder {
       inner.push_back(ct.i);
       loops(inner, [&]() { emit_stores(idx); });
     });
+  }
+
+  // The flat index of the leaf under a chain of views.
+  Expr leaf_flat(const Node* n, std::vector<Expr> idx) {
+    while (!k_.loads.count(n)) {
+      idx = view_source_index(n, idx).idx;
+      n = n->src[0].get();
+    }
+    return row_major(idx, n->shape);
   }
 
   // One tile: rows [i0, i0 + nrows) x channels [j0, j0 + kChanCols).
@@ -1084,13 +1110,25 @@ class Builder {
     llvm::Function* fma = llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::fmuladd, {vty});
     std::function<void(size_t)> nest = [&](size_t q) {
       if (q == axes.size()) {
-        Value* at = b_.CreateMul(index(kflat(ct, kv)), b_.getInt64(kChanCols));
+        auto vload = [&](Value* base, Value* at) {
+          Value* p = b_.CreateGEP(b_.getFloatTy(), base, at);
+          return b_.CreateAlignedLoad(vty, b_.CreateBitCast(p, vty->getPointerTo()), llvm::Align(4));
+        };
         std::vector<Value*> wv;
-        for (int64_t v = 0; v < kChanVecs; v++) {
-          Value* p = b_.CreateGEP(b_.getFloatTy(), panel, b_.CreateAdd(at, b_.getInt64(v * kLanes)));
-          wv.push_back(b_.CreateAlignedLoad(vty, b_.CreateBitCast(p, vty->getPointerTo()), llvm::Align(4)));
+        if (!ct.unit) {
+          Value* at = b_.CreateMul(index(kflat(ct, kv)), b_.getInt64(kChanCols));
+          for (int64_t v = 0; v < kChanVecs; v++) wv.push_back(vload(panel, b_.CreateAdd(at, b_.getInt64(v * kLanes))));
         }
         for (int64_t row = 0; row < nrows; row++) {
+          if (ct.unit) {  // b in place: 16 channels from each vector's first column
+            wv.clear();
+            for (int64_t v = 0; v < kChanVecs; v++) {
+              const TileCandidate& cv = ctx[size_t(row * kChanCols + v * kLanes)];
+              std::vector<Expr> sub = cv.idx;
+              for (size_t k = 0; k < axes.size(); k++) sub[size_t(axes[k])] = kv[k];
+              wv.push_back(vload(buf_ptrs_[k_.loads.at(ct.packed)], index(leaf_flat(ct.b, sub))));
+            }
+          }
           // a does not move along the channels: column 0's context serves the row
           const TileCandidate& c0 = ctx[size_t(row * kChanCols)];
           std::vector<Expr> sub = c0.idx;

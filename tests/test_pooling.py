@@ -13,7 +13,10 @@ TOL = dict(rtol=1e-5, atol=1e-6)
 
 MAX2D = [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
          dict(kernel_size=(3, 2), stride=(2, 3), padding=(1, 1), dilation=(2, 1), ceil_mode=True),
-         dict(kernel_size=3, stride=1, dilation=2, ceil_mode=True), dict(kernel_size=(1, 4), stride=(1, 3))]
+         dict(kernel_size=3, stride=1, dilation=2, ceil_mode=True), dict(kernel_size=(1, 4), stride=(1, 3)),
+         # disjoint windows (kernel <= stride): an elementwise backward
+         dict(kernel_size=2, ceil_mode=True), dict(kernel_size=2, stride=3, padding=1),
+         dict(kernel_size=(2, 1), stride=(3, 2), padding=(1, 0), ceil_mode=True)]
 
 
 @pytest.mark.parametrize("kw", MAX2D, ids=str)

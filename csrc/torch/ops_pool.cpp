@@ -138,6 +138,20 @@ T scatter_windows(const T& g, const Dims& S, const Dims& K, const Dims& s, const
   return fn(w);
 }
 
+// y's dim `d` of O windows (stride s, padding p) spread over the S input
+// positions: position i gets window (i + p) / s, positions past the last
+// window 0.
+T spread_windows(const T& y, int d, int64_t s, int64_t p, int64_t S) {
+  tiny::Shape sh = y.shape(), s1 = sh;
+  int64_t O = sh[size_t(d)];
+  s1.insert(s1.begin() + d + 1, 1);
+  tiny::Shape s2 = s1;
+  s2[size_t(d) + 1] = s;
+  tiny::Shape s3 = sh;
+  s3[size_t(d)] = O * s;
+  return pad_dim(y.reshape(s1).expand(s2).reshape(s3), d, -p, S + p - O * s);
+}
+
 // flat spatial index of every element of (B, S...) broadcast to `full` (B, S..., extra...)
 T flat_spatial(const Dims& S, const tiny::Shape& full) {
   size_t D = S.size();
@@ -260,6 +274,22 @@ at::Tensor max_pool_backward_impl(const at::Tensor& grad_output, const at::Tenso
   bo.insert(bo.end(), a.O.begin(), a.O.end());
   T g = read(grad_output).cast(acc).reshape(bo);
   T id1 = add(read(indices).cast(tiny::DType::Int64).reshape(bo), 1.0);  // interleaved zeros never match
+  bool disjoint = true;
+  for (size_t i = 0; i < D; i++) disjoint &= a.d[i] == 1 && a.K[i] <= a.s[i];
+  if (disjoint) {
+    // Windows that do not overlap (kernel <= stride, no dilation): every
+    // input element lies in at most one window, so its gradient is
+    // elementwise, the window's gradient where the window's index names it;
+    // no sum over masked, zero-interleaved window loads (20x slower).
+    T gu = g, iu = id1;
+    for (size_t i = 0; i < D; i++) {
+      gu = spread_windows(gu, int(1 + i), a.s[i], a.p[i], l.S[i]);
+      iu = spread_windows(iu, int(1 + i), a.s[i], a.p[i], l.S[i]);
+    }
+    T target = add(flat_spatial(l.S, gu.shape()), 1.0);
+    T gi = T::where(iu.binary(Op::CmpEq, target), gu, cnst(gu.shape(), 0.0, acc));
+    return make_result(gi.cast(to_engine(dt)).reshape(to_shape(self.sizes())), dt);
+  }
   T gw = scatter_windows(g, l.S, a.K, a.s, a.p, a.d, [](const T& w) { return w; });
   T iw = scatter_windows(id1, l.S, a.K, a.s, a.p, a.d, [](const T& w) { return w; });
   const tiny::Shape& full = gw.shape();

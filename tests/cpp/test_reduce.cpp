@@ -3,6 +3,8 @@
 #include <map>
 #include <random>
 
+#include "engine/codegen/llvm_codegen.h"
+#include "engine/schedule/scheduler.h"
 #include "test_helpers.h"
 
 using namespace tiny;
@@ -332,4 +334,65 @@ TEST(Reduce, Matmul) {
   std::vector<int32_t> a = {1, 2, 3, 4, 5, 6}, b = {7, 8, 9, 10, 11, 12};
   EXPECT_EQ(to_vec<int32_t>(from(a, {2, 3}).matmul(from(b, {3, 2}))), (std::vector<int32_t>{58, 64, 139, 154}));
   EXPECT_THROW(from(a, {2, 3}).matmul(from(b, {2, 3})), std::invalid_argument);
+}
+
+// out[n, o, h, w] = relu(sum_k x[n, k, h, w] * wt[o, k] + 1): the output
+// channels o are a column dim the code generator tiles with the weight packed
+// into panels (output-channel tiling); leftover channels and rows, an
+// epilogue, several tiles.
+TEST(Reduce, ChannelTiledProduct) {
+  auto check = [](int64_t n, int64_t oc, int64_t k, int64_t h, int64_t w) {
+    std::vector<float> x(size_t(n * k * h * w)), wt(size_t(oc * k));
+    for (size_t i = 0; i < x.size(); i++) x[i] = float(int(i * 7 % 13) - 6) * 0.25f;
+    for (size_t i = 0; i < wt.size(); i++) wt[i] = float(int(i * 5 % 11) - 5) * 0.5f;
+    Shape full{n, oc, k, h, w};
+    Tensor xv = from(x, {n, 1, k, h, w}).expand(full);
+    Tensor wv = from(wt, {1, oc, k, 1, 1}).expand(full);
+    Tensor s = xv.binary(Op::Mul, wv).reduce(ReduceOp::Sum, {2}, false);
+    Tensor r = s.binary(Op::Add, Tensor::full(s.shape(), Scalar::from_double(1.0), DType::Float32));
+    r = r.binary(Op::Max, Tensor::full(s.shape(), Scalar::from_double(0.0), DType::Float32));
+    Schedule sched = create_schedule({r.node()});
+    ASSERT_EQ(sched.kernels.size(), 1u);
+    EXPECT_NE(llvm_ir(sched.kernels[0]).find("@malloc"), std::string::npos) << "channel tiling not used";
+    auto got = to_vec<float>(r);
+    for (int64_t a = 0; a < n; a++)
+      for (int64_t o = 0; o < oc; o++)
+        for (int64_t p = 0; p < h * w; p++) {
+          double acc = 1;
+          for (int64_t q = 0; q < k; q++) acc += double(x[size_t((a * k + q) * h * w + p)]) * wt[size_t(o * k + q)];
+          EXPECT_NEAR(got[size_t((a * oc + o) * h * w + p)], std::max(acc, 0.0), 1e-4) << oc << "x" << k << "x" << h << "x" << w;
+        }
+  };
+  check(2, 70, 40, 3, 19);  // 2 tiles + 6 channels, 14 + 5 rows
+  check(1, 64, 33, 2, 7);
+  check(1, 32, 64, 1, 28);  // a row dim without mid dims
+}
+
+// out[c, t, o] = sum_n x[n, c + t] * g[n, o]: a weight gradient's shape, the
+// channels o last and unit-stride in g, few rows t: channel tiling with g read
+// in place (no panels).
+TEST(Reduce, ChannelTiledUnitStride) {
+  int64_t n = 50, c = 4, t = 3, oc = 40;
+  std::vector<float> x(size_t(n * (c + t - 1))), g(size_t(n * oc));
+  for (size_t i = 0; i < x.size(); i++) x[i] = float(int(i * 7 % 13) - 6) * 0.25f;
+  for (size_t i = 0; i < g.size(); i++) g[i] = float(int(i * 5 % 11) - 5) * 0.5f;
+  int64_t xw = c + t - 1;
+  Shape full{c, t, oc, n};
+  // x window: (c, t, oc, n) -> x[n, c + t]
+  Tensor xv = from(x, {n * xw}).as_strided(full, {1, 1, 0, xw}, 0);
+  Tensor gv = from(g, {n, oc}).permute({1, 0}).reshape({1, 1, oc, n}).expand(full);
+  Tensor r = xv.binary(Op::Mul, gv).reduce(ReduceOp::Sum, {3}, false);
+  Schedule sched = create_schedule({r.node()});
+  ASSERT_EQ(sched.kernels.size(), 1u);
+  std::string ir = llvm_ir(sched.kernels[0]);
+  EXPECT_NE(ir.find("llvm.fmuladd.v16f32"), std::string::npos) << "channel tiling not used";
+  EXPECT_EQ(ir.find("@malloc"), std::string::npos) << "a unit-stride operand needs no panels";
+  auto got = to_vec<float>(r);
+  for (int64_t a = 0; a < c; a++)
+    for (int64_t b = 0; b < t; b++)
+      for (int64_t o = 0; o < oc; o++) {
+        double acc = 0;
+        for (int64_t q = 0; q < n; q++) acc += double(x[size_t(q * xw + a + b)]) * g[size_t(q * oc + o)];
+        EXPECT_NEAR(got[size_t((a * t + b) * oc + o)], acc, 1e-4);
+      }
 }

@@ -8,6 +8,7 @@
 #include "engine/codegen/llvm_codegen.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <optional>
 #include <sstream>
@@ -146,6 +147,13 @@ class Builder {
     // above the loops their index does not depend on.
     std::vector<Expr> idx(shape.size(), cnst(0));
     for (size_t d = 0; d < shape.size(); d++) idx[d] = placeholder_var(shape[d]);
+    std::optional<ChannelTile> ct;
+    if (par >= 0 && !k_.serial) ct = plan_channel_tile(idx, par);
+    Value* pack_buf = nullptr;
+    if (ct && !ct->unit) {
+      bool at_par = ct->j == par;
+      pack_buf = emit_pack(*ct, at_par ? begin : b_.getInt64(0), at_par ? end : b_.getInt64(shape[size_t(ct->j)]));
+    }
     std::function<void(size_t)> nest = [&](size_t d) {
       if (d == shape.size()) {
         emit_stores(idx);
@@ -158,6 +166,11 @@ class Builder {
       hoist_reduces(output_roots(), idx, cnst(1), int(idx[d]->value));
       Value* lo = int(d) == par ? begin : b_.getInt64(0);
       Value* hi = int(d) == par ? end : b_.getInt64(shape[d]);
+      if (ct && int(d) == std::min(ct->i, ct->j)) {
+        bool at_j = int(d) == ct->j;  // else the rows come first: j is not the parallel dim
+        tiled_channels(idx, *ct, at_j ? lo : b_.getInt64(0), at_j ? hi : b_.getInt64(shape[size_t(ct->j)]));
+        return;
+      }
       if (d == tile_outer) {
         bool two = tile_outer != last;
         Value* lo_j = two ? (int(last) == par ? begin : b_.getInt64(0)) : lo;
@@ -181,6 +194,7 @@ class Builder {
     } else {
       nest(0);
     }
+    if (pack_buf) b_.CreateCall(libc_free(), {pack_buf});
     b_.CreateRetVoid();
   }
 
@@ -828,6 +842,323 @@ class Builder {
     emit_stores(out_idx);
   }
 
+  // ---- output-channel tiling
+  //
+  // A convolution's output (N, OC, OH, OW) has a short innermost dim (7, 14)
+  // or one its input moves along by the stride (2): poor vectors for the
+  // tiling above. Its output channels make good ones: the input does not move
+  // along them. A tile is kChanVecs vectors of channels x up to kChanMaxRows
+  // positions of the last dim; per reduce step it takes one broadcast input
+  // value per row and one weight vector per vector of channels, emitted as
+  // explicit vector FMAs (the SLP vectorizer is unreliable at this size). The
+  // weight moves by C*K along the channels, so the kernel first copies its
+  // slice of channels (once per call) into panels where a tile's channels are
+  // contiguous per reduce step.
+  static constexpr int64_t kChanVecs = 2;
+  static constexpr int64_t kChanCols = kChanVecs * kLanes;
+  static constexpr int64_t kChanMaxRows = 14;   // 28 vector accumulators of 32 registers
+  static constexpr int64_t kChanMinReduce = 32;  // shorter reduces are store-bound
+  static constexpr int64_t kMinRowsLastDim = 8;
+
+  struct ChannelTile {
+    int j = -1, i = -1;       // the channel (column) dim and the row dim (the last)
+    std::vector<int> mid;     // non-unit dims between them, looped per tile
+    const Node* reduce = nullptr;
+    const Node* a = nullptr;       // the reduce's product: a (not moving along j) ...
+    const Node* packed = nullptr;  // ... times views of this leaf, copied into panels
+    Expr packed_flat;              // the leaf's flat index over var j and `kvars`
+    int jvar = -1;                 // var id of dim j in packed_flat
+    std::vector<Expr> kvars;       // one per non-unit reduce axis
+    std::vector<int64_t> kext, kstrides;  // their extents, row-major strides
+    int64_t ck = 1, rows = 1;
+    const Node* b = nullptr;  // the product's other operand (views of `packed`)
+    bool unit = false;        // b moves by 1 along j already: read in place, no panels
+  };
+
+  std::optional<ChannelTile> plan_channel_tile(const std::vector<Expr>& idx, int par) {
+    const Shape& shape = k_.shape;
+    std::vector<int> nu;
+    for (size_t d = 0; d < shape.size(); d++)
+      if (shape[d] > 1) nu.push_back(int(d));
+    if (nu.size() < 2) return std::nullopt;
+    // the last dim as the channels, rows the one before: only where b is
+    // unit-stride already and the rows are too few for the tiling above (a
+    // weight gradient's kernel width, with the output channels last)
+    int j_last = nu.back(), i_prev = nu[nu.size() - 2];
+    if (shape[size_t(j_last)] >= kChanCols && shape[size_t(i_prev)] < kMinRowsLastDim && i_prev != par) {
+      auto ct = check_channel_tile(idx, j_last, i_prev);
+      if (ct && ct->unit) return ct;
+    }
+    for (size_t q = nu.size() - 1; q-- > 0;) {
+      if (shape[size_t(nu[q])] < kChanCols) continue;
+      auto ct = check_channel_tile(idx, nu[q], nu.back());
+      if (!ct) continue;
+      ct->mid.assign(nu.begin() + long(q) + 1, nu.end() - 1);
+      return ct;
+    }
+    return std::nullopt;
+  }
+
+  // The single reduce depending on dim j must be a float32 SUM of a product
+  // a * b, where no load under a moves along j and b is a view of a leaf that
+  // depends on j and the reduce loops only (the weight), unmasked.
+  std::optional<ChannelTile> check_channel_tile(const std::vector<Expr>& idx, int j, int i) {
+    int jid = int(idx[size_t(j)]->value);
+    auto cand = find_tiled_reduce(idx, jid);
+    if (!cand) return std::nullopt;
+    const Node* r = cand->reduce;
+    const Node* src = r->src[0].get();
+    if (r->args.rop != ReduceOp::Sum || r->dtype != DType::Float32 || src->op != Op::Mul ||
+        src->dtype != DType::Float32)
+      return std::nullopt;
+    ChannelTile ct;
+    ct.j = j;
+    ct.i = i;
+    ct.jvar = jid;
+    ct.reduce = r;
+    std::vector<Expr> sub = cand->idx;
+    for (int a : r->args.axes)
+      if (src->shape[a] > 1) {
+        sub[a] = placeholder_var(src->shape[a]);
+        ct.kvars.push_back(sub[a]);
+        ct.kext.push_back(src->shape[a]);
+        ct.ck *= src->shape[a];
+      }
+    if (ct.kvars.empty() || ct.ck < kChanMinReduce) return std::nullopt;
+    ct.kstrides.assign(ct.kvars.size(), 1);
+    for (size_t q = ct.kvars.size() - 1; q-- > 0;) ct.kstrides[q] = ct.kstrides[q + 1] * ct.kext[q + 1];
+    for (int side = 0; side < 2; side++) {
+      if (check_packed_side(ct, src, side, sub, cand->valid)) return ct;
+      ct.packed_flat = nullptr;
+    }
+    return std::nullopt;
+  }
+
+  // Whether src->src[side] can be b: views down to a float32 leaf.
+  bool check_packed_side(ChannelTile& ct, const Node* src, int side, const std::vector<Expr>& sub, const Expr& valid) {
+    const Node* n = src->src[size_t(side)].get();
+    while (!k_.loads.count(n) && n->op == Op::View) n = n->src[0].get();
+    if (!k_.loads.count(n) || k_.buffers[k_.loads.at(n)]->dtype() != DType::Float32) return false;
+    ct.packed = n;
+    ct.b = src->src[size_t(side)].get();
+    ct.a = src->src[size_t(1 - side)].get();
+    int jid = ct.jvar;
+    bool ok = true;
+    IndexWalker w;
+    w.is_leaf = [&](const Node* n) { return k_.loads.count(n) > 0; };
+    w.fresh_var = [&](int64_t size) { return placeholder_var(size); };
+    w.visit = [&](const Node* n, const std::vector<Expr>&, const Expr&) {
+      if (n->op == Op::Gather || n->op == Op::Rand || n->op == Op::Reduce) ok = false;
+      return ok;
+    };
+    w.on_leaf = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
+      Expr flat = row_major(ix, n->shape);
+      if (n != ct.packed) {  // under a: must not move along j
+        auto sj = linear_coefficient(flat, jid);
+        ok &= sj && *sj == 0;
+        return;
+      }
+      ok &= is_true(v) && (!ct.packed_flat || to_string(ct.packed_flat) == to_string(flat));
+      ct.packed_flat = flat;
+    };
+    w.walk(src, sub, valid);
+    if (!ok || !ct.packed_flat || !uses_vars(ct.packed_flat, jid, jid + 1)) return false;
+    auto sj = linear_coefficient(ct.packed_flat, jid);
+    ct.unit = sj && *sj == 1;
+    if (!ct.unit) {  // packed: it may depend on j and the reduce loops only
+      std::vector<int> ids;
+      collect_vars(ct.packed_flat, ids);
+      for (int id : ids) {
+        bool known = id == jid;
+        for (auto& kv : ct.kvars) known |= id == int(kv->value);
+        if (!known) return false;
+      }
+    }
+    int64_t w_rows = k_.shape[size_t(ct.i)];
+    ct.rows = std::min(w_rows, kChanMaxRows);
+    for (int64_t r = kChanMaxRows; r >= 8 && w_rows > kChanMaxRows; r--)
+      if (w_rows % r == 0) {
+        ct.rows = r;
+        break;
+      }
+    return true;
+  }
+
+  llvm::FunctionCallee libc_malloc() {
+    return m_.getOrInsertFunction("malloc", llvm::FunctionType::get(b_.getInt8PtrTy(), {b_.getInt64Ty()}, false));
+  }
+  llvm::FunctionCallee libc_free() {
+    return m_.getOrInsertFunction("free", llvm::FunctionType::get(b_.getVoidTy(), {b_.getInt8PtrTy()}, false));
+  }
+
+  static Expr kflat(const ChannelTile& ct, const std::vector<Expr>& kv) {
+    Expr f = cnst(0);
+    for (size_t q = 0; q < kv.size(); q++) f = add(f, mul(kv[q], ct.kstrides[q]));
+    return f;
+  }
+
+  // Copies the packed leaf for the channels [lo, lo + whole tiles) into
+  // panels: panel t holds [k][c] for channel lo + t*kChanCols + c. Returns
+  // the malloc'ed buffer (freed at the function's end).
+  Value* emit_pack(const ChannelTile& ct, Value* lo, Value* hi) {
+    size_t b = k_.loads.at(ct.packed);
+    llvm::Type* f32 = b_.getFloatTy();
+    Value* n = b_.CreateMul(b_.CreateSDiv(b_.CreateSub(hi, lo), b_.getInt64(kChanCols)), b_.getInt64(kChanCols));
+    Value* bytes = b_.CreateMul(n, b_.getInt64(ct.ck * 4));
+    Value* raw = b_.CreateCall(libc_malloc(), {b_.CreateAdd(bytes, b_.getInt64(64))});
+    pack_buf_ = b_.CreateBitCast(raw, f32->getPointerTo());
+    // tile by tile, a panel's rows written in order: reads stream from
+    // kChanCols rows of the weight at once, writes are sequential
+    emit_loop(b_.getInt64(0), b_.CreateUDiv(n, b_.getInt64(kChanCols)), [&](Value* t) {
+      Value* j0 = b_.CreateAdd(lo, b_.CreateMul(t, b_.getInt64(kChanCols)));
+      Value* panel = b_.CreateGEP(f32, pack_buf_, b_.CreateMul(t, b_.getInt64(ct.ck * kChanCols)));
+      std::function<void(size_t)> ks = [&](size_t q) {
+        if (q == ct.kvars.size()) {
+          Value* at = b_.CreateMul(index(kflat(ct, ct.kvars)), b_.getInt64(kChanCols));
+          for (int64_t c = 0; c < kChanCols; c++) {
+            memo_.emplace_back();  // the index differs per channel
+            vars_[size_t(ct.jvar)] = b_.CreateAdd(j0, b_.getInt64(c));
+            Value* v = b_.CreateLoad(f32, b_.CreateGEP(f32, buf_ptrs_[b], index(ct.packed_flat)));
+            b_.CreateStore(v, b_.CreateGEP(f32, panel, b_.CreateAdd(at, b_.getInt64(c))));
+            memo_.pop_back();
+          }
+          return;
+        }
+        emit_loop(b_.getInt64(0), b_.getInt64(ct.kext[q]), [&](Value* iv) {
+          vars_[size_t(ct.kvars[q]->value)] = iv;
+          ks(q + 1);
+        }, /*scalar=*/true);
+      };
+      ks(0);
+    });
+    return raw;
+  }
+
+  // Column tiles of dim j, per tile a loop over the mid dims and row tiles of
+  // the last dim; leftover channels one output at a time.
+  void tiled_channels(const std::vector<Expr>& idx, const ChannelTile& ct, Value* lo_j, Value* hi_j) {
+    const int64_t T = kChanCols, R = ct.rows, W = k_.shape[size_t(ct.i)];
+    auto loops = [&](const std::vector<int>& dims, const std::function<void()>& body) {
+      std::function<void(size_t)> go = [&](size_t q) {
+        if (q == dims.size()) return body();
+        emit_loop(b_.getInt64(0), b_.getInt64(k_.shape[size_t(dims[q])]), [&](Value* iv) {
+          vars_[size_t(idx[size_t(dims[q])]->value)] = iv;
+          go(q + 1);
+        });
+      };
+      go(0);
+    };
+    Value* ntj = b_.CreateSDiv(b_.CreateSub(hi_j, lo_j), b_.getInt64(T));
+    emit_loop(b_.getInt64(0), ntj, [&](Value* jt) {
+      Value* j0 = b_.CreateAdd(lo_j, b_.CreateMul(jt, b_.getInt64(T)));
+      Value* panel = ct.unit ? nullptr : b_.CreateGEP(b_.getFloatTy(), pack_buf_, b_.CreateMul(jt, b_.getInt64(ct.ck * T)));
+      loops(ct.mid, [&]() {
+        emit_loop(b_.getInt64(0), b_.getInt64(W / R), [&](Value* it) {
+          channel_block(ct, idx, b_.CreateMul(it, b_.getInt64(R)), R, j0, panel);
+        }, /*scalar=*/true);
+        if (W % R) channel_block(ct, idx, b_.getInt64(W / R * R), W % R, j0, panel);
+      });
+    }, /*scalar=*/true);
+    Value* rest_j = b_.CreateAdd(lo_j, b_.CreateMul(ntj, b_.getInt64(T)));
+    emit_loop(rest_j, hi_j, [&](Value* j) {
+      vars_[size_t(idx[size_t(ct.j)]->value)] = j;
+      std::vector<int> inner = ct.mid;
+      inner.push_back(ct.i);
+      loops(inner, [&]() { emit_stores(idx); });
+    });
+  }
+
+  // The flat index of the leaf under a chain of views.
+  Expr leaf_flat(const Node* n, std::vector<Expr> idx) {
+    while (!k_.loads.count(n)) {
+      idx = view_source_index(n, idx).idx;
+      n = n->src[0].get();
+    }
+    return row_major(idx, n->shape);
+  }
+
+  // One tile: rows [i0, i0 + nrows) x channels [j0, j0 + kChanCols).
+  void channel_block(const ChannelTile& ct, const std::vector<Expr>& idx, Value* i0, int64_t nrows, Value* j0,
+                     Value* panel) {
+    const Node* r = ct.reduce;
+    const Node* src = r->src[0].get();
+    auto* vty = llvm::FixedVectorType::get(b_.getFloatTy(), unsigned(kLanes));
+    std::vector<std::vector<Expr>> out_idx;
+    std::vector<TileCandidate> ctx;  // per (row, column)
+    for (int64_t q = 0; q < nrows; q++) {
+      Expr row = new_var(b_.CreateAdd(i0, b_.getInt64(q)), k_.shape[size_t(ct.i)]);
+      for (int64_t c = 0; c < kChanCols; c++) {
+        std::vector<Expr> o = idx;
+        o[size_t(ct.i)] = row;
+        o[size_t(ct.j)] = new_var(b_.CreateAdd(j0, b_.getInt64(c)), k_.shape[size_t(ct.j)]);
+        auto cc = find_tiled_reduce(o, int(o[size_t(ct.j)]->value));
+        if (!cc || cc->reduce != r) throw std::logic_error("tiny codegen: channel tile context mismatch");
+        out_idx.push_back(o);
+        ctx.push_back(*cc);
+      }
+    }
+    llvm::IRBuilder<> eb(entry_, entry_->begin());
+    std::vector<llvm::AllocaInst*> acc(size_t(nrows * kChanVecs));
+    for (auto& a : acc) {
+      a = eb.CreateAlloca(vty);
+      b_.CreateStore(llvm::ConstantFP::get(vty, 0.0), a);
+    }
+    std::vector<int> axes;
+    for (int a : r->args.axes)
+      if (src->shape[a] > 1) axes.push_back(a);
+    std::vector<Expr> kv;
+    for (int a : axes) kv.push_back(placeholder_var(src->shape[a]));
+    llvm::Function* fma = llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::fmuladd, {vty});
+    std::function<void(size_t)> nest = [&](size_t q) {
+      if (q == axes.size()) {
+        auto vload = [&](Value* base, Value* at) {
+          Value* p = b_.CreateGEP(b_.getFloatTy(), base, at);
+          return b_.CreateAlignedLoad(vty, b_.CreateBitCast(p, vty->getPointerTo()), llvm::Align(4));
+        };
+        std::vector<Value*> wv;
+        if (!ct.unit) {
+          Value* at = b_.CreateMul(index(kflat(ct, kv)), b_.getInt64(kChanCols));
+          for (int64_t v = 0; v < kChanVecs; v++) wv.push_back(vload(panel, b_.CreateAdd(at, b_.getInt64(v * kLanes))));
+        }
+        for (int64_t row = 0; row < nrows; row++) {
+          if (ct.unit) {  // b in place: 16 channels from each vector's first column
+            wv.clear();
+            for (int64_t v = 0; v < kChanVecs; v++) {
+              const TileCandidate& cv = ctx[size_t(row * kChanCols + v * kLanes)];
+              std::vector<Expr> sub = cv.idx;
+              for (size_t k = 0; k < axes.size(); k++) sub[size_t(axes[k])] = kv[k];
+              wv.push_back(vload(buf_ptrs_[k_.loads.at(ct.packed)], index(leaf_flat(ct.b, sub))));
+            }
+          }
+          // a does not move along the channels: column 0's context serves the row
+          const TileCandidate& c0 = ctx[size_t(row * kChanCols)];
+          std::vector<Expr> sub = c0.idx;
+          for (size_t k = 0; k < axes.size(); k++) sub[size_t(axes[k])] = kv[k];
+          Value* av = b_.CreateVectorSplat(unsigned(kLanes), eval(ct.a, sub, c0.valid));
+          for (int64_t v = 0; v < kChanVecs; v++) {
+            auto* a = acc[size_t(row * kChanVecs + v)];
+            b_.CreateStore(b_.CreateCall(fma, {av, wv[size_t(v)], b_.CreateLoad(vty, a)}), a);
+          }
+        }
+        return;
+      }
+      emit_loop(b_.getInt64(0), b_.getInt64(src->shape[axes[q]]), [&](Value* iv) {
+        vars_[size_t(kv[q]->value)] = iv;
+        nest(q + 1);
+      }, /*scalar=*/true);
+    };
+    nest(0);
+    for (int64_t row = 0; row < nrows; row++)
+      for (int64_t v = 0; v < kChanVecs; v++) {
+        Value* vec = b_.CreateLoad(vty, acc[size_t(row * kChanVecs + v)]);
+        for (int64_t l = 0; l < kLanes; l++) {
+          const TileCandidate& c = ctx[size_t(row * kChanCols + v * kLanes + l)];
+          remember(context_key(r, c.idx, c.valid), b_.CreateExtractElement(vec, uint64_t(l)));
+        }
+      }
+    emit_stores(out_idx);
+  }
+
   Value* identity(ReduceOp op, DType dt) {
     llvm::Type* ty = reg_type(dt);
     bool f = ty->isFloatingPointTy();
@@ -1250,6 +1581,8 @@ class Builder {
   Part part_ = Part::Whole;
   Value* scratch_ = nullptr;
   Value* params_ = nullptr;
+  // channel tiling's packed operand (see ChannelTile)
+  Value* pack_buf_ = nullptr;
 };
 
 using KernelFn = void (*)(void**, int64_t, int64_t);

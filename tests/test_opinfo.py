@@ -72,10 +72,7 @@ _known("special.hermite_polynomial_he", "one sample: cancellation in the recurre
        "ATen's fused multiply-adds to a 5e-5 relative difference", dtype="float32", check="forward")
 _known("complex polar cdouble cfloat chalf", "complex dtypes are not supported on tiny")
 _known("nn.functional.rrelu", "training mode draws random slopes: tiny's Philox stream is not the CPU's generator")
-_known("argmax argmin masked.argmax masked.argmin count_nonzero nansum nanmean std std.unbiased var "
-       "var.unbiased linalg.vector_norm masked.norm hash_tensor",
-       "reduction with no tiny kernel yet (reductions are another branch's work)")
-_known("prod", "prod of an empty tensor gives 0 instead of 1 (ops_reduce), and its backward needs cat")
+_known("hash_tensor", "hash_tensor: no tiny kernel")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -320,14 +317,19 @@ def test_gradcheck(fn, shapes):
 
 
 def _summary():
-    """(family -> [samples, passed]), per-op float32 all-pass counts."""
+    """(family -> [samples, passed]), (family -> float32 [samples, passed]), per-op float32
+    all-pass counts, autograd [samples, passed]."""
     fam_samples = defaultdict(lambda: [0, 0])
+    fam_f32 = defaultdict(lambda: [0, 0])
     f32_ops = f32_ok = 0
     for key, fam, op in SELECTED:
         for dt in _dtypes(op):
             r = run_forward(key, dt)
             fam_samples[fam][0] += r.samples
             fam_samples[fam][1] += r.passed
+            if dt == torch.float32:
+                fam_f32[fam][0] += r.samples
+                fam_f32[fam][1] += r.passed
             if dt == torch.float32 and r.samples:
                 f32_ops += 1
                 f32_ok += r.ok
@@ -336,12 +338,12 @@ def _summary():
         r = run_grad(key)
         grad[0] += r.samples
         grad[1] += r.passed
-    return fam_samples, (f32_ops, f32_ok), grad
+    return fam_samples, fam_f32, (f32_ops, f32_ok), grad
 
 
 def format_table():
     t0 = time.time()
-    fam_samples, (f32_ops, f32_ok), grad = _summary()
+    fam_samples, fam_f32, (f32_ops, f32_ok), grad = _summary()
     ops_per_fam = defaultdict(lambda: [0, 0])
     for key, fam, op in SELECTED:
         rs = [RESULTS[(key, dt, "forward")] for dt in _dtypes(op)]
@@ -350,14 +352,21 @@ def format_table():
             ops_per_fam[fam][0] += 1
             ops_per_fam[fam][1] += all(r.ok for r in rs)
     lines = [f"OpInfo on {DEV!r} vs CPU (float32/int64/bool, <= {MAX_SAMPLES} samples per op and dtype)",
-             f"{'family':<16}{'ops':>6}{'ops ok':>8}{'samples':>9}{'passed':>8}{'rate':>8}"]
-    tot = [0, 0, 0, 0]
+             f"{'family':<16}{'ops':>6}{'ops ok':>8}{'samples':>9}{'passed':>8}{'rate':>8}"
+             f"{'f32 samples':>13}{'f32 passed':>12}{'f32 rate':>10}"]
+    tot = [0] * 6
+
+    def rate(p, n):
+        return f"{(p / n if n else 0):.1%}"
+
     for fam in FAMILIES:
         n, p = fam_samples[fam]
+        fn, fp = fam_f32[fam]
         on, op_ok = ops_per_fam[fam]
-        tot = [tot[0] + on, tot[1] + op_ok, tot[2] + n, tot[3] + p]
-        lines.append(f"{fam:<16}{on:>6}{op_ok:>8}{n:>9}{p:>8}{(p / n if n else 0):>8.1%}")
-    lines.append(f"{'total':<16}{tot[0]:>6}{tot[1]:>8}{tot[2]:>9}{tot[3]:>8}{(tot[3] / tot[2] if tot[2] else 0):>8.1%}")
+        tot = [a + b for a, b in zip(tot, (on, op_ok, n, p, fn, fp))]
+        lines.append(f"{fam:<16}{on:>6}{op_ok:>8}{n:>9}{p:>8}{rate(p, n):>8}{fn:>13}{fp:>12}{rate(fp, fn):>10}")
+    lines.append(f"{'total':<16}{tot[0]:>6}{tot[1]:>8}{tot[2]:>9}{tot[3]:>8}{rate(tot[3], tot[2]):>8}"
+                 f"{tot[4]:>13}{tot[5]:>12}{rate(tot[5], tot[4]):>10}")
     lines.append(f"ops with a float32 variant passing all their samples: {f32_ok}/{f32_ops}"
                  f" = {(f32_ok / f32_ops if f32_ops else 0):.1%}")
     lines.append(f"autograd (float32 gradients vs CPU): {grad[1]}/{grad[0]} samples"
@@ -385,8 +394,12 @@ if __name__ == "__main__":
         for dt in _dtypes(op):
             r = RESULTS[(key, dt, "forward")]
             if r.failures:
-                print(f"FAIL {key} {dt} {r.passed}/{r.samples}: {r.failures[0]}")
+                print(f"FAIL {key} {dt} {r.passed}/{r.samples}:")
+                for f in r.failures:
+                    print("    " + f)
     for key in GRAD_OPS:
         r = RESULTS[(key, torch.float32, "grad")]
         if r.failures:
-            print(f"FAIL-GRAD {key} {r.passed}/{r.samples}: {r.failures[0]}")
+            print(f"FAIL-GRAD {key} {r.passed}/{r.samples}:")
+            for f in r.failures:
+                print("    " + f)

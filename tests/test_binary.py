@@ -231,6 +231,31 @@ def test_special_binaries():
     run_both(torch.nextafter, z.double(), torch.zeros(7, dtype=torch.float64), msg="double towards 0")
 
 
+def test_hurwitz_zeta():
+    # negative q: ATen sums ~|q| terms, tiny a reflection through q's fractional part (same value)
+    x = torch.tensor([1.0, 0.5, 2.0, 3.0, 4.0, 7.0, 2.5, 12.0, NAN, INF, 1.0001]).reshape(-1, 1)
+    q = torch.tensor([1.0, 0.5, 1e-3, 0.0, -0.0, -1.0, -0.5, -2.3, -1.5, -2.7, -12.25, -7.999, 3.0, 9.5, 100.0,
+                      1e6, NAN, INF]).reshape(1, -1)
+    run_both(torch.special.zeta, x, q, msg="zeta float32", rtol=1e-5, atol=1e-6)
+    run_both(torch.special.zeta, x.double(), q.double(), msg="zeta float64", rtol=1e-9, atol=1e-12)
+    g = torch.Generator().manual_seed(0)
+    xr, qr = torch.rand(64, generator=g) * 8 + 1, torch.rand(64, generator=g) * 18 - 9
+    run_both(torch.special.zeta, xr.round(), qr, msg="zeta random q, integer x", rtol=1e-4, atol=1e-5)
+    run_both(torch.special.zeta, xr, qr.abs(), msg="zeta random", rtol=1e-5, atol=1e-6)
+    run_both(torch.special.zeta, torch.arange(1, 5).reshape(-1, 1), torch.arange(-2, 4), msg="zeta int64",
+             rtol=1e-5, atol=1e-6)
+    run_both(torch.special.zeta, torch.tensor([True, False]), torch.tensor([True, True]), msg="zeta bool")
+    run_both(torch.special.zeta, 2.0, qr.abs(), msg="zeta(scalar, t)", rtol=1e-5, atol=1e-6)
+    run_both(torch.special.zeta, xr, 2.0, msg="zeta(t, scalar)", rtol=1e-5, atol=1e-6)
+    run_both(torch.special.zeta, xr.reshape(8, 8).t(), qr.abs().reshape(8, 8)[::2], msg="zeta strided",
+             rtol=1e-5, atol=1e-6)
+    run_both(torch.special.zeta, torch.tensor(3.0), torch.tensor(2.0), msg="zeta 0-d")
+    run_both(torch.special.zeta, torch.empty(0, 3), torch.ones(3), msg="zeta empty")
+    run_both(lambda a, b, o: (torch.special.zeta(a, b, out=o), o)[1], xr, qr.abs(), torch.empty(0),
+             msg="zeta out=", rtol=1e-5, atol=1e-6)
+    run_both(torch.special.zeta, x.half(), q.half(), msg="zeta half: the CPU's error")
+
+
 POLYNOMIALS = ["chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v", "chebyshev_polynomial_w",
                "hermite_polynomial_h", "hermite_polynomial_he", "laguerre_polynomial_l", "legendre_polynomial_p",
                "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",

@@ -4,6 +4,7 @@
 // i0/i0e/i1/i1e, ndtri. Functions needing unbounded, data-dependent loops
 // (zeta of tensors, igamma, orthogonal polynomials of tensor degree) are left
 // to the CPU fallback.
+#include <ATen/ops/result_type.h>
 #include <torch/library.h>
 
 #include <cmath>
@@ -131,6 +132,37 @@ T zeta_nonneg_q(const T& x, const T& q) {
     k = k + 1.0;
   }
   return where(done, s, st);
+}
+
+// special_zeta(x, q), Hurwitz zeta in double as ATen computes float and double.
+// ATen sums terms until q + j > 9, ~|q| of them for negative q; for negative
+// non-integer q (x then an integer, else NaN) this uses, with f = q - floor(q),
+// sum_{k>=0} (q+k)^-x = zeta(x, f) + (-1)^x (zeta(x, 1 - f) - zeta(x, 1 - q)),
+// the terms of q .. f - 1 written as a difference of two tails: no data-dependent loop.
+T zeta_any(const T& x, const T& q) {
+  T neg = lt(q, 0.0);
+  T qp = where(neg, 1.0, q);  // keeps the unused branch finite
+  T direct = zeta_nonneg_q(x, qp);
+  T f = q - un(Op::Floor, q);
+  T fp = where(neg, f, 0.5);
+  T parity = x - 2.0 * un(Op::Floor, x * 0.5);  // 0 even, 1 odd
+  T sign = 1.0 - 2.0 * parity;
+  T reflected = zeta_nonneg_q(x, fp) + sign * (zeta_nonneg_q(x, 1.0 - fp) - zeta_nonneg_q(x, where(neg, 1.0 - q, 1.0)));
+  // x = inf: some q + k lies in (-1, 1), its term is inf
+  T r = where(neg, where(eq(x, kInf), kInf, reflected), direct);
+  T q_int = eq(q, un(Op::Floor, q));
+  r = where(land(le(q, 0.0), lnot(eq(x, un(Op::Floor, x)))), kNaN, r);
+  r = where(land(le(q, 0.0), q_int), kInf, r);
+  r = where(lt(x, 1.0), kNaN, r);
+  return where(eq(x, 1.0), kInf, r);
+}
+
+Computed special_zeta(const at::Tensor& a, const at::Tensor& b) {
+  c10::ScalarType common = float_type_for(at::result_type(a, b));
+  if (common == c10::kHalf || common == c10::kBFloat16) not_implemented_for("zeta_cpu", common);
+  tiny::Shape shape = broadcast_shape({a, b});
+  T x = operand(a, common, shape).cast(tiny::DType::Float64), q = operand(b, common, shape).cast(tiny::DType::Float64);
+  return {zeta_any(x, q).cast(to_engine(common)), common};
 }
 
 // polygamma(n, x), n >= 2: (-1)^(n+1) n! zeta(n + 1, x), zeta in double (float for
@@ -464,6 +496,36 @@ T u_ndtri(const T& y0) {
   return where(eq(y0, 0.0), -kInf, r);
 }
 
+// ---------------------------------------------------------------- erfcx, log_ndtr
+// erfcx(x) = exp(x^2) erfc(x), computed in double (ATen uses Chebyshev fits on
+// [0, 50] and continued fractions beyond; both are accurate to the last bit of
+// the result type, as is this): exp(x^2) erfc(x) directly while erfc(x) is a
+// normal double (x < 26), the asymptotic series beyond (its next term is
+// < 1e-13 there), and the reflection 2 exp(x^2) - erfcx(-x) below 0.
+T erfcx_double(const T& x, const T& xx) {  // xx: x * x, rounded as ATen rounds it
+  T ax = un(Op::Abs, x);
+  T direct = un(Op::Exp, ax * ax) * un(Op::Erfc, ax);
+  T inv2 = 1.0 / (ax * ax);
+  T series = 1.0 + inv2 * (-0.5 + inv2 * (0.75 + inv2 * (-1.875 + inv2 * (6.5625 + inv2 * -29.53125))));
+  T asym = series / (ax * std::sqrt(M_PI));
+  T pos = where(lt(ax, 26.0), direct, asym);
+  T neg = 2.0 * un(Op::Exp, xx) - pos;  // overflows to +inf below ~-26.6 (float: ~-9.4)
+  return where(lt(x, 0.0), neg, pos);
+}
+T u_erfcx(const T& x) {
+  T xd = x.cast(tiny::DType::Float64);
+  return erfcx_double(xd, (x * x).cast(tiny::DType::Float64)).cast(x.dtype());
+}
+
+// calc_log_ndtr: log(erfcx(-x / sqrt 2) / 2) - x^2 / 2 below -1, else log1p(-erfc(x / sqrt 2) / 2)
+T u_log_ndtr(const T& x0) {
+  T x = x0.cast(tiny::DType::Float64);
+  T t = x * M_SQRT1_2;
+  T lower = un(Op::Log, erfcx_double(-t, t * t) * 0.5) - t * t;
+  T upper = un(Op::Log1p, -un(Op::Erfc, t) * 0.5);
+  return where(lt(x, -1.0), lower, upper).cast(x0.dtype());
+}
+
 // ATen has no 16-bit float ndtri kernel
 Computed ndtri(const at::Tensor& self) {
   if (self.scalar_type() == c10::kHalf || self.scalar_type() == c10::kBFloat16)
@@ -518,6 +580,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   TINY_FLOAT_DOUBLE("special_scaled_modified_bessel_k0", u_scaled_k0, "scaled_modified_bessel_k0_cpu");
   TINY_FLOAT_DOUBLE("special_scaled_modified_bessel_k1", u_scaled_k1, "scaled_modified_bessel_k1_cpu");
   TINY_FLOAT_DOUBLE("special_spherical_bessel_j0", u_sph_j0, "spherical_bessel_j0_cpu");
+  TINY_FLOAT_DOUBLE("special_erfcx", u_erfcx, "erfcx_cpu");
+  TINY_FLOAT_DOUBLE("special_log_ndtr", u_log_ndtr, "log_ndtr_cpu");
+  m.impl("special_zeta", Kernels<"special_zeta", special_zeta>::fn);
+  m.impl("special_zeta.out", Kernels<"special_zeta", special_zeta>::out);
   m.impl("special_ndtri", Kernels<"special_ndtri", ndtri>::fn);
   m.impl("special_ndtri.out", Kernels<"special_ndtri", ndtri>::out);
 }

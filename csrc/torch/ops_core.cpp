@@ -7,6 +7,8 @@
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <torch/library.h>
@@ -14,6 +16,7 @@
 #include "torch/elementwise.h"
 #include "torch/ops_util.h"
 #include "torch/storage_cell.h"
+#include "torch/storage_only.h"
 #include "torch/tensor_value.h"
 
 namespace torch_tiny {
@@ -123,11 +126,31 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   TinyOp op("copy_");
   if (dst.numel() == 0) return dst;
   if (dst.device().type() == c10::DeviceType::CPU) {
-    copy_to_cpu(self, dst);
+    if (is_storage_only(self.scalar_type())) {
+      // through a host tensor of self's dtype, copied as its engine view
+      at::Tensor host = at::empty(self.sizes(), self.options().device(c10::kCPU));
+      copy_to_cpu(engine_view(self), engine_view(host));
+      dst.copy_(host);
+    } else {
+      copy_to_cpu(self, dst);
+    }
     return dst;
   }
   TORCH_CHECK(dst.device().type() == c10::DeviceType::PrivateUse1, "tiny: cannot copy to ", dst.device());
   at::assert_no_internal_overlap(dst);
+  if (is_storage_only(dst.scalar_type()) || is_storage_only(self.scalar_type())) {
+    at::Tensor dv = engine_view(dst);
+    tiny::Tensor v;
+    if (self.device().type() == c10::DeviceType::CPU) {
+      at::Tensor src = self.resolve_conj().resolve_neg().to(dst.scalar_type()).expand(dst.sizes()).contiguous();
+      v = from_cpu(engine_view(src));
+    } else {
+      TORCH_CHECK(self.device().type() == c10::DeviceType::PrivateUse1, "tiny: cannot copy from ", self.device());
+      v = convert_for_storage_only(self, dst.scalar_type());
+    }
+    write(dv, broadcast_to(v.cast(to_engine(dv.scalar_type())), to_shape(dv.sizes())));
+    return dst;
+  }
   tiny::Tensor v;
   if (self.device().type() == c10::DeviceType::CPU) {
     at::Tensor src = self;
@@ -182,6 +205,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("view", TORCH_FN(at::native::view));
   m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
   m.impl("unfold", TORCH_FN(at::native::unfold));
+  m.impl("view_as_real", TORCH_FN(at::native::view_as_real));
+  m.impl("view_as_complex", TORCH_FN(at::native::view_as_complex));
   m.impl("resize_", resize_impl);
   m.impl("set_.source_Storage", set_source_storage);
   m.impl("set_.source_Storage_storage_offset", set_storage);

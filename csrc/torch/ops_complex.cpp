@@ -57,11 +57,21 @@ at::Tensor& polar_out(const at::Tensor& abs, const at::Tensor& angle, at::Tensor
   return write_pairs(out, (r * un(Op::Cos, a)).cast(dt), (r * un(Op::Sin, a)).cast(dt), shape, {abs, angle});
 }
 
+// Lazy conjugate / negative bits would reach _copy_from, whose Conjugate
+// fallback clones (copies) the tensor again: refused where they are made.
+at::Tensor no_conj_view(const at::Tensor& self) {
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "tiny: conjugated complex views are not supported on the tiny device (tiny "
+                              "stores complex tensors but computes with none)");
+  return self;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("complex.out", complex_out);
   m.impl("polar.out", polar_out);
+  m.impl("_conj", no_conj_view);
+  m.impl("_neg_view", no_conj_view);
 }
 
 }  // namespace torch_tiny

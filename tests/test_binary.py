@@ -256,6 +256,40 @@ def test_hurwitz_zeta():
     run_both(torch.special.zeta, x.half(), q.half(), msg="zeta half: the CPU's error")
 
 
+def test_incomplete_gamma():
+    # every method ATen picks: series, continued fraction, small-x series, the asymptotic band
+    # a ~ x (a > 20), large a and x, and the boundary values
+    g = torch.Generator().manual_seed(0)
+    vals = torch.rand(400, generator=g, dtype=torch.float64) * 10
+    vals = vals ** (torch.rand(400, generator=g, dtype=torch.float64) * 6)
+    a = vals[torch.randint(0, 400, (3000,), generator=g)]
+    x = vals[torch.randint(0, 400, (3000,), generator=g)]
+    near = a * (torch.rand(3000, generator=g, dtype=torch.float64) * 2.7 + 0.3)
+    x = torch.where(torch.rand(3000, generator=g) < 0.5, near, x)
+    special = torch.tensor([0.0, -1.0, INF, NAN, 1.0, 2.0, 0.5, 1e-30, 20.5, 250.0], dtype=torch.float64)
+    a = torch.cat([a, special.repeat_interleave(10)])
+    x = torch.cat([x, special.repeat(10)])
+    for fn in (torch.igamma, torch.igammac, torch.special.gammainc, torch.special.gammaincc):
+        run_both(fn, a, x, msg=f"{fn.__name__} float64", rtol=1e-10, atol=1e-12)
+        # float32: ATen computes in float (about 1e-6 off near 1), tiny in double
+        run_both(fn, a.float(), x.float(), msg=f"{fn.__name__} float32", rtol=1.3e-6, atol=1e-5)
+        run_both(fn, a.half(), x.half(), msg=f"{fn.__name__} float16")
+        run_both(fn, a.bfloat16(), x.bfloat16(), msg=f"{fn.__name__} bfloat16")
+        ab, xb = a[:60].float().reshape(6, 10), x[:60].float().reshape(6, 10)
+        run_both(fn, ab.t(), xb.t()[::2].repeat(2, 1), msg=f"{fn.__name__} strided", rtol=1.3e-6, atol=1e-5)
+        run_both(fn, ab[:, :1], xb[:1], msg=f"{fn.__name__} broadcast", rtol=1.3e-6, atol=1e-5)
+        run_both(fn, torch.tensor(3.0), torch.tensor(2.5), msg=f"{fn.__name__} 0-d")
+        run_both(fn, torch.empty(0, 3), torch.ones(3), msg=f"{fn.__name__} empty")
+        run_both(fn, torch.arange(1, 4), torch.arange(1, 4), msg=f"{fn.__name__} int64: the CPU's error")
+        run_both(fn, a[:5].float(), x[:5].double(), msg=f"{fn.__name__} mixed float types", rtol=1e-10, atol=1e-12)
+    run_both(lambda s, o: s.clone().igamma_(o), a[:50].float(), x[:50].float(), msg="igamma_", rtol=1.3e-6, atol=1e-5)
+    run_both(lambda s, o: s.clone().igammac_(o), a[:50].float(), x[:50].float(), msg="igammac_", rtol=1.3e-6, atol=1e-5)
+    run_both(lambda s, o, out: (torch.igamma(s, o, out=out), out)[1], a[:50], x[:50], torch.empty(0, dtype=torch.float64),
+             msg="igamma out=", rtol=1e-10, atol=1e-12)
+    run_both(lambda s, o, out: torch.igammac(s, o, out=out), a[:50], x[:50], torch.empty(0, dtype=torch.int64),
+             msg="igammac out= int64: the CPU's error")
+
+
 POLYNOMIALS = ["chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v", "chebyshev_polynomial_w",
                "hermite_polynomial_h", "hermite_polynomial_he", "laguerre_polynomial_l", "legendre_polynomial_p",
                "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",

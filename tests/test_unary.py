@@ -184,7 +184,7 @@ def test_special_functions_over_their_domains():
 
 BESSEL = ["bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "modified_bessel_i0", "modified_bessel_i1",
           "modified_bessel_k0", "modified_bessel_k1", "scaled_modified_bessel_k0", "scaled_modified_bessel_k1",
-          "spherical_bessel_j0"]
+          "spherical_bessel_j0", "airy_ai"]  # airy_ai: an Airy (Bessel-type) function, same ranges
 
 
 @pytest.mark.parametrize("name", BESSEL)

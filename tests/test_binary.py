@@ -312,6 +312,21 @@ def test_orthogonal_polynomials(name):
     run_both(fn, x.half(), n.half(), msg=f"{name} half: the CPU's error")
 
 
+def test_hermite_he_matches_the_fused_recurrence():
+    # ATen's float loop is fma(x, q, -k p); near a root the cancellation makes an unfused
+    # x q - k p differ in many ulps, so this compares bit for bit (the CPU kernels built for
+    # AVX2 / AVX-512 are the fused ones)
+    if torch.backends.cpu.get_cpu_capability() not in ("AVX2", "AVX512"):
+        pytest.skip("the CPU's kernel for this host is not compiled with FMA")
+    g = torch.Generator().manual_seed(3)
+    x = (torch.rand(400, 1, generator=g) * 18 - 9)
+    n = torch.arange(0, 14).float()
+    run_both(torch.special.hermite_polynomial_he, x, n, msg="hermite_he float32", rtol=0, atol=0)
+    roots = torch.tensor([2.3344142183389773, 0.7419637843027259, 1.3556261799742659, 2.8569700138728056])
+    x = (roots.reshape(-1, 1) + torch.linspace(-1e-5, 1e-5, 21)).reshape(-1, 1)
+    run_both(torch.special.hermite_polynomial_he, x, torch.tensor([6.0, 4.0, 5.0]), msg="near roots", rtol=0, atol=0)
+
+
 def test_polynomial_degree_limit():
     requires_tiny()
     x = to_dev(torch.rand(4))

@@ -64,8 +64,6 @@ def _known(ops, reason, dtype="*", check="*"):
         KNOWN_FAILURES[(op, dtype, check)] = reason
 
 
-_known("special.hermite_polynomial_he", "one sample: cancellation in the recurrence near a root of He_6 amplifies "
-       "ATen's fused multiply-adds to a 5e-5 relative difference", dtype="float32", check="forward")
 _known("polar", "polar's backward multiplies complex tensors: tiny stores complex tensors but computes with "
        "none", check="grad")
 _known("nn.functional.rrelu", "training mode draws random slopes: tiny's Philox stream is not the CPU's generator")

@@ -41,6 +41,9 @@ pytest.importorskip("hypothesis", reason="PyTorch's OpInfo database needs hypoth
 from torch.testing._internal import common_methods_invocations as cmi  # noqa: E402
 from torch.testing._internal.common_device_type import toleranceOverride  # noqa: E402
 
+# x.chalf() warns that ComplexHalf is experimental, on the CPU as on the device
+pytestmark = pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")
+
 MAX_SAMPLES = 24  # per op and dtype: bounds the run time of ops with long sample lists
 DTYPES = (torch.float32, torch.int64, torch.bool)
 

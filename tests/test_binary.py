@@ -528,3 +528,19 @@ def test_ternary_ops_fuse():
     assert k.kernels == 1
     assert_same(z, torch.remainder(a.cpu(), 3) + torch.floor_divide(b.cpu(), 0.5) + torch.atan2(a.cpu(), b.cpu())
                 + torch.logaddexp(a.cpu(), c.cpu()))
+
+
+def test_special_binaries_are_one_kernel_each():
+    # the unrolled series / fractions / reflections stay elementwise: one fused kernel each
+    requires_tiny()
+    from torch_tiny import debug
+
+    g = torch.Generator().manual_seed(4)
+    a, x = torch.rand(300, generator=g) * 40, torch.rand(300, generator=g) * 40
+    at, xt = to_dev(a), to_dev(x)
+    sync()
+    for fn in (torch.igamma, torch.igammac, torch.special.zeta):
+        with debug.count_kernels() as c:
+            r = fn(at, xt) * 2
+        assert c.kernels == 1, fn
+        assert_same(r, fn(a, x) * 2, rtol=1.3e-6, atol=1e-5)

@@ -67,8 +67,6 @@ def _known(ops, reason, dtype="*", check="*"):
         KNOWN_FAILURES[(op, dtype, check)] = reason
 
 
-_known("polar", "polar's backward multiplies complex tensors: tiny stores complex tensors but computes with "
-       "none", check="grad")
 _known("nn.functional.rrelu", "training mode draws random slopes: tiny's Philox stream is not the CPU's generator")
 _known("special.erfcx", "one sample: the backward 2x erfcx(x) - 2/sqrt(pi) cancels in float32 near x = 4.4 and "
        "amplifies a 1-ulp difference of the forward (the CPU's float erfcx is 5e-9 off, tiny's 2e-9, rounded once "

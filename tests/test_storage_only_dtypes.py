@@ -1,8 +1,9 @@
 """Dtypes tiny stores but does not compute with: complex (cfloat, cdouble, chalf) and uint16/32/64.
 
-Copies both ways, conversions to and from them, views through their real / signed view,
-and the ops that only build them (complex, polar; hash_tensor's uint64 result is in
-test_reductions).  Everything is compared with the CPU, bit for bit where the CPU is exact.
+Copies both ways, conversions to and from them, views through their real / signed view
+(conjugate and negative views included), the ops that build them (complex, polar;
+hash_tensor's uint64 result is in test_reductions) and the complex arithmetic tiny has:
+mul and sgn, enough for polar's backward.  Everything is compared with the CPU, bit for bit where the CPU is exact.
 """
 
 import warnings
@@ -11,7 +12,7 @@ import pytest
 import torch
 
 from compare import check
-from conftest import DEV, IS_TINY, to_dev
+from conftest import DEV, IS_TINY, to_dev  # noqa: F401
 
 COMPLEX = [torch.complex64, torch.complex128, torch.complex32]
 UNSIGNED = [torch.uint16, torch.uint32, torch.uint64]
@@ -20,7 +21,7 @@ UNSIGNED = [torch.uint16, torch.uint32, torch.uint64]
 def _bits(t):
     """An exact, comparable form: complex as its real view, unsigned as the signed view."""
     if t.is_complex():
-        return torch.view_as_real(t)
+        return torch.view_as_real(t.resolve_conj())
     signed = {torch.uint16: torch.int16, torch.uint32: torch.int32, torch.uint64: torch.int64}.get(t.dtype)
     return t.view(signed) if signed is not None else t
 
@@ -131,12 +132,65 @@ def test_complex_and_polar():
 
 
 @pytest.mark.skipif(not IS_TINY, reason="what tiny does not compute with")
-def test_complex_arithmetic_is_not_supported():
+def test_other_complex_arithmetic_is_not_supported():
     zt = to_dev(torch.ones(3, dtype=torch.complex64))
     with pytest.raises(NotImplementedError, match="ComplexFloat is not supported"):
         torch.exp(zt)
-    with pytest.raises(NotImplementedError, match="conjugated complex views"):
-        zt.conj().cpu()
+    with pytest.raises(NotImplementedError, match="ComplexFloat is not supported"):
+        zt + zt
+
+
+@pytest.mark.parametrize("dtype", COMPLEX, ids=str)
+def test_conj_and_neg_views(dtype):
+    z = torch.complex(_samples(), _samples().flip(1)).to(dtype)
+    _same(to_dev(z).conj(), z.conj().resolve_conj())
+    _same(to_dev(z).conj().conj(), z)
+    _same(to_dev(z).conj().t(), z.conj().t().resolve_conj())
+    _same(to_dev(z).conj().to(torch.complex128), z.conj().to(torch.complex128))
+    _same(to_dev(z).conj().clone(), z.conj().resolve_conj())
+    _same(to_dev(z).conj().imag, z.conj().imag.resolve_neg())  # imag of a conjugate is a negative view
+    _same(to_dev(z).conj().imag.clone(), z.conj().imag.clone())
+    _same(to_dev(z).conj().real, z.real)
+
+
+def test_complex_mul_and_sgn():
+    g = torch.Generator().manual_seed(2)
+    z = torch.randn(4, 5, dtype=torch.complex64, generator=g)
+    z[0, 0] = 0
+    w = torch.randn(5, dtype=torch.complex64, generator=g)
+    x = torch.randn(4, 1, generator=g)
+    check(torch.mul, z, w, msg="complex * complex, broadcast")
+    check(lambda a, b: a.conj() * b, z, w, msg="conj * complex")
+    check(torch.mul, z, x, msg="complex * real")
+    check(torch.mul, x, w, msg="real * complex")
+    check(lambda a: a * 1j, z, msg="complex * complex scalar")
+    check(lambda a: a * 2.5, z, msg="complex * real scalar")
+    check(lambda a: torch.tensor(2 - 1j) * a, x, msg="0-d CPU complex * real")
+    check(torch.mul, z.double(), w.to(torch.complex128), msg="complex128")
+    check(torch.mul, z.t(), w.reshape(5, 1), msg="strided")
+    check(lambda a, b: a.clone().mul_(b), z, w, msg="mul_")
+    check(lambda a, b: a.expand(4, 5).clone().mul_(b), x, w, msg="mul_ of a real tensor by a complex one: the CPU's error")
+    check(lambda a, b, o: (torch.mul(a, b, out=o), o)[1], z, w, torch.empty(0, dtype=torch.complex128), msg="out=")
+    check(lambda a, b, o: torch.mul(a, b, out=o), z, w, torch.empty(0), msg="out= real: the CPU's error")
+    check(torch.sgn, z, msg="sgn (0 at 0)")
+    check(torch.sgn, z.to(torch.complex128), msg="sgn complex128")
+    check(lambda a: a.conj().sgn(), z, msg="sgn of a conjugate")
+    check(lambda a: a.clone().sgn_(), z, msg="sgn_")
+    check(torch.sgn, torch.empty(0, 2, dtype=torch.complex64), msg="sgn empty")
+    check(torch.sgn, torch.tensor(3 - 4j), msg="sgn 0-d")
+
+
+def test_polar_gradients():
+    g = torch.Generator().manual_seed(3)
+    a, b = torch.rand(4, 5, generator=g) + 0.1, torch.randn(5, generator=g)
+    go = torch.randn(4, 5, dtype=torch.complex64, generator=g)
+    x, y = a.clone().requires_grad_(), b.clone().requires_grad_()
+    expected = torch.autograd.grad(torch.polar(x, y), (x, y), go)
+    xt, yt = to_dev(a).requires_grad_(), to_dev(b).requires_grad_()
+    actual = torch.autograd.grad(torch.polar(xt, yt), (xt, yt), to_dev(go))
+    for t, e in zip(actual, expected):
+        assert t.device.type == DEV
+        torch.testing.assert_close(t.cpu(), e)
 
 
 @pytest.mark.parametrize("dtype", UNSIGNED, ids=str)

@@ -3,6 +3,10 @@
 // the result is written through its real view, components interleaved.
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ops/_copy_from.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/result_type.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/library.h>
 
 #include "torch/elementwise.h"
@@ -57,21 +61,60 @@ at::Tensor& polar_out(const at::Tensor& abs, const at::Tensor& angle, at::Tensor
   return write_pairs(out, (r * un(Op::Cos, a)).cast(dt), (r * un(Op::Sin, a)).cast(dt), shape, {abs, angle});
 }
 
-// Lazy conjugate / negative bits would reach _copy_from, whose Conjugate
-// fallback clones (copies) the tensor again: refused where they are made.
-at::Tensor no_conj_view(const at::Tensor& self) {
-  TORCH_CHECK_NOT_IMPLEMENTED(false, "tiny: conjugated complex views are not supported on the tiny device (tiny "
-                              "stores complex tensors but computes with none)");
-  return self;
+// _copy_from's Conjugate / Negative fallbacks resolve a lazy bit by cloning,
+// and a clone on tiny is a _copy_from again: these kernels pass the bits
+// through to tiny's copy, which applies them.
+at::Tensor copy_from_with_bits(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  c10::impl::ExcludeDispatchKeyGuard g(c10::DispatchKeySet({c10::DispatchKey::Conjugate, c10::DispatchKey::Negative}));
+  return at::_copy_from(self, dst, non_blocking);
 }
 
 }  // namespace
 
+// (ar + i ai)(br + i bi) in the component type of the promoted complex dtype
+at::Tensor& complex_mul_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
+  TinyOp op("mul");
+  c10::ScalarType common = at::result_type(a, b);
+  TORCH_CHECK(c10::canCast(common, out.scalar_type()), "result type ", common,
+              " can't be cast to the desired output type ", out.scalar_type());
+  tiny::DType comp = to_engine(c10::toRealValueType(common));
+  tiny::Shape shape = broadcast_shape({a, b});
+  tiny::DType acc = tiny::compute_dtype(comp);  // complex<Half> multiplies in float
+  auto [ar, ai] = complex_parts(a, acc, shape);
+  auto [br, bi] = complex_parts(b, acc, shape);
+  tiny::DType oc = to_engine(c10::toRealValueType(out.scalar_type()));
+  return write_pairs(out, (ar * br - ai * bi).cast(oc), (ar * bi + ai * br).cast(oc), shape, {a, b});
+}
+
+at::Tensor complex_mul(const at::Tensor& a, const at::Tensor& b) {
+  const at::Tensor& on_tiny = a.device().is_cpu() ? b : a;  // the other may be a 0-d CPU scalar
+  at::Tensor out = at::empty({0}, on_tiny.options().dtype(at::result_type(a, b)));
+  return complex_mul_out(a, b, out);
+}
+
+// z / |z|, 0 at 0
+at::Tensor& complex_sgn_out(const at::Tensor& self, at::Tensor& out) {
+  TinyOp op("sgn");
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "Expected out tensor to have dtype ", self.dtype(),
+              ", but got ", out.dtype(), " instead");
+  tiny::DType comp = to_engine(c10::toRealValueType(self.scalar_type()));
+  tiny::Shape shape = to_shape(self.sizes());
+  auto [re, im] = complex_parts(self, comp, shape);
+  // 16-bit components compute in float, as the CPU's complex<Half> does
+  tiny::DType acc = tiny::compute_dtype(comp);
+  T r = re.cast(acc), i = im.cast(acc);
+  T mag = r.binary(Op::Hypot, i);
+  T zero = eq(mag, 0.0);
+  T safe = where(zero, 1.0, mag);
+  return write_pairs(out, where(zero, 0.0, r / safe).cast(comp), where(zero, 0.0, i / safe).cast(comp), shape, {self});
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("complex.out", complex_out);
   m.impl("polar.out", polar_out);
-  m.impl("_conj", no_conj_view);
-  m.impl("_neg_view", no_conj_view);
 }
+
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) { m.impl("_copy_from", copy_from_with_bits); }
+TORCH_LIBRARY_IMPL(aten, Negative, m) { m.impl("_copy_from", copy_from_with_bits); }
 
 }  // namespace torch_tiny

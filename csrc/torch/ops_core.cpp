@@ -5,6 +5,8 @@
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/_conj.h>
+#include <ATen/ops/_neg_view.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/unfold_native.h>
 #include <ATen/ops/view_as_complex_native.h>
@@ -125,12 +127,22 @@ at::Tensor& set_empty(at::Tensor& self) {
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   TinyOp op("copy_");
   if (dst.numel() == 0) return dst;
+  TORCH_CHECK_NOT_IMPLEMENTED(!dst.is_conj() && !dst.is_neg(),
+                              "tiny: copying into a conjugate or negative view is not supported");
+  if (self.device().type() == c10::DeviceType::PrivateUse1 && self.is_neg() && !self.is_complex()) {
+    // a real negative view (the imaginary part of a conjugate): resolved here
+    at::Tensor plain = at::_neg_view(self);
+    return copy_from(wrap(read(plain).unary(tiny::Op::Neg), self.scalar_type()), dst, non_blocking);
+  }
   if (dst.device().type() == c10::DeviceType::CPU) {
     if (is_storage_only(self.scalar_type())) {
       // through a host tensor of self's dtype, copied as its engine view
-      at::Tensor host = at::empty(self.sizes(), self.options().device(c10::kCPU));
-      copy_to_cpu(engine_view(self), engine_view(host));
-      dst.copy_(host);
+      at::Tensor plain = strip_math_bits(self);
+      at::Tensor host = at::empty(self.sizes(), plain.options().device(c10::kCPU));
+      copy_to_cpu(engine_view(plain), engine_view(host));
+      if (self.is_neg()) host = at::_neg_view(host);
+      if (self.is_conj()) host = at::_conj(host);
+      dst.copy_(host);  // the CPU resolves the bits
     } else {
       copy_to_cpu(self, dst);
     }

@@ -231,6 +231,65 @@ def test_special_binaries():
     run_both(torch.nextafter, z.double(), torch.zeros(7, dtype=torch.float64), msg="double towards 0")
 
 
+def test_hurwitz_zeta():
+    # negative q: ATen sums ~|q| terms, tiny a reflection through q's fractional part (same value)
+    x = torch.tensor([1.0, 0.5, 2.0, 3.0, 4.0, 7.0, 2.5, 12.0, NAN, INF, 1.0001]).reshape(-1, 1)
+    q = torch.tensor([1.0, 0.5, 1e-3, 0.0, -0.0, -1.0, -0.5, -2.3, -1.5, -2.7, -12.25, -7.999, 3.0, 9.5, 100.0,
+                      1e6, NAN, INF]).reshape(1, -1)
+    run_both(torch.special.zeta, x, q, msg="zeta float32", rtol=1e-5, atol=1e-6)
+    run_both(torch.special.zeta, x.double(), q.double(), msg="zeta float64", rtol=1e-9, atol=1e-12)
+    g = torch.Generator().manual_seed(0)
+    xr, qr = torch.rand(64, generator=g) * 8 + 1, torch.rand(64, generator=g) * 18 - 9
+    run_both(torch.special.zeta, xr.round(), qr, msg="zeta random q, integer x", rtol=1e-4, atol=1e-5)
+    run_both(torch.special.zeta, xr, qr.abs(), msg="zeta random", rtol=1e-5, atol=1e-6)
+    run_both(torch.special.zeta, torch.arange(1, 5).reshape(-1, 1), torch.arange(-2, 4), msg="zeta int64",
+             rtol=1e-5, atol=1e-6)
+    run_both(torch.special.zeta, torch.tensor([True, False]), torch.tensor([True, True]), msg="zeta bool")
+    run_both(torch.special.zeta, 2.0, qr.abs(), msg="zeta(scalar, t)", rtol=1e-5, atol=1e-6)
+    run_both(torch.special.zeta, xr, 2.0, msg="zeta(t, scalar)", rtol=1e-5, atol=1e-6)
+    run_both(torch.special.zeta, xr.reshape(8, 8).t(), qr.abs().reshape(8, 8)[::2], msg="zeta strided",
+             rtol=1e-5, atol=1e-6)
+    run_both(torch.special.zeta, torch.tensor(3.0), torch.tensor(2.0), msg="zeta 0-d")
+    run_both(torch.special.zeta, torch.empty(0, 3), torch.ones(3), msg="zeta empty")
+    run_both(lambda a, b, o: (torch.special.zeta(a, b, out=o), o)[1], xr, qr.abs(), torch.empty(0),
+             msg="zeta out=", rtol=1e-5, atol=1e-6)
+    run_both(torch.special.zeta, x.half(), q.half(), msg="zeta half: the CPU's error")
+
+
+def test_incomplete_gamma():
+    # every method ATen picks: series, continued fraction, small-x series, the asymptotic band
+    # a ~ x (a > 20), large a and x, and the boundary values
+    g = torch.Generator().manual_seed(0)
+    vals = torch.rand(400, generator=g, dtype=torch.float64) * 10
+    vals = vals ** (torch.rand(400, generator=g, dtype=torch.float64) * 6)
+    a = vals[torch.randint(0, 400, (3000,), generator=g)]
+    x = vals[torch.randint(0, 400, (3000,), generator=g)]
+    near = a * (torch.rand(3000, generator=g, dtype=torch.float64) * 2.7 + 0.3)
+    x = torch.where(torch.rand(3000, generator=g) < 0.5, near, x)
+    special = torch.tensor([0.0, -1.0, INF, NAN, 1.0, 2.0, 0.5, 1e-30, 20.5, 250.0], dtype=torch.float64)
+    a = torch.cat([a, special.repeat_interleave(10)])
+    x = torch.cat([x, special.repeat(10)])
+    for fn in (torch.igamma, torch.igammac, torch.special.gammainc, torch.special.gammaincc):
+        run_both(fn, a, x, msg=f"{fn.__name__} float64", rtol=1e-10, atol=1e-12)
+        # float32: ATen computes in float (about 1e-6 off near 1), tiny in double
+        run_both(fn, a.float(), x.float(), msg=f"{fn.__name__} float32", rtol=1.3e-6, atol=1e-5)
+        run_both(fn, a.half(), x.half(), msg=f"{fn.__name__} float16")
+        run_both(fn, a.bfloat16(), x.bfloat16(), msg=f"{fn.__name__} bfloat16")
+        ab, xb = a[:60].float().reshape(6, 10), x[:60].float().reshape(6, 10)
+        run_both(fn, ab.t(), xb.t()[::2].repeat(2, 1), msg=f"{fn.__name__} strided", rtol=1.3e-6, atol=1e-5)
+        run_both(fn, ab[:, :1], xb[:1], msg=f"{fn.__name__} broadcast", rtol=1.3e-6, atol=1e-5)
+        run_both(fn, torch.tensor(3.0), torch.tensor(2.5), msg=f"{fn.__name__} 0-d")
+        run_both(fn, torch.empty(0, 3), torch.ones(3), msg=f"{fn.__name__} empty")
+        run_both(fn, torch.arange(1, 4), torch.arange(1, 4), msg=f"{fn.__name__} int64: the CPU's error")
+        run_both(fn, a[:5].float(), x[:5].double(), msg=f"{fn.__name__} mixed float types", rtol=1e-10, atol=1e-12)
+    run_both(lambda s, o: s.clone().igamma_(o), a[:50].float(), x[:50].float(), msg="igamma_", rtol=1.3e-6, atol=1e-5)
+    run_both(lambda s, o: s.clone().igammac_(o), a[:50].float(), x[:50].float(), msg="igammac_", rtol=1.3e-6, atol=1e-5)
+    run_both(lambda s, o, out: (torch.igamma(s, o, out=out), out)[1], a[:50], x[:50], torch.empty(0, dtype=torch.float64),
+             msg="igamma out=", rtol=1e-10, atol=1e-12)
+    run_both(lambda s, o, out: torch.igammac(s, o, out=out), a[:50], x[:50], torch.empty(0, dtype=torch.int64),
+             msg="igammac out= int64: the CPU's error")
+
+
 POLYNOMIALS = ["chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v", "chebyshev_polynomial_w",
                "hermite_polynomial_h", "hermite_polynomial_he", "laguerre_polynomial_l", "legendre_polynomial_p",
                "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
@@ -251,6 +310,21 @@ def test_orthogonal_polynomials(name):
     run_both(lambda t: fn(t, torch.tensor(7)), x, msg=f"{name} 0-d int degree", rtol=1e-4, atol=1e-4)
     run_both(fn, torch.arange(-2, 3).reshape(-1, 1), torch.arange(0, 4), msg=f"{name} int64", rtol=1e-5, atol=1e-5)
     run_both(fn, x.half(), n.half(), msg=f"{name} half: the CPU's error")
+
+
+def test_hermite_he_matches_the_fused_recurrence():
+    # ATen's float loop is fma(x, q, -k p); near a root the cancellation makes an unfused
+    # x q - k p differ in many ulps, so this compares bit for bit (the CPU kernels built for
+    # AVX2 / AVX-512 are the fused ones)
+    if torch.backends.cpu.get_cpu_capability() not in ("AVX2", "AVX512"):
+        pytest.skip("the CPU's kernel for this host is not compiled with FMA")
+    g = torch.Generator().manual_seed(3)
+    x = (torch.rand(400, 1, generator=g) * 18 - 9)
+    n = torch.arange(0, 14).float()
+    run_both(torch.special.hermite_polynomial_he, x, n, msg="hermite_he float32", rtol=0, atol=0)
+    roots = torch.tensor([2.3344142183389773, 0.7419637843027259, 1.3556261799742659, 2.8569700138728056])
+    x = (roots.reshape(-1, 1) + torch.linspace(-1e-5, 1e-5, 21)).reshape(-1, 1)
+    run_both(torch.special.hermite_polynomial_he, x, torch.tensor([6.0, 4.0, 5.0]), msg="near roots", rtol=0, atol=0)
 
 
 def test_polynomial_degree_limit():
@@ -454,3 +528,19 @@ def test_ternary_ops_fuse():
     assert k.kernels == 1
     assert_same(z, torch.remainder(a.cpu(), 3) + torch.floor_divide(b.cpu(), 0.5) + torch.atan2(a.cpu(), b.cpu())
                 + torch.logaddexp(a.cpu(), c.cpu()))
+
+
+def test_special_binaries_are_one_kernel_each():
+    # the unrolled series / fractions / reflections stay elementwise: one fused kernel each
+    requires_tiny()
+    from torch_tiny import debug
+
+    g = torch.Generator().manual_seed(4)
+    a, x = torch.rand(300, generator=g) * 40, torch.rand(300, generator=g) * 40
+    at, xt = to_dev(a), to_dev(x)
+    sync()
+    for fn in (torch.igamma, torch.igammac, torch.special.zeta):
+        with debug.count_kernels() as c:
+            r = fn(at, xt) * 2
+        assert c.kernels == 1, fn
+        assert_same(r, fn(a, x) * 2, rtol=1.3e-6, atol=1e-5)

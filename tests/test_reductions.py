@@ -649,3 +649,42 @@ def test_index_reduction_needs_no_host_copy():
         torch.max(x, 1)
         x.argmin()
     assert c.copies == 0
+
+
+# ---------------------------------------------------------------- hash_tensor
+def _hash_inputs():
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(4, 5, 6, generator=g)
+    x[0, 0, :5] = torch.tensor([float("nan"), float("inf"), -float("inf"), -0.0, 0.0])
+    return x
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64,
+                                   torch.int32, torch.int8, torch.uint8, torch.bool], ids=str)
+def test_hash_tensor(dtype):
+    x = _hash_inputs()
+    x = (x * 1000).to(dtype) if not dtype.is_floating_point and dtype != torch.bool else x.to(dtype) \
+        if dtype != torch.bool else x > 0
+    for kw in ({}, dict(dim=0), dict(dim=-1, keepdim=True), dict(dim=(0, 2)), dict(dim=(-1, 1), keepdim=True)):
+        check(lambda t: torch.hash_tensor(t, **kw), x, msg=f"hash_tensor {dtype} {kw}")
+    check(lambda t: torch.hash_tensor(t.permute(2, 0, 1)[1::2], dim=1), x, msg="strided view")
+    check(lambda t: torch.hash_tensor(t[:1].expand(3, 5, 6), dim=0), x, msg="expanded view")
+    check(torch.hash_tensor, x[0, 0, 0], msg="0-d")
+
+
+def test_hash_tensor_edges_and_errors():
+    x = _hash_inputs()
+    check(lambda t: torch.hash_tensor(t, dim=1), torch.empty(0, 3), msg="empty, non-empty dim")
+    check(lambda t: torch.hash_tensor(t, dim=0), torch.empty(0, 3), msg="empty reduced dim")
+    check(torch.hash_tensor, torch.empty(0, 3), msg="empty, every dim")
+    check(lambda t: torch.hash_tensor(t, mode=1), x, msg="mode")
+    check(lambda t: torch.hash_tensor(t, dim=(0, 0)), x, msg="repeated dim")
+    check(lambda t: torch.hash_tensor(t, dim=5), x, msg="dim out of range")
+    check(lambda t, o: torch.hash_tensor(t, out=o), x, torch.empty(0, dtype=torch.int64), msg="out dtype")
+    check(lambda t, o: (torch.hash_tensor(t, dim=2, out=o), o)[1], x, torch.empty(0, dtype=torch.uint64),
+          msg="out resized")
+    # large: the full XOR reduction splits across threads
+    big = torch.randn(1 << 18, generator=torch.Generator().manual_seed(2))
+    check(torch.hash_tensor, big, msg="large")
+    check(torch.hash_tensor, torch.tensor([1, 2 ** 63 + 5, 7], dtype=torch.uint64), msg="uint64: the CPU's error")
+    check(torch.hash_tensor, torch.ones(3, dtype=torch.complex64), msg="complex: the CPU's error")

@@ -184,7 +184,7 @@ def test_special_functions_over_their_domains():
 
 BESSEL = ["bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "modified_bessel_i0", "modified_bessel_i1",
           "modified_bessel_k0", "modified_bessel_k1", "scaled_modified_bessel_k0", "scaled_modified_bessel_k1",
-          "spherical_bessel_j0"]
+          "spherical_bessel_j0", "airy_ai"]  # airy_ai: an Airy (Bessel-type) function, same ranges
 
 
 @pytest.mark.parametrize("name", BESSEL)
@@ -215,6 +215,29 @@ def test_polygamma():
     # gradients go through polygamma(n + 1)
     xd = (torch.rand(20, generator=g, dtype=torch.float64) * 5 + 0.1)
     for fn in (torch.digamma, lambda t: torch.polygamma(2, t)):
+        xc = xd.clone().requires_grad_()
+        (gc,) = torch.autograd.grad(fn(xc).sum(), xc)
+        xt = to_dev(xd).requires_grad_()
+        (gt,) = torch.autograd.grad(fn(xt).sum(), xt)
+        assert_same(gt, gc, rtol=1e-9, atol=1e-12)
+
+
+def test_erfcx_and_log_ndtr():
+    g = torch.Generator().manual_seed(0)
+    x = torch.cat([torch.linspace(-30, 60, 1801), torch.randn(200, generator=g) * 5,
+                   torch.tensor([0.0, -0.0, INF, -INF, NAN, 1e-30, -1e-30, 1e10, 5e7, -9.3, -9.4, 26.0, -1.0])])
+    for fn in (torch.special.erfcx, torch.special.log_ndtr):
+        # float32: ATen computes in float (its own few-ulp error), tiny in double and rounds once
+        run_both(fn, x, msg=f"{fn.__name__} float32", rtol=2e-6, atol=1e-6)
+        run_both(fn, x.double(), msg=f"{fn.__name__} float64", rtol=1e-12, atol=1e-300)
+        run_both(fn, torch.arange(-5, 6), msg=f"{fn.__name__} int64 -> float32", rtol=2e-6, atol=1e-6)
+        run_both(fn, torch.tensor([True, False]), msg=f"{fn.__name__} bool -> float32")
+        run_both(fn, x.half(), msg=f"{fn.__name__} half: the CPU's error")
+        run_both(fn, x[:2013].reshape(-1, 3)[::2].t(), msg=f"{fn.__name__} non-contiguous", rtol=2e-6, atol=1e-6)
+        run_both(fn, torch.tensor(-2.5), msg=f"{fn.__name__} 0-d")
+        run_both(fn, torch.empty(0, 4), msg=f"{fn.__name__} empty")
+        run_both(lambda t, o: (fn(t, out=o), o)[1], x, torch.empty(0), msg=f"{fn.__name__} out=", rtol=2e-6, atol=1e-6)
+        xd = (torch.randn(30, generator=g, dtype=torch.float64) * 3)
         xc = xd.clone().requires_grad_()
         (gc,) = torch.autograd.grad(fn(xc).sum(), xc)
         xt = to_dev(xd).requires_grad_()
@@ -308,3 +331,17 @@ def test_composite_unaries_fuse():
     with debug.count_kernels() as c:
         torch.erfinv(x).cpu()
     assert c.kernels == 1
+
+
+def test_ported_special_functions_are_one_kernel_each():
+    requires_tiny()
+    from torch_tiny import debug
+
+    x = torch.randn(500, generator=torch.Generator().manual_seed(6)) * 5
+    xt = to_dev(x)
+    sync()
+    for fn in (torch.special.erfcx, torch.special.log_ndtr, torch.special.airy_ai):
+        with debug.count_kernels() as c:
+            r = fn(xt).exp()
+        assert c.kernels == 1, fn
+        assert_same(r, fn(x).exp(), rtol=2e-6, atol=1e-5)

@@ -6,12 +6,14 @@
 // ATen's type promotion for wrapped numbers.
 #include <ATen/ScalarOps.h>
 #include <ATen/native/TypeProperties.h>
+#include <ATen/ops/result_type.h>
 #include <torch/library.h>
 
 #include <cmath>
 #include <limits>
 
 #include "torch/pointwise.h"
+#include "torch/storage_only.h"
 
 namespace torch_tiny {
 using namespace pw;
@@ -154,6 +156,22 @@ T b_lcm(const T& a, const T& b) {
   return where(eq(g, zero), zero, l);
 }
 
+// ---------------------------------------------------------------- mul (complex results: ops_complex)
+using Mul = Kernels<"mul", binary<b_mul>>;
+bool complex_result(const at::Tensor& a, const at::Tensor& b) { return c10::isComplexType(at::result_type(a, b)); }
+at::Tensor mul_fn(const at::Tensor& a, const at::Tensor& b) {
+  return complex_result(a, b) ? complex_mul(a, b) : Mul::fn(a, b);
+}
+at::Tensor& mul_inplace(at::Tensor& self, const at::Tensor& b) {
+  if (!complex_result(self, b)) return Mul::inplace(self, b);
+  TORCH_CHECK(c10::canCast(at::result_type(self, b), self.scalar_type()), "result type ", at::result_type(self, b),
+              " can't be cast to the desired output type ", self.scalar_type());
+  return complex_mul_out(self, b, self);
+}
+at::Tensor& mul_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
+  return complex_result(a, b) ? complex_mul_out(a, b, out) : Mul::out(a, b, out);
+}
+
 // ---------------------------------------------------------------- add / sub
 void check_not_bool_sub(const at::Tensor& a, const at::Tensor& b) {
   TORCH_CHECK_NOT_IMPLEMENTED(a.scalar_type() != c10::kBool || b.scalar_type() != c10::kBool,
@@ -274,7 +292,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   TINY_BINARY("add", ".out", add_alpha);
   TINY_BINARY("sub", ".out", sub_alpha);
   m.impl("rsub.Tensor", Kernels<"rsub", rsub>::fn);
-  TINY_BINARY("mul", ".out", binary<b_mul>);
+  m.impl("mul.Tensor", mul_fn);
+  m.impl("mul_.Tensor", mul_inplace);
+  m.impl("mul.out", mul_out);
   TINY_BINARY("div", ".out", true_div);
   m.impl("div.Tensor_mode", Kernels<"div", div_mode>::fn);
   m.impl("div_.Tensor_mode", Kernels<"div", div_mode>::inplace);

@@ -5,8 +5,12 @@
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/_conj.h>
+#include <ATen/ops/_neg_view.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <torch/library.h>
@@ -14,6 +18,7 @@
 #include "torch/elementwise.h"
 #include "torch/ops_util.h"
 #include "torch/storage_cell.h"
+#include "torch/storage_only.h"
 #include "torch/tensor_value.h"
 
 namespace torch_tiny {
@@ -122,12 +127,42 @@ at::Tensor& set_empty(at::Tensor& self) {
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   TinyOp op("copy_");
   if (dst.numel() == 0) return dst;
+  TORCH_CHECK_NOT_IMPLEMENTED(!dst.is_conj() && !dst.is_neg(),
+                              "tiny: copying into a conjugate or negative view is not supported");
+  if (self.device().type() == c10::DeviceType::PrivateUse1 && self.is_neg() && !self.is_complex()) {
+    // a real negative view (the imaginary part of a conjugate): resolved here
+    at::Tensor plain = at::_neg_view(self);
+    return copy_from(wrap(read(plain).unary(tiny::Op::Neg), self.scalar_type()), dst, non_blocking);
+  }
   if (dst.device().type() == c10::DeviceType::CPU) {
-    copy_to_cpu(self, dst);
+    if (is_storage_only(self.scalar_type())) {
+      // through a host tensor of self's dtype, copied as its engine view
+      at::Tensor plain = strip_math_bits(self);
+      at::Tensor host = at::empty(self.sizes(), plain.options().device(c10::kCPU));
+      copy_to_cpu(engine_view(plain), engine_view(host));
+      if (self.is_neg()) host = at::_neg_view(host);
+      if (self.is_conj()) host = at::_conj(host);
+      dst.copy_(host);  // the CPU resolves the bits
+    } else {
+      copy_to_cpu(self, dst);
+    }
     return dst;
   }
   TORCH_CHECK(dst.device().type() == c10::DeviceType::PrivateUse1, "tiny: cannot copy to ", dst.device());
   at::assert_no_internal_overlap(dst);
+  if (is_storage_only(dst.scalar_type()) || is_storage_only(self.scalar_type())) {
+    at::Tensor dv = engine_view(dst);
+    tiny::Tensor v;
+    if (self.device().type() == c10::DeviceType::CPU) {
+      at::Tensor src = self.resolve_conj().resolve_neg().to(dst.scalar_type()).expand(dst.sizes()).contiguous();
+      v = from_cpu(engine_view(src));
+    } else {
+      TORCH_CHECK(self.device().type() == c10::DeviceType::PrivateUse1, "tiny: cannot copy from ", self.device());
+      v = convert_for_storage_only(self, dst.scalar_type());
+    }
+    write(dv, broadcast_to(v.cast(to_engine(dv.scalar_type())), to_shape(dv.sizes())));
+    return dst;
+  }
   tiny::Tensor v;
   if (self.device().type() == c10::DeviceType::CPU) {
     at::Tensor src = self;
@@ -182,6 +217,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("view", TORCH_FN(at::native::view));
   m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
   m.impl("unfold", TORCH_FN(at::native::unfold));
+  m.impl("view_as_real", TORCH_FN(at::native::view_as_real));
+  m.impl("view_as_complex", TORCH_FN(at::native::view_as_complex));
   m.impl("resize_", resize_impl);
   m.impl("set_.source_Storage", set_source_storage);
   m.impl("set_.source_Storage_storage_offset", set_storage);

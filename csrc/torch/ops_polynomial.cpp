@@ -162,9 +162,17 @@ Computed hermite_h(const at::Tensor& x, const at::Tensor& n) {
 Computed hermite_he(const at::Tensor& x, const at::Tensor& n) {
   Poly P = poly_inputs(x, n, "hermite_polynomial_he_cpu", "hermite_polynomial_he");
   const T& v = P.x;
-  // r = x q - k p for k = 1..n-1
+  // r = x q - k p for k = 1..n-1. ATen's compiled loop is fma(x, q, -(k p)) (GCC contracts it in
+  // the AVX2/AVX-512 kernels); for float the product x q is exact in double, so the
+  // difference rounded from double is the fused result (bit-identical over the OpInfo samples).
+  bool f32 = v.dtype() == tiny::DType::Float32;
+  T vd = f32 ? v.cast(tiny::DType::Float64) : v;
   T rec = recurrence(P.d.n, std::max<int64_t>(0, P.d.max - 1), cnst(v, 1.0), v, 1, 1,
-                     [&](int64_t k, const T& q, const T& p) { return v * q - double(k) * p; });
+                     [&](int64_t k, const T& q, const T& p) {
+                       if (!f32) return v * q - double(k) * p;
+                       T kp = double(k) * p;
+                       return (vd * q.cast(tiny::DType::Float64) - kp.cast(tiny::DType::Float64)).cast(v.dtype());
+                     });
   return {finish(P.d, v, rec), P.dt};
 }
 

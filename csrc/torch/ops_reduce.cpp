@@ -1,12 +1,16 @@
 // Value reductions: sum, mean, prod, nansum, amax/amin, max/min over
 // everything, aminmax, any/all, count_nonzero, logsumexp, equal. Each is one
 // engine REDUCE (plus elementwise work the scheduler fuses around it).
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/ReduceOpsUtils.h>
+#include <ATen/native/Resize.h>
 #include <torch/library.h>
 
 #include "torch/elementwise.h"
 #include "torch/ops_util.h"
+#include "torch/pointwise.h"
 #include "torch/reduce_util.h"
+#include "torch/storage_only.h"
 #include "torch/tensor_value.h"
 
 namespace torch_tiny {
@@ -267,9 +271,36 @@ bool equal(const at::Tensor& a, const at::Tensor& b) {
   return result;
 }
 
+// ---------------------------------------------------------------- hash_tensor
+// mode 0: the XOR of every element's bits widened to 64 (floats through
+// double, integers sign-extended), a uint64 result (stored as int64 bits).
+at::Tensor& hash_tensor_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, int64_t mode, at::Tensor& out) {
+  TinyOp op("hash_tensor");
+  TORCH_CHECK(mode == 0, "Unknown hash_tensor mode: ", mode);
+  std::vector<int> axes = reduce_axes(self, dim);
+  if (self.numel() == 0) at::native::zero_numel_check_dims(self, dim, "hash_tensor");
+  TORCH_CHECK(out.scalar_type() == c10::kUInt64, "Expected result to be of dtype uint64, but got ", out.scalar_type());
+  c10::ScalarType st = self.scalar_type();
+  if (is_storage_only(st)) pw::not_implemented_for("xor_sum_cpu", st);  // complex, uint16/32/64
+  T bits;
+  if (c10::isFloatingType(st)) {
+    bits = read(self).cast(tiny::DType::Float64).bitcast(tiny::DType::Int64);
+  } else {
+    bits = read(self).cast(tiny::DType::Int64);
+  }
+  T r = squeeze_axes(reduce_keep(bits, ReduceOp::Xor, axes), axes, keepdim);
+  TORCH_CHECK(out.device().type() == c10::DeviceType::PrivateUse1,
+              "Expected out tensor to have device tiny:0, but got ", out.device(), " instead");
+  at::native::resize_output(out, c10::IntArrayRef(r.shape()));
+  at::assert_no_internal_overlap(out);
+  if (out.numel() > 0) write(engine_view(out), r);
+  return out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("hash_tensor.out", hash_tensor_out);
   m.impl("sum", sum_all<ReduceOp::Sum>);
   m.impl("sum.out", sum_all_out<ReduceOp::Sum>);
   m.impl("sum.dim_IntList", sum_dim<ReduceOp::Sum, false>);

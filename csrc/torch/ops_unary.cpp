@@ -2,6 +2,7 @@
 // Floating formulas compute in opmath (float32 for 16-bit floats) and round
 // once, as ATen's CPU kernels do.
 #include <ATen/native/TypeProperties.h>
+#include <ATen/ops/empty.h>
 #include <torch/library.h>
 
 #include <cmath>
@@ -9,6 +10,7 @@
 #include <tuple>
 
 #include "torch/pointwise.h"
+#include "torch/storage_only.h"
 
 namespace torch_tiny {
 using namespace pw;
@@ -238,6 +240,18 @@ at::Tensor efficient_zero_tensor(c10::IntArrayRef size, std::optional<c10::Scala
   return make_result(T::full(to_shape(size), tiny::Scalar::from_int(0), to_engine(dt)), dt);
 }
 
+// sgn: sign for real tensors, z / |z| for complex ones (ops_complex)
+using Sgn = Kernels<"sgn", unary<u_sign, Kind::Same>, exact_out>;
+at::Tensor sgn_fn(const at::Tensor& self) {
+  if (!self.is_complex()) return Sgn::fn(self);
+  at::Tensor out = at::empty({0}, self.options());
+  return complex_sgn_out(self, out);
+}
+at::Tensor& sgn_inplace(at::Tensor& self) { return self.is_complex() ? complex_sgn_out(self, self) : Sgn::inplace(self); }
+at::Tensor& sgn_out(const at::Tensor& self, at::Tensor& out) {
+  return self.is_complex() ? complex_sgn_out(self, out) : Sgn::out(self, out);
+}
+
 }  // namespace
 
 #define TINY_UNARY(name, ...) TINY_PW3(name, unary<__VA_ARGS__>)
@@ -248,7 +262,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   TINY_PW3("neg", neg, exact_out);
   TINY_UNARY_SAME("abs", u_abs, Kind::Same, kNoBool, "abs_cpu");
   TINY_UNARY_SAME("sign", u_sign, Kind::Same);
-  TINY_UNARY_SAME("sgn", u_sign, Kind::Same);  // real tensors only
+  m.impl("sgn", sgn_fn);
+  m.impl("sgn_", sgn_inplace);
+  m.impl("sgn.out", sgn_out);
   TINY_UNARY("exp", u_exp);
   TINY_UNARY("exp2", u_exp2);
   TINY_UNARY("expm1", u_expm1);

@@ -695,7 +695,11 @@ TEST_F(Cuda, ReductionsInEveryDtype) {
         .add(a.reduce(ReduceOp::Max, {0}, false), true, "max")
         .add(a.reduce(ReduceOp::Min, {1}, false), true, "min")
         .add(a.reduce(ReduceOp::Prod, {0}, false), exact, "prod");
+    if (!is_float(dt)) c.add(a.reduce(ReduceOp::Xor, {1}, false), true, "xor");
   }
+  // a long XOR: the block-level tree in the per-block mode
+  Tensor l = input(DType::Int64, {3, 5000}, 140);
+  c.add(l.reduce(ReduceOp::Xor, {1}, false), true, "long xor").add(l.reduce(ReduceOp::Xor, {0, 1}, false), true, "xor all");
   c.run();
 }
 

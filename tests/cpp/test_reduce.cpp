@@ -23,7 +23,7 @@ struct RefReduce {
 
 double identity(ReduceOp op, DType dt) {
   switch (op) {
-    case ReduceOp::Sum: case ReduceOp::Any: return 0;
+    case ReduceOp::Sum: case ReduceOp::Any: case ReduceOp::Xor: return 0;
     case ReduceOp::Prod: case ReduceOp::All: return 1;
     case ReduceOp::Max:
       if (dt == DType::Bool) return 0;
@@ -47,6 +47,7 @@ double combine(ReduceOp op, double acc, double v) {
     case ReduceOp::Min: return (std::isnan(acc) || std::isnan(v)) ? NAN : std::min(acc, v);
     case ReduceOp::Any: return double(acc != 0 || v != 0);
     case ReduceOp::All: return double(acc != 0 && v != 0);
+    case ReduceOp::Xor: return double(int64_t(acc) ^ int64_t(v));  // small integers only
   }
   return 0;
 }
@@ -260,6 +261,36 @@ TEST(Reduce, NaNPropagatesInMaxMin) {
   std::vector<float> z = {0, nan};
   EXPECT_EQ(to_vec<uint8_t>(from(z, {2}).reduce(ReduceOp::Any, {0}, false))[0], 1);
   EXPECT_EQ(to_vec<uint8_t>(from(z, {2}).reduce(ReduceOp::All, {0}, false))[0], 0);
+}
+
+TEST(Reduce, XorOfIntegerBits) {
+  std::mt19937_64 rng(3);
+  for (int64_t n : {int64_t(0), int64_t(1), int64_t(7), int64_t(1000), (int64_t(1) << 17) + 5}) {
+    std::vector<int64_t> x(size_t(n * 3));
+    for (auto& v : x) v = int64_t(rng());
+    Tensor t = Tensor::from_host(x.data(), {n, 3}, DType::Int64);
+    std::vector<int64_t> rows(size_t(n), 0), cols(3, 0);
+    int64_t all = 0;
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t j = 0; j < 3; j++) {
+        int64_t v = x[size_t(i * 3 + j)];
+        rows[size_t(i)] ^= v;
+        cols[size_t(j)] ^= v;
+        all ^= v;
+      }
+    EXPECT_EQ(to_vec<int64_t>(t.reduce(ReduceOp::Xor, {1}, false)), rows) << n;
+    EXPECT_EQ(to_vec<int64_t>(t.reduce(ReduceOp::Xor, {0}, false)), cols) << n;
+    // a full reduction (split across threads for the large case)
+    EXPECT_EQ(to_vec<int64_t>(t.reduce(ReduceOp::Xor, {0, 1}, false))[0], all) << n;
+  }
+  std::vector<uint8_t> b = {1, 0, 1, 1, 0, 1};
+  Tensor tb = Tensor::from_host(b.data(), {2, 3}, DType::Bool);
+  EXPECT_EQ(to_vec<uint8_t>(tb.reduce(ReduceOp::Xor, {1}, false)), (std::vector<uint8_t>{0, 0}));
+  EXPECT_EQ(to_vec<uint8_t>(tb.reduce(ReduceOp::Xor, {0}, false)), (std::vector<uint8_t>{0, 0, 0}));
+  std::vector<int32_t> i32 = {5, 3, -1};
+  EXPECT_EQ(to_vec<int32_t>(Tensor::from_host(i32.data(), {3}, DType::Int32).reduce(ReduceOp::Xor, {0}, false))[0],
+            5 ^ 3 ^ -1);
+  EXPECT_ANY_THROW(from(iota_f(6), {6}).reduce(ReduceOp::Xor, {0}, false));
 }
 
 TEST(Reduce, LargeSums) {

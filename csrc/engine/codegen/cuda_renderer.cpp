@@ -700,6 +700,7 @@ class Renderer {
       case ReduceOp::Prod: return f ? float_literal(1.0, dt) : dt == DType::Bool ? "true" : std::string("(") + reg_type(dt) + ")1";
       case ReduceOp::Any: return "false";
       case ReduceOp::All: return "true";
+      case ReduceOp::Xor: return zero(dt);
       case ReduceOp::Max:
         if (f) return float_literal(-INFINITY, dt);
         if (dt == DType::Bool) return "false";
@@ -746,6 +747,7 @@ class Renderer {
         return wrap(dt, a, "*", v);
       case ReduceOp::Any: return "(" + a + " | " + v + ")";
       case ReduceOp::All: return "(" + a + " & " + v + ")";
+      case ReduceOp::Xor: return dt == DType::Bool ? "(" + a + " != " + v + ")" : std::string("(") + reg_type(dt) + ")(" + a + " ^ " + v + ")";
       case ReduceOp::Max: return max_min(true, a, v, dt);
       case ReduceOp::Min: return max_min(false, a, v, dt);
     }

@@ -1167,6 +1167,7 @@ class Builder {
       case ReduceOp::Prod: return f ? llvm::ConstantFP::get(ty, 1.0) : llvm::ConstantInt::get(ty, 1);
       case ReduceOp::Any: return b_.getInt1(false);
       case ReduceOp::All: return b_.getInt1(true);
+      case ReduceOp::Xor: return zero(dt);
       case ReduceOp::Max:
         if (f) return llvm::ConstantFP::getInfinity(ty, true);
         if (dt == DType::Bool) return b_.getInt1(false);
@@ -1203,6 +1204,7 @@ class Builder {
         return dt == DType::Bool ? b_.CreateAnd(a, v) : b_.CreateMul(a, v);
       case ReduceOp::Any: return b_.CreateOr(a, v);
       case ReduceOp::All: return b_.CreateAnd(a, v);
+      case ReduceOp::Xor: return b_.CreateXor(a, v);
       case ReduceOp::Max: return binary(Op::Max, a, v, dt);
       case ReduceOp::Min: return binary(Op::Min, a, v, dt);
     }

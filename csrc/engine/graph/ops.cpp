@@ -16,7 +16,7 @@ const char* op_name(Op op) {
 }
 
 const char* reduce_name(ReduceOp op) {
-  static const char* names[] = {"SUM", "PROD", "MAX", "MIN", "ANY", "ALL"};
+  static const char* names[] = {"SUM", "PROD", "MAX", "MIN", "ANY", "ALL", "XOR"};
   return names[static_cast<int>(op)];
 }
 

@@ -35,7 +35,7 @@ enum class Op : uint8_t {
   Scatter,     // src[0] (flat base) with base[src[1][i]] = src[2][i] (or combined by `rop` if accumulate)
 };
 
-enum class ReduceOp : uint8_t { Sum, Prod, Max, Min, Any, All };
+enum class ReduceOp : uint8_t { Sum, Prod, Max, Min, Any, All, Xor };  // Xor: integers and bool
 
 const char* op_name(Op op);
 const char* reduce_name(ReduceOp op);

@@ -224,6 +224,7 @@ Tensor Tensor::reduce(ReduceOp op, std::vector<int> axes, bool keepdim) const {
   Shape out = shape();
   for (int a : axes) out[a] = 1;
   DType dt = (op == ReduceOp::Any || op == ReduceOp::All) ? DType::Bool : dtype();
+  if (op == ReduceOp::Xor && is_float(dt)) fail("reduce: XOR needs an integer or bool dtype");
   Tensor r;
   // Reducing only size-1 axes is the identity.
   bool trivial = true;

@@ -12,27 +12,19 @@ only; nothing here is pass/fail.
 """
 import argparse
 import copy
+import sys
+from pathlib import Path
 import statistics
 import time
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
 import torch_tiny
 from torch_tiny import debug
 
-
-def beautiful_mnist():
-    return nn.Sequential(
-        nn.Conv2d(1, 32, 5), nn.ReLU(),
-        nn.Conv2d(32, 32, 5), nn.ReLU(),
-        nn.BatchNorm2d(32), nn.MaxPool2d(2),
-        nn.Conv2d(32, 64, 3), nn.ReLU(),
-        nn.Conv2d(64, 64, 3), nn.ReLU(),
-        nn.BatchNorm2d(64), nn.MaxPool2d(2),
-        nn.Flatten(), nn.Linear(576, 10),
-    )
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+from mnist import beautiful_mnist  # noqa: E402  (the example's model, one definition)
 
 
 def timed(fn, warmup, reps):

@@ -8,6 +8,8 @@ scale through the network and the logits are not all ~0), then deep-copied to th
 
 import contextlib
 import copy
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -15,6 +17,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from conftest import DEV, assert_same, requires_tiny, sync, to_dev
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+from mnist import beautiful_mnist  # noqa: E402  (the example's model, one definition)
 
 torchvision = pytest.importorskip("torchvision")
 
@@ -121,18 +126,6 @@ def test_kernel_count_resnet18_eval_batch1():
     # Fewer needs padded (masked) loads that still vectorize, so that a pad can stay fused
     # into its convolution (-17), and merging a downsample conv with its block's first conv.
     assert c.kernels <= 40
-
-
-def beautiful_mnist():
-    return nn.Sequential(
-        nn.Conv2d(1, 32, 5), nn.ReLU(),
-        nn.Conv2d(32, 32, 5), nn.ReLU(),
-        nn.BatchNorm2d(32), nn.MaxPool2d(2),
-        nn.Conv2d(32, 64, 3), nn.ReLU(),
-        nn.Conv2d(64, 64, 3), nn.ReLU(),
-        nn.BatchNorm2d(64), nn.MaxPool2d(2),
-        nn.Flatten(), nn.Linear(576, 10),
-    )
 
 
 def _mnist_steps(model, opt, x, y, idx_list, counts=None):

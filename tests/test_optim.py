@@ -29,10 +29,12 @@ def _model():
     return nn.Sequential(nn.Conv2d(2, 3, 3, padding=1), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(3 * 4 * 4, 5))
 
 
-def _train(opt_cls, kw, foreach, steps=3, clip=False):
+def _train(opt_cls, kw, foreach, steps=3, clip=False, fused=None):
     torch.manual_seed(0)
     mc = _model()
     md = copy.deepcopy(mc).to(DEV)
+    if fused:
+        kw = dict(kw, fused=True)
     oc = opt_cls(mc.parameters(), foreach=foreach, **kw)
     od = opt_cls(md.parameters(), foreach=foreach, **kw)
     for _ in range(steps):
@@ -59,6 +61,55 @@ def test_optimizer_foreach(opt_cls, kw):
 @pytest.mark.parametrize("opt_cls,kw", CONFIGS, ids=lambda v: v.__name__ if isinstance(v, type) else str(v))
 def test_optimizer_single_tensor(opt_cls, kw):
     _train(opt_cls, kw, foreach=False)
+
+
+FUSED_CONFIGS = [
+    (torch.optim.Adam, dict(lr=0.01)),
+    (torch.optim.Adam, dict(lr=0.01, weight_decay=0.1, amsgrad=True)),
+    (torch.optim.Adam, dict(lr=0.01, betas=(0.8, 0.95), maximize=True, eps=1e-6)),
+    (torch.optim.AdamW, dict(lr=0.01, weight_decay=0.1)),
+    (torch.optim.AdamW, dict(lr=torch.tensor(0.02), amsgrad=True)),  # the tensor_lr overload
+]
+
+
+@pytest.mark.parametrize("opt_cls,kw", FUSED_CONFIGS, ids=lambda v: v.__name__ if isinstance(v, type) else str(v))
+def test_optimizer_fused(opt_cls, kw):
+    _train(opt_cls, kw, foreach=None, fused=True)
+
+
+def test_fused_adam_grad_scale_and_found_inf():
+    """The AMP path: grads are unscaled in place, and a step with found_inf == 1 changes nothing."""
+    torch.manual_seed(0)
+    shapes = [(3, 4), (5,), ()]
+    for found in (0.0, 1.0):
+        state = [[torch.randn(s) for s in shapes] for _ in range(4)]  # params, grads, exp_avgs, exp_avg_sqs
+        state[3] = [t.abs() for t in state[3]]
+        steps = [torch.tensor(3.0) for _ in shapes]
+        kw = dict(lr=0.01, beta1=0.9, beta2=0.99, weight_decay=0.05, eps=1e-8, amsgrad=False, maximize=False)
+        cpu = [[t.clone() for t in ts] for ts in state]
+        dev = [[to_dev(t) for t in ts] for ts in state]
+        torch._fused_adam_(*cpu, [], steps, grad_scale=torch.tensor(4.0), found_inf=torch.tensor(found), **kw)
+        torch._fused_adam_(*dev, [], [to_dev(t) for t in steps], grad_scale=to_dev(torch.tensor(4.0)),
+                           found_inf=to_dev(torch.tensor(found)), **kw)
+        for name, cs, ds in zip(("param", "grad", "exp_avg", "exp_avg_sq"), cpu, dev):
+            for c, d in zip(cs, ds):
+                assert_same(d, c, rtol=1e-6, atol=1e-7, msg=f"{name}, found_inf={found}")
+
+
+def test_fused_adam_step_is_lazy():
+    """The step count is read in the kernel, not on the host: a fused step syncs nothing."""
+    requires_tiny()
+    from torch_tiny import debug
+    torch.manual_seed(0)
+    m = _model().to(DEV)
+    opt = torch.optim.Adam(m.parameters(), lr=0.01, fused=True)
+    F.mse_loss(m(to_dev(torch.randn(4, 2, 8, 8))), to_dev(torch.randn(4, 5))).backward()
+    sync()
+    debug.reset()
+    opt.step()
+    assert debug.kernel_count() == 0
+    sync()
+    assert debug.kernel_count() > 0
 
 
 @pytest.mark.parametrize("foreach", [True, False])

@@ -372,7 +372,7 @@ class Builder {
   // split. Atoms where v is not linear are left as they are.
   std::vector<int64_t> mask_cuts(const std::vector<Expr>& idx, size_t d) {
     const Expr& v = idx[d];
-    if (v->op != EOp::Var || std::getenv("TINY_NO_MASK_SPLIT")) return {};
+    if (v->op != EOp::Var) return {};
     int vid = int(v->value);
     std::vector<Expr> atoms;
     IndexWalker w;

@@ -67,7 +67,9 @@ T conv_core(const T& xp, const T& w, const Dims& stride, const Dims& dil, const 
 // per output channel and kernel tap). Fused into the reduce, whatever computes
 // it (batch norm, ReLU, a concatenation's selects, padding masks) is redone
 // per read, and masked loads are selects on clamped indices (no vector loads:
-// 5-40x slower). So a computed or padded operand is stored first: one cheap
+// 5-40x slower; the tiled conv loops are not split at mask boundaries, and the
+// resnet18 stem fused its pad at 3x the cost). So a computed or padded operand
+// is stored first: the padded copy is split and vectorized, one cheap
 // kernel, except for small operands, where that costs more than it saves.
 constexpr int64_t kStoreOperandFrom = int64_t(1) << 15;  // elements
 

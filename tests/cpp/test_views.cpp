@@ -718,3 +718,94 @@ TEST(ViewsEngine, EmptyTensors) {
   auto padded = to_vec<float>(z.pad({{1, 0}, {0, 1}}));
   EXPECT_EQ(padded, std::vector<float>(3, 0.f));
 }
+
+// ---- index-set splitting: loops split at mask boundaries (padded loads
+// unmasked in the middle segment) must give what the masked loops gave.
+
+TEST(ViewsEngine, MaskSplitPadsShrinksAndStrides) {
+  using M = MoveOp;
+  std::vector<EngineCase> cases;
+  auto add = [&](const Shape& base, std::vector<MoveOp> ops) {
+    Ref r = ref_base(base);
+    for (auto& o : ops) r = apply(r, o);
+    cases.push_back({base, std::move(ops), r});
+  };
+  add({3, 30}, {M::pad({{0, 0}, {2, 3}})});                                 // both sides, innermost
+  add({3, 30}, {M::pad({{1, 2}, {0, 0}})});                                 // a non-innermost dim only
+  add({3, 30}, {M::shrink({{0, 3}, {3, 27}}), M::pad({{1, 1}, {5, 4}})});   // negative pad, then pad
+  add({3, 30}, {M::pad({{2, 1}, {7, 1}}), M::shrink({{1, 5}, {3, 36}})});   // boundaries shifted
+  add({2, 45}, {M::as_strided({2, 15}, {45, 3}, 1), M::pad({{1, 0}, {4, 6}})});  // strided
+  add({3, 30}, {M::flip({false, true}), M::pad({{0, 1}, {1, 17}})});
+  add({3, 30}, {M::permute({1, 0}), M::pad({{2, 2}, {1, 1}})});            // innermost stride 30
+  add({3, 4}, {M::pad({{0, 0}, {20, 19}})});                                // pads wider than the data
+  add({5, 7}, {M::pad({{1, 1}, {3, 2}})});                                  // odd sizes
+  add({90}, {M::pad({{33, 20}})});                                          // the parallel dim itself
+  add({3, 30}, {M::pad({{1, 1}, {1, 1}}), M::reshape({5 * 32})});           // flattened: not linear per row
+  for (DType dt : all_dtypes()) {
+    if (dt == DType::Bool) continue;  // ids don't fit
+    run_engine_cases(cases, dt);
+  }
+  // large enough to be split across threads (runtime loop bounds)
+  std::vector<EngineCase> big;
+  auto add_big = [&](const Shape& base, std::vector<MoveOp> ops) {
+    Ref r = ref_base(base);
+    for (auto& o : ops) r = apply(r, o);
+    big.push_back({base, std::move(ops), r});
+  };
+  add_big({200003}, {M::pad({{17, 29}})});
+  add_big({64, 999}, {M::pad({{3, 0}, {1, 1}})});
+  add_big({64, 999}, {M::shrink({{1, 63}, {2, 990}}), M::pad({{2, 2}, {0, 11}})});
+  for (DType dt : {DType::Float32, DType::Int32, DType::Int64, DType::Float64}) run_engine_cases(big, dt);
+}
+
+TEST(ViewsEngine, MaskSplitSumOfPaddedViews) {
+  // Two pads with different boundaries in one kernel (a concat's pattern),
+  // over computed values: every segment mixes masked and unmasked parts.
+  std::vector<float> a(3 * 20), b(3 * 13);
+  for (size_t i = 0; i < a.size(); i++) a[i] = float(i % 11) - 5;
+  for (size_t i = 0; i < b.size(); i++) b[i] = float(i % 7) + 0.5f;
+  Tensor ta = from(a, {3, 20}), tb = from(b, {3, 13});
+  Tensor pa = ta.binary(Op::Mul, Tensor::full({3, 20}, Scalar::from_double(2.0), DType::Float32)).pad({{0, 0}, {0, 13}});
+  Tensor pb = tb.unary(Op::Neg).pad({{0, 0}, {20, 0}});
+  Tensor shifted = ta.pad({{1, 0}, {5, 8}}).shrink({{0, 3}, {0, 33}});
+  auto got = to_vec<float>(pa.binary(Op::Add, pb).binary(Op::Add, shifted));
+  ASSERT_EQ(got.size(), 3u * 33u);
+  for (int64_t r = 0; r < 3; r++)
+    for (int64_t c = 0; c < 33; c++) {
+      float want = c < 20 ? 2 * a[size_t(r * 20 + c)] : -b[size_t(r * 13 + c - 20)];
+      if (r >= 1 && c >= 5 && c < 25) want += a[size_t((r - 1) * 20 + c - 5)];
+      EXPECT_EQ(got[size_t(r * 33 + c)], want) << r << "," << c;
+    }
+}
+
+TEST(ViewsEngine, MaskSplitConvolutionWindows) {
+  // A 2-D convolution over a padded input, as windows (as_strided) of the
+  // padded view: the masks depend on an output var plus a reduce var.
+  for (DType dt : {DType::Float32, DType::Int32, DType::Float64}) {
+    const int64_t N = 2, H = 9, W = 37, K = 3, P = 1, S = 1;
+    const int64_t HP = H + 2 * P, WP = W + 2 * P;
+    std::vector<double> x(size_t(N * H * W)), w(size_t(K * K));
+    for (size_t i = 0; i < x.size(); i++) x[i] = double(i % 7) - 3;
+    for (size_t i = 0; i < w.size(); i++) w[i] = double(i % 3) - 1 + double(i);
+    Tensor tx = from_doubles(x, {N, H, W}, dt).pad({{0, 0}, {P, P}, {P, P}});
+    for (int64_t stride : {S, int64_t(2)}) {
+      const int64_t OH = (HP - K) / stride + 1, OW = (WP - K) / stride + 1;
+      Tensor win = tx.as_strided({N, OH, OW, K, K}, {HP * WP, stride * WP, stride, WP, 1}, 0);
+      Tensor tw = from_doubles(w, {K, K}, dt).reshape({1, 1, 1, K, K}).expand({N, OH, OW, K, K});
+      auto got = to_doubles(win.binary(Op::Mul, tw).reduce(ReduceOp::Sum, {3, 4}, false));
+      ASSERT_EQ(got.size(), size_t(N * OH * OW));
+      for (int64_t n = 0; n < N; n++)
+        for (int64_t oh = 0; oh < OH; oh++)
+          for (int64_t ow = 0; ow < OW; ow++) {
+            double want = 0;
+            for (int64_t kh = 0; kh < K; kh++)
+              for (int64_t kw = 0; kw < K; kw++) {
+                int64_t h = oh * stride + kh - P, c = ow * stride + kw - P;
+                if (h >= 0 && h < H && c >= 0 && c < W) want += x[size_t((n * H + h) * W + c)] * w[size_t(kh * K + kw)];
+              }
+            EXPECT_EQ(got[size_t((n * OH + oh) * OW + ow)], want)
+                << dtype_name(dt) << " stride " << stride << " at " << n << "," << oh << "," << ow;
+          }
+    }
+  }
+}

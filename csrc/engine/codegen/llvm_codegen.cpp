@@ -177,6 +177,26 @@ class Builder {
         Value* hi_j = two ? (int(last) == par ? end : b_.getInt64(shape[last])) : hi;
         if (tiled(idx, two ? int(d) : -1, last, lo, hi, lo_j, hi_j)) return;
       }
+      std::vector<int64_t> cuts = mask_cuts(idx, d);
+      if (cuts.size() > 2 && split_copies_ * int64_t(cuts.size() - 1) <= kMaxSplitCopies) {
+        // Index-set splitting: one loop per segment between mask boundaries,
+        // its var ranged so that the masks decided there fold away (the
+        // middle segment of a padded view loads unmasked and vectorizes).
+        Expr whole = idx[d];
+        split_copies_ *= int64_t(cuts.size() - 1);
+        for (size_t s = 0; s + 1 < cuts.size(); s++) {
+          Value* seg_lo = clamp_to(b_.getInt64(cuts[s]), lo, hi);
+          Value* seg_hi = clamp_to(b_.getInt64(cuts[s + 1]), lo, hi);
+          idx[d] = var_range(int(whole->value), cuts[s], cuts[s + 1]);
+          emit_loop(seg_lo, seg_hi, [&](Value* iv) {
+            vars_[size_t(whole->value)] = iv;
+            nest(d + 1);
+          });
+        }
+        split_copies_ /= int64_t(cuts.size() - 1);
+        idx[d] = whole;
+        return;
+      }
       emit_loop(lo, hi, [&](Value* iv) {
         vars_[size_t(idx[d]->value)] = iv;
         nest(d + 1);
@@ -326,6 +346,66 @@ class Builder {
       br->setMetadata(llvm::LLVMContext::MD_loop, self);
     }
     b_.SetInsertPoint(exit);
+  }
+
+  // ---- index-set splitting at mask boundaries
+  static constexpr int64_t kMaxSplitCopies = 16;  // loop bodies one innermost loop may become
+  int64_t split_copies_ = 1;
+
+  static int64_t floordiv_i(int64_t a, int64_t b) {  // b > 0
+    int64_t q = a / b;
+    return (a % b != 0 && a < 0) ? q - 1 : q;
+  }
+  Value* clamp_to(Value* v, Value* lo, Value* hi) {
+    v = b_.CreateSelect(b_.CreateICmpSLT(v, lo), lo, v);
+    return b_.CreateSelect(b_.CreateICmpSGT(v, hi), hi, v);
+  }
+  static void collect_lts(const Expr& e, std::vector<Expr>& out) {
+    if (e->op == EOp::Lt) out.push_back(e);
+    for (auto& s : e->src) collect_lts(s, out);
+  }
+
+  // The segment bounds of dim `d`'s loop var v in which every mask atom
+  // lt(a*v + r, c) under the outputs is either provably true or provably
+  // false (r ranging over the other variables, reduce loops included) or
+  // neither throughout: {0, cuts..., size}; fewer than 3 entries means no
+  // split. Atoms where v is not linear are left as they are.
+  std::vector<int64_t> mask_cuts(const std::vector<Expr>& idx, size_t d) {
+    const Expr& v = idx[d];
+    if (v->op != EOp::Var) return {};
+    int vid = int(v->value);
+    std::vector<Expr> atoms;
+    IndexWalker w;
+    w.is_leaf = [&](const Node* n) { return k_.loads.count(n) > 0; };
+    w.fresh_var = [&](int64_t size) { return placeholder_var(size); };
+    w.visit = [&](const Node* n, const std::vector<Expr>&, const Expr& valid) {
+      collect_lts(valid, atoms);
+      return true;
+    };
+    w.on_leaf = [&](const Node*, const std::vector<Expr>&, const Expr& valid) { collect_lts(valid, atoms); };
+    for (auto* r : output_roots()) w.walk(r, idx, cnst(1));
+    std::vector<int64_t> cuts{v->vmin, v->vmax + 1};
+    for (auto& at : atoms) {
+      const Expr& x = at->src[0];
+      int64_t c = at->value;
+      auto a = linear_coefficient(x, vid);
+      if (!a || *a == 0) continue;
+      int64_t lo_term = std::min(*a * v->vmin, *a * v->vmax), hi_term = std::max(*a * v->vmin, *a * v->vmax);
+      int64_t rmin = x->vmin - lo_term, rmax = x->vmax - hi_term;
+      int64_t t, f;  // where the atom starts / stops being decided
+      if (*a > 0) {
+        t = floordiv_i(c - rmax - 1, *a) + 1;  // true for v < t
+        f = -floordiv_i(rmin - c, *a);         // false for v >= f (ceil((c - rmin) / a))
+      } else {
+        t = floordiv_i(rmax - c, -*a) + 1;  // true for v >= t
+        f = floordiv_i(rmin - c, -*a) + 1;  // false for v < f
+      }
+      for (int64_t p : {t, f})
+        if (p > v->vmin && p <= v->vmax) cuts.push_back(p);
+    }
+    std::sort(cuts.begin(), cuts.end());
+    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+    return cuts;
   }
 
   // ---- index expressions

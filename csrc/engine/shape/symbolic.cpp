@@ -127,6 +127,11 @@ Expr var(int id, int64_t size) {
   return make(EOp::Var, id, 0, size - 1, {});
 }
 
+Expr var_range(int id, int64_t lo, int64_t hi) {
+  // kept a Var even for one value: callers read its id
+  return make(EOp::Var, id, lo, std::max(lo, hi - 1), {});
+}
+
 Expr add(const Expr& a, const Expr& b) {
   if (a->is_const() && b->is_const()) return cnst(a->value + b->value);
   Linear l;

@@ -26,6 +26,9 @@ struct ExprNode {
 Expr cnst(int64_t v);
 // A loop variable `id` ranging over [0, size).
 Expr var(int id, int64_t size);
+// Variable `id` known to lie in [lo, hi) (a loop split at mask boundaries):
+// comparisons decided by that range fold to constants.
+Expr var_range(int id, int64_t lo, int64_t hi);
 Expr add(const Expr& a, const Expr& b);
 Expr mul(const Expr& a, int64_t c);
 Expr floordiv(const Expr& a, int64_t c);  // floor division, c > 0

@@ -64,7 +64,8 @@ namespace {
 const Node* copied_value(const Node* n) {
   const Node* s = n->src[0].get();
   while (s->op == Op::View && !s->realized() && s->args.st.is_contiguous()) s = s->src[0].get();
-  if (s->realized() || s->op == Op::View || s->op == Op::Buffer || s->op == Op::Const) return nullptr;
+  if (s->realized() || s->op == Op::View || s->op == Op::Buffer || s->op == Op::Const || s->op == Op::Param)
+    return nullptr;
   return s->numel() == n->numel() && s->dtype == n->dtype ? s : nullptr;
 }
 

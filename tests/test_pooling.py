@@ -115,6 +115,17 @@ def test_upsample_bilinear(align, kw):
 
 
 @pytest.mark.parametrize("align", [False, True])
+@pytest.mark.parametrize("kw", INTERP + [dict(size=(1, 3)), dict(scale_factor=0.4)], ids=str)
+def test_upsample_bicubic(align, kw):
+    # 4 taps per dim, clamped at the borders (small inputs clamp on both sides)
+    check_fwd_bwd(F.interpolate, torch.randn(2, 3, 9, 10), mode="bicubic", align_corners=align, **kw,
+                  rtol=1e-5, atol=1e-5)
+    check_fwd_bwd(F.interpolate, torch.randn(1, 2, 2, 3), mode="bicubic", align_corners=align, size=(5, 4),
+                  rtol=1e-5, atol=1e-5)
+    check_fwd_bwd(F.interpolate, torch.randn(0, 2, 2, 3), mode="bicubic", align_corners=align, size=(5, 4))
+
+
+@pytest.mark.parametrize("align", [False, True])
 def test_upsample_linear_trilinear_nearest_1d_3d(align):
     check_fwd_bwd(F.interpolate, torch.randn(2, 3, 7), scale_factor=2.5, mode="linear", align_corners=align,
                   rtol=1e-5, atol=1e-5)

@@ -15,6 +15,7 @@
 #include <ATen/native/UpSample.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -661,6 +662,25 @@ Taps linear_taps(int64_t in, int64_t out, bool align_corners, std::optional<doub
   return t;
 }
 
+// Keys' cubic convolution (A = -0.75) over the 4 inputs around the source
+// index, clamped at the borders, with ATen's coefficients and index rounding.
+Taps cubic_taps(int64_t in, int64_t out, bool align_corners, std::optional<double> scale) {
+  constexpr float A = -0.75f;
+  auto near = [&](float x) { return ((A + 2) * x - (A + 3)) * x * x + 1; };  // |x| <= 1
+  auto far = [&](float x) { return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A; };  // 1 < |x| < 2
+  Taps t;
+  t.init(out, in, 4);
+  float s = at::native::area_pixel_compute_scale<float>(in, out, align_corners, scale);
+  for (int64_t o = 0; o < out; o++) {
+    float src = at::native::area_pixel_compute_source_index<float>(s, o, align_corners, /*cubic=*/true);
+    int64_t i0 = int64_t(std::floor(src));
+    float f = src - float(i0);
+    float w[4] = {far(f + 1), near(f), near(1 - f), far(2 - f)};
+    for (int64_t k = 0; k < 4; k++) t.set(o, k, std::clamp<int64_t>(i0 - 1 + k, 0, in - 1), double(w[k]));
+  }
+  return t;
+}
+
 at::Tensor upsample_impl(const at::Tensor& self, c10::IntArrayRef output_size, std::vector<Taps> taps, size_t D,
                          const char* name) {
   TinyOp op(name);
@@ -752,6 +772,16 @@ at::Tensor upsample_trilinear3d(const at::Tensor& self, c10::IntArrayRef os, boo
                         linear_taps(self.size(4), os[2], ac, sw)},
                        3, "upsample_trilinear3d");
 }
+at::Tensor upsample_bicubic2d(const at::Tensor& self, c10::IntArrayRef os, bool ac, std::optional<double> sh,
+                             std::optional<double> sw) {
+  return upsample_impl(self, os, {cubic_taps(self.size(2), os[0], ac, sh), cubic_taps(self.size(3), os[1], ac, sw)}, 2,
+                       "upsample_bicubic2d");
+}
+at::Tensor upsample_bicubic2d_backward(const at::Tensor& g, c10::IntArrayRef os, c10::IntArrayRef is, bool ac,
+                                      std::optional<double> sh, std::optional<double> sw) {
+  return upsample_backward_impl(g, is, {cubic_taps(is[2], os[0], ac, sh), cubic_taps(is[3], os[1], ac, sw)}, 2,
+                                "upsample_bicubic2d_backward");
+}
 at::Tensor upsample_linear1d_backward(const at::Tensor& g, c10::IntArrayRef os, c10::IntArrayRef is, bool ac,
                                       std::optional<double> s) {
   return upsample_backward_impl(g, is, {linear_taps(is[2], os[0], ac, s)}, 1, "upsample_linear1d_backward");
@@ -835,6 +865,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("upsample_trilinear3d", upsample_trilinear3d);
   m.impl("upsample_linear1d_backward", upsample_linear1d_backward);
   m.impl("upsample_bilinear2d_backward", upsample_bilinear2d_backward);
+  m.impl("upsample_bicubic2d", upsample_bicubic2d);
+  m.impl("upsample_bicubic2d_backward", upsample_bicubic2d_backward);
   m.impl("upsample_trilinear3d_backward", upsample_trilinear3d_backward);
   m.impl("pixel_shuffle", pixel_shuffle);
   m.impl("pixel_unshuffle", pixel_unshuffle);

@@ -167,8 +167,9 @@ class Builder {
       Value* lo = int(d) == par ? begin : b_.getInt64(0);
       Value* hi = int(d) == par ? end : b_.getInt64(shape[d]);
       if (ct && int(d) == std::min(ct->i, ct->j)) {
-        bool at_j = int(d) == ct->j;  // else the rows come first: j is not the parallel dim
-        tiled_channels(idx, *ct, at_j ? lo : b_.getInt64(0), at_j ? hi : b_.getInt64(shape[size_t(ct->j)]));
+        bool at_j = int(d) == ct->j;  // else the rows come first (and may be the parallel dim)
+        tiled_channels(idx, *ct, at_j ? lo : b_.getInt64(0), at_j ? hi : b_.getInt64(shape[size_t(ct->j)]),
+                       at_j ? b_.getInt64(0) : lo, at_j ? b_.getInt64(shape[size_t(ct->i)]) : hi);
         return;
       }
       if (d == tile_outer) {
@@ -953,6 +954,8 @@ class Builder {
     int64_t ck = 1, rows = 1;
     const Node* b = nullptr;  // the product's other operand (views of `packed`)
     bool unit = false;        // b moves by 1 along j already: read in place, no panels
+    bool packable = false;    // b depends on j and the reduce loops only
+    bool uses_i = false;      // b moves along the rows
   };
 
   std::optional<ChannelTile> plan_channel_tile(const std::vector<Expr>& idx, int par) {
@@ -968,6 +971,18 @@ class Builder {
     if (shape[size_t(j_last)] >= kChanCols && shape[size_t(i_prev)] < kMinRowsLastDim && i_prev != par) {
       auto ct = check_channel_tile(idx, j_last, i_prev);
       if (ct && ct->unit) return ct;
+    }
+    // A matmul-like reduce (one reduce axis, b not moving along the rows: a
+    // @ b, a @ w.t(), bmm) takes the last dim as the channels, so the output
+    // is stored by rows. b is packed when it can be (a strided weight; also
+    // a unit-stride one: panel rows N*4 bytes apart alias in L1 for N = 1024).
+    if (shape[size_t(j_last)] >= kChanCols && shape[size_t(i_prev)] >= kMinRowsLastDim) {
+      auto ct = check_channel_tile(idx, j_last, i_prev);
+      if (ct && ct->kvars.size() == 1 && !ct->uses_i) {
+        if (ct->packable) ct->unit = false;
+        ct->rows = kChanMaxRows;
+        return ct;
+      }
     }
     for (size_t q = nu.size() - 1; q-- > 0;) {
       if (shape[size_t(nu[q])] < kChanCols) continue;
@@ -1008,7 +1023,11 @@ class Builder {
     ct.kstrides.assign(ct.kvars.size(), 1);
     for (size_t q = ct.kvars.size() - 1; q-- > 0;) ct.kstrides[q] = ct.kstrides[q + 1] * ct.kext[q + 1];
     for (int side = 0; side < 2; side++) {
-      if (check_packed_side(ct, src, side, sub, cand->valid)) return ct;
+      if (check_packed_side(ct, src, side, sub, cand->valid)) {
+        int ivar = int(idx[size_t(i)]->value);
+        ct.uses_i = uses_vars(ct.packed_flat, ivar, ivar + 1);
+        return ct;
+      }
       ct.packed_flat = nullptr;
     }
     return std::nullopt;
@@ -1045,15 +1064,15 @@ class Builder {
     if (!ok || !ct.packed_flat || !uses_vars(ct.packed_flat, jid, jid + 1)) return false;
     auto sj = linear_coefficient(ct.packed_flat, jid);
     ct.unit = sj && *sj == 1;
-    if (!ct.unit) {  // packed: it may depend on j and the reduce loops only
-      std::vector<int> ids;
-      collect_vars(ct.packed_flat, ids);
-      for (int id : ids) {
-        bool known = id == jid;
-        for (auto& kv : ct.kvars) known |= id == int(kv->value);
-        if (!known) return false;
-      }
+    std::vector<int> ids;
+    collect_vars(ct.packed_flat, ids);
+    ct.packable = true;
+    for (int id : ids) {
+      bool known = id == jid;
+      for (auto& kv : ct.kvars) known |= id == int(kv->value);
+      ct.packable &= known;
     }
+    if (!ct.unit && !ct.packable) return false;
     int64_t w_rows = k_.shape[size_t(ct.i)];
     ct.rows = std::min(w_rows, kChanMaxRows);
     for (int64_t r = kChanMaxRows; r >= 8 && w_rows > kChanMaxRows; r--)
@@ -1116,7 +1135,8 @@ class Builder {
 
   // Column tiles of dim j, per tile a loop over the mid dims and row tiles of
   // the last dim; leftover channels one output at a time.
-  void tiled_channels(const std::vector<Expr>& idx, const ChannelTile& ct, Value* lo_j, Value* hi_j) {
+  void tiled_channels(const std::vector<Expr>& idx, const ChannelTile& ct, Value* lo_j, Value* hi_j, Value* lo_i,
+                      Value* hi_i) {
     const int64_t T = kChanCols, R = ct.rows, W = k_.shape[size_t(ct.i)];
     auto loops = [&](const std::vector<int>& dims, const std::function<void()>& body) {
       std::function<void(size_t)> go = [&](size_t q) {
@@ -1133,18 +1153,36 @@ class Builder {
       Value* j0 = b_.CreateAdd(lo_j, b_.CreateMul(jt, b_.getInt64(T)));
       Value* panel = ct.unit ? nullptr : b_.CreateGEP(b_.getFloatTy(), pack_buf_, b_.CreateMul(jt, b_.getInt64(ct.ck * T)));
       loops(ct.mid, [&]() {
-        emit_loop(b_.getInt64(0), b_.getInt64(W / R), [&](Value* it) {
-          channel_block(ct, idx, b_.CreateMul(it, b_.getInt64(R)), R, j0, panel);
-        }, /*scalar=*/true);
-        if (W % R) channel_block(ct, idx, b_.getInt64(W / R * R), W % R, j0, panel);
+        if (llvm::isa<llvm::Constant>(lo_i) && llvm::isa<llvm::Constant>(hi_i)) {  // all W rows
+          emit_loop(b_.getInt64(0), b_.getInt64(W / R), [&](Value* it) {
+            channel_block(ct, idx, b_.CreateMul(it, b_.getInt64(R)), R, j0, panel);
+          }, /*scalar=*/true);
+          if (W % R) channel_block(ct, idx, b_.getInt64(W / R * R), W % R, j0, panel);
+          return;
+        }
+        // the rows are this thread's slice: blocks of R, then 4, then 1
+        Value* i0 = lo_i;
+        for (int64_t rb : {R, int64_t(4), int64_t(1)}) {
+          if (rb > R) continue;
+          Value* n = b_.CreateSDiv(b_.CreateSub(hi_i, i0), b_.getInt64(rb));
+          Value* base = i0;
+          emit_loop(b_.getInt64(0), n, [&](Value* it) {
+            channel_block(ct, idx, b_.CreateAdd(base, b_.CreateMul(it, b_.getInt64(rb))), rb, j0, panel);
+          }, /*scalar=*/true);
+          i0 = b_.CreateAdd(base, b_.CreateMul(n, b_.getInt64(rb)));
+          if (rb == 1) break;
+        }
       });
     }, /*scalar=*/true);
     Value* rest_j = b_.CreateAdd(lo_j, b_.CreateMul(ntj, b_.getInt64(T)));
     emit_loop(rest_j, hi_j, [&](Value* j) {
       vars_[size_t(idx[size_t(ct.j)]->value)] = j;
-      std::vector<int> inner = ct.mid;
-      inner.push_back(ct.i);
-      loops(inner, [&]() { emit_stores(idx); });
+      loops(ct.mid, [&]() {
+        emit_loop(lo_i, hi_i, [&](Value* i) {
+          vars_[size_t(idx[size_t(ct.i)]->value)] = i;
+          emit_stores(idx);
+        });
+      });
     });
   }
 

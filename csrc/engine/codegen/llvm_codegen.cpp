@@ -976,9 +976,14 @@ class Builder {
     // @ b, a @ w.t(), bmm) takes the last dim as the channels, so the output
     // is stored by rows. b is packed when it can be (a strided weight; also
     // a unit-stride one: panel rows N*4 bytes apart alias in L1 for N = 1024).
-    if (shape[size_t(j_last)] >= kChanCols && shape[size_t(i_prev)] >= kMinRowsLastDim) {
+    // Fewer channels than a tile (a classifier's 10) take one partial tile
+    // from a packed b, where there are rows enough (a full block per thread)
+    // to repay the packing.
+    const bool wide = shape[size_t(j_last)] >= kChanCols;
+    if (shape[size_t(j_last)] >= kMinRowsLastDim &&
+        shape[size_t(i_prev)] >= (wide ? kMinRowsLastDim : 2 * kChanMaxRows)) {
       auto ct = check_channel_tile(idx, j_last, i_prev);
-      if (ct && ct->kvars.size() == 1 && !ct->uses_i) {
+      if (ct && ct->kvars.size() == 1 && !ct->uses_i && (ct->packable || wide)) {
         if (ct->packable) ct->unit = false;
         ct->rows = kChanMaxRows;
         return ct;
@@ -1103,12 +1108,14 @@ class Builder {
     size_t b = k_.loads.at(ct.packed);
     llvm::Type* f32 = b_.getFloatTy();
     Value* n = b_.CreateMul(b_.CreateSDiv(b_.CreateSub(hi, lo), b_.getInt64(kChanCols)), b_.getInt64(kChanCols));
-    Value* bytes = b_.CreateMul(n, b_.getInt64(ct.ck * 4));
+    const int64_t rem = partial_cols(ct, lo, hi);
+    int64_t ncols = kChanCols;  // channels loaded into the panel being packed
+    Value* bytes = b_.CreateMul(b_.CreateAdd(n, b_.getInt64(rem ? kChanCols : 0)), b_.getInt64(ct.ck * 4));
     Value* raw = b_.CreateCall(libc_malloc(), {b_.CreateAdd(bytes, b_.getInt64(64))});
     pack_buf_ = b_.CreateBitCast(raw, f32->getPointerTo());
     // tile by tile, a panel's rows written in order: reads stream from
     // kChanCols rows of the weight at once, writes are sequential
-    emit_loop(b_.getInt64(0), b_.CreateUDiv(n, b_.getInt64(kChanCols)), [&](Value* t) {
+    std::function<void(Value*)> pack_panel = [&](Value* t) {
       Value* j0 = b_.CreateAdd(lo, b_.CreateMul(t, b_.getInt64(kChanCols)));
       Value* panel = b_.CreateGEP(f32, pack_buf_, b_.CreateMul(t, b_.getInt64(ct.ck * kChanCols)));
       std::function<void(size_t)> ks = [&](size_t q) {
@@ -1117,7 +1124,8 @@ class Builder {
           for (int64_t c = 0; c < kChanCols; c++) {
             memo_.emplace_back();  // the index differs per channel
             vars_[size_t(ct.jvar)] = b_.CreateAdd(j0, b_.getInt64(c));
-            Value* v = b_.CreateLoad(f32, b_.CreateGEP(f32, buf_ptrs_[b], index(ct.packed_flat)));
+            Value* v = c < ncols ? (Value*)b_.CreateLoad(f32, b_.CreateGEP(f32, buf_ptrs_[b], index(ct.packed_flat)))
+                                 : (Value*)llvm::ConstantFP::get(f32, 0.0);
             b_.CreateStore(v, b_.CreateGEP(f32, panel, b_.CreateAdd(at, b_.getInt64(c))));
             memo_.pop_back();
           }
@@ -1129,8 +1137,22 @@ class Builder {
         }, /*scalar=*/true);
       };
       ks(0);
-    });
+    };
+    emit_loop(b_.getInt64(0), b_.CreateUDiv(n, b_.getInt64(kChanCols)), pack_panel);
+    if (rem) {  // the last channels, zero-padded to a whole panel
+      ncols = rem;
+      pack_panel(b_.CreateUDiv(n, b_.getInt64(kChanCols)));
+    }
     return raw;
+  }
+
+  // Channels left after the whole tiles that get a zero-padded partial panel
+  // (and tile): where the packed range of j is known statically.
+  static int64_t partial_cols(const ChannelTile& ct, Value* lo, Value* hi) {
+    auto* l = llvm::dyn_cast<llvm::ConstantInt>(lo);
+    auto* h = llvm::dyn_cast<llvm::ConstantInt>(hi);
+    if (ct.unit || !l || !h) return 0;
+    return (h->getSExtValue() - l->getSExtValue()) % kChanCols;
   }
 
   // Column tiles of dim j, per tile a loop over the mid dims and row tiles of
@@ -1149,15 +1171,16 @@ class Builder {
       go(0);
     };
     Value* ntj = b_.CreateSDiv(b_.CreateSub(hi_j, lo_j), b_.getInt64(T));
-    emit_loop(b_.getInt64(0), ntj, [&](Value* jt) {
+    int64_t ncols = T;
+    std::function<void(Value*)> tile = [&](Value* jt) {
       Value* j0 = b_.CreateAdd(lo_j, b_.CreateMul(jt, b_.getInt64(T)));
       Value* panel = ct.unit ? nullptr : b_.CreateGEP(b_.getFloatTy(), pack_buf_, b_.CreateMul(jt, b_.getInt64(ct.ck * T)));
       loops(ct.mid, [&]() {
         if (llvm::isa<llvm::Constant>(lo_i) && llvm::isa<llvm::Constant>(hi_i)) {  // all W rows
           emit_loop(b_.getInt64(0), b_.getInt64(W / R), [&](Value* it) {
-            channel_block(ct, idx, b_.CreateMul(it, b_.getInt64(R)), R, j0, panel);
+            channel_block(ct, idx, b_.CreateMul(it, b_.getInt64(R)), R, j0, panel, ncols);
           }, /*scalar=*/true);
-          if (W % R) channel_block(ct, idx, b_.getInt64(W / R * R), W % R, j0, panel);
+          if (W % R) channel_block(ct, idx, b_.getInt64(W / R * R), W % R, j0, panel, ncols);
           return;
         }
         // the rows are this thread's slice: blocks of R, then 4, then 1
@@ -1167,14 +1190,20 @@ class Builder {
           Value* n = b_.CreateSDiv(b_.CreateSub(hi_i, i0), b_.getInt64(rb));
           Value* base = i0;
           emit_loop(b_.getInt64(0), n, [&](Value* it) {
-            channel_block(ct, idx, b_.CreateAdd(base, b_.CreateMul(it, b_.getInt64(rb))), rb, j0, panel);
+            channel_block(ct, idx, b_.CreateAdd(base, b_.CreateMul(it, b_.getInt64(rb))), rb, j0, panel, ncols);
           }, /*scalar=*/true);
           i0 = b_.CreateAdd(base, b_.CreateMul(n, b_.getInt64(rb)));
           if (rb == 1) break;
         }
       });
-    }, /*scalar=*/true);
+    };
+    emit_loop(b_.getInt64(0), ntj, tile, /*scalar=*/true);
     Value* rest_j = b_.CreateAdd(lo_j, b_.CreateMul(ntj, b_.getInt64(T)));
+    if (int64_t rem = partial_cols(ct, lo_j, hi_j)) {  // a zero-padded panel of the last channels
+      ncols = rem;
+      tile(ntj);
+      rest_j = hi_j;
+    }
     emit_loop(rest_j, hi_j, [&](Value* j) {
       vars_[size_t(idx[size_t(ct.j)]->value)] = j;
       loops(ct.mid, [&]() {
@@ -1197,7 +1226,10 @@ class Builder {
 
   // One tile: rows [i0, i0 + nrows) x channels [j0, j0 + kChanCols).
   void channel_block(const ChannelTile& ct, const std::vector<Expr>& idx, Value* i0, int64_t nrows, Value* j0,
-                     Value* panel) {
+                     Value* panel, int64_t ncols = kChanCols) {
+    // a partial tile (ncols < kChanCols: the last channels, from a
+    // zero-padded panel) computes the vectors it needs, stores its channels
+    const int64_t nvecs = (ncols + kLanes - 1) / kLanes;
     const Node* r = ct.reduce;
     const Node* src = r->src[0].get();
     auto* vty = llvm::FixedVectorType::get(b_.getFloatTy(), unsigned(kLanes));
@@ -1205,7 +1237,7 @@ class Builder {
     std::vector<TileCandidate> ctx;  // per (row, column)
     for (int64_t q = 0; q < nrows; q++) {
       Expr row = new_var(b_.CreateAdd(i0, b_.getInt64(q)), k_.shape[size_t(ct.i)]);
-      for (int64_t c = 0; c < kChanCols; c++) {
+      for (int64_t c = 0; c < ncols; c++) {
         std::vector<Expr> o = idx;
         o[size_t(ct.i)] = row;
         o[size_t(ct.j)] = new_var(b_.CreateAdd(j0, b_.getInt64(c)), k_.shape[size_t(ct.j)]);
@@ -1216,7 +1248,7 @@ class Builder {
       }
     }
     llvm::IRBuilder<> eb(entry_, entry_->begin());
-    std::vector<llvm::AllocaInst*> acc(size_t(nrows * kChanVecs));
+    std::vector<llvm::AllocaInst*> acc(size_t(nrows * nvecs));
     for (auto& a : acc) {
       a = eb.CreateAlloca(vty);
       b_.CreateStore(llvm::ConstantFP::get(vty, 0.0), a);
@@ -1236,25 +1268,25 @@ class Builder {
         std::vector<Value*> wv;
         if (!ct.unit) {
           Value* at = b_.CreateMul(index(kflat(ct, kv)), b_.getInt64(kChanCols));
-          for (int64_t v = 0; v < kChanVecs; v++) wv.push_back(vload(panel, b_.CreateAdd(at, b_.getInt64(v * kLanes))));
+          for (int64_t v = 0; v < nvecs; v++) wv.push_back(vload(panel, b_.CreateAdd(at, b_.getInt64(v * kLanes))));
         }
         for (int64_t row = 0; row < nrows; row++) {
           if (ct.unit) {  // b in place: 16 channels from each vector's first column
             wv.clear();
-            for (int64_t v = 0; v < kChanVecs; v++) {
-              const TileCandidate& cv = ctx[size_t(row * kChanCols + v * kLanes)];
+            for (int64_t v = 0; v < nvecs; v++) {
+              const TileCandidate& cv = ctx[size_t(row * ncols + v * kLanes)];
               std::vector<Expr> sub = cv.idx;
               for (size_t k = 0; k < axes.size(); k++) sub[size_t(axes[k])] = kv[k];
               wv.push_back(vload(buf_ptrs_[k_.loads.at(ct.packed)], index(leaf_flat(ct.b, sub))));
             }
           }
           // a does not move along the channels: column 0's context serves the row
-          const TileCandidate& c0 = ctx[size_t(row * kChanCols)];
+          const TileCandidate& c0 = ctx[size_t(row * ncols)];
           std::vector<Expr> sub = c0.idx;
           for (size_t k = 0; k < axes.size(); k++) sub[size_t(axes[k])] = kv[k];
           Value* av = b_.CreateVectorSplat(unsigned(kLanes), eval(ct.a, sub, c0.valid));
-          for (int64_t v = 0; v < kChanVecs; v++) {
-            auto* a = acc[size_t(row * kChanVecs + v)];
+          for (int64_t v = 0; v < nvecs; v++) {
+            auto* a = acc[size_t(row * nvecs + v)];
             b_.CreateStore(b_.CreateCall(fma, {av, wv[size_t(v)], b_.CreateLoad(vty, a)}), a);
           }
         }
@@ -1267,10 +1299,10 @@ class Builder {
     };
     nest(0);
     for (int64_t row = 0; row < nrows; row++)
-      for (int64_t v = 0; v < kChanVecs; v++) {
-        Value* vec = b_.CreateLoad(vty, acc[size_t(row * kChanVecs + v)]);
-        for (int64_t l = 0; l < kLanes; l++) {
-          const TileCandidate& c = ctx[size_t(row * kChanCols + v * kLanes + l)];
+      for (int64_t v = 0; v < nvecs; v++) {
+        Value* vec = b_.CreateLoad(vty, acc[size_t(row * nvecs + v)]);
+        for (int64_t l = 0; l < kLanes && v * kLanes + l < ncols; l++) {
+          const TileCandidate& c = ctx[size_t(row * ncols + v * kLanes + l)];
           remember(context_key(r, c.idx, c.valid), b_.CreateExtractElement(vec, uint64_t(l)));
         }
       }

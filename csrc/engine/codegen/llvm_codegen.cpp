@@ -150,9 +150,10 @@ class Builder {
     std::optional<ChannelTile> ct;
     if (par >= 0 && !k_.serial) ct = plan_channel_tile(idx, par);
     Value* pack_buf = nullptr;
-    if (ct && !ct->unit) {
+    if (ct && !ct->unit) {  // panels packed once per call (or per outer index: pack_inner)
       bool at_par = ct->j == par;
-      pack_buf = emit_pack(*ct, at_par ? begin : b_.getInt64(0), at_par ? end : b_.getInt64(shape[size_t(ct->j)]));
+      pack_buf = emit_pack(*ct, at_par ? begin : b_.getInt64(0), at_par ? end : b_.getInt64(shape[size_t(ct->j)]),
+                           !ct->pack_inner);
     }
     std::function<void(size_t)> nest = [&](size_t d) {
       if (d == shape.size()) {
@@ -168,6 +169,7 @@ class Builder {
       Value* hi = int(d) == par ? end : b_.getInt64(shape[d]);
       if (ct && int(d) == std::min(ct->i, ct->j)) {
         bool at_j = int(d) == ct->j;  // else the rows come first (and may be the parallel dim)
+        if (ct->pack_inner) emit_pack(*ct, b_.getInt64(0), b_.getInt64(shape[size_t(ct->j)]));
         tiled_channels(idx, *ct, at_j ? lo : b_.getInt64(0), at_j ? hi : b_.getInt64(shape[size_t(ct->j)]),
                        at_j ? b_.getInt64(0) : lo, at_j ? b_.getInt64(shape[size_t(ct->i)]) : hi);
         return;
@@ -956,6 +958,9 @@ class Builder {
     bool unit = false;        // b moves by 1 along j already: read in place, no panels
     bool packable = false;    // b depends on j and the reduce loops only
     bool uses_i = false;      // b moves along the rows
+    bool outer_packable = false;  // b depends on j, the reduce loops and dims before i and j
+    bool pack_inner = false;  // packed per index of those dims (bmm's transposed b)
+    std::vector<int> outer_vars;
   };
 
   std::optional<ChannelTile> plan_channel_tile(const std::vector<Expr>& idx, int par) {
@@ -983,7 +988,9 @@ class Builder {
     if (shape[size_t(j_last)] >= kMinRowsLastDim &&
         shape[size_t(i_prev)] >= (wide ? kMinRowsLastDim : 2 * kChanMaxRows)) {
       auto ct = check_channel_tile(idx, j_last, i_prev);
-      if (ct && ct->kvars.size() == 1 && !ct->uses_i && (ct->packable || wide)) {
+      // b read in place (unit-stride, moving with a batch dim) needs whole tiles
+      if (ct && ct->kvars.size() == 1 && !ct->uses_i && (ct->packable || !ct->unit || wide)) {
+        ct->pack_inner = !ct->unit && !ct->packable;
         if (ct->packable) ct->unit = false;
         ct->rows = kChanMaxRows;
         return ct;
@@ -992,7 +999,7 @@ class Builder {
     for (size_t q = nu.size() - 1; q-- > 0;) {
       if (shape[size_t(nu[q])] < kChanCols) continue;
       auto ct = check_channel_tile(idx, nu[q], nu.back());
-      if (!ct) continue;
+      if (!ct || (!ct->unit && !ct->packable)) continue;
       ct->mid.assign(nu.begin() + long(q) + 1, nu.end() - 1);
       return ct;
     }
@@ -1014,6 +1021,7 @@ class Builder {
     ChannelTile ct;
     ct.j = j;
     ct.i = i;
+    for (int d = 0; d < std::min(i, j); d++) ct.outer_vars.push_back(int(idx[size_t(d)]->value));
     ct.jvar = jid;
     ct.reduce = r;
     std::vector<Expr> sub = cand->idx;
@@ -1071,13 +1079,15 @@ class Builder {
     ct.unit = sj && *sj == 1;
     std::vector<int> ids;
     collect_vars(ct.packed_flat, ids);
-    ct.packable = true;
+    ct.packable = ct.outer_packable = true;
     for (int id : ids) {
       bool known = id == jid;
       for (auto& kv : ct.kvars) known |= id == int(kv->value);
       ct.packable &= known;
+      for (int o : ct.outer_vars) known |= id == o;
+      ct.outer_packable &= known;
     }
-    if (!ct.unit && !ct.packable) return false;
+    if (!ct.unit && !ct.outer_packable) return false;
     int64_t w_rows = k_.shape[size_t(ct.i)];
     ct.rows = std::min(w_rows, kChanMaxRows);
     for (int64_t r = kChanMaxRows; r >= 8 && w_rows > kChanMaxRows; r--)
@@ -1104,15 +1114,19 @@ class Builder {
   // Copies the packed leaf for the channels [lo, lo + whole tiles) into
   // panels: panel t holds [k][c] for channel lo + t*kChanCols + c. Returns
   // the malloc'ed buffer (freed at the function's end).
-  Value* emit_pack(const ChannelTile& ct, Value* lo, Value* hi) {
+  Value* emit_pack(const ChannelTile& ct, Value* lo, Value* hi, bool fill = true) {
     size_t b = k_.loads.at(ct.packed);
     llvm::Type* f32 = b_.getFloatTy();
     Value* n = b_.CreateMul(b_.CreateSDiv(b_.CreateSub(hi, lo), b_.getInt64(kChanCols)), b_.getInt64(kChanCols));
     const int64_t rem = partial_cols(ct, lo, hi);
     int64_t ncols = kChanCols;  // channels loaded into the panel being packed
     Value* bytes = b_.CreateMul(b_.CreateAdd(n, b_.getInt64(rem ? kChanCols : 0)), b_.getInt64(ct.ck * 4));
-    Value* raw = b_.CreateCall(libc_malloc(), {b_.CreateAdd(bytes, b_.getInt64(64))});
-    pack_buf_ = b_.CreateBitCast(raw, f32->getPointerTo());
+    Value* raw = nullptr;
+    if (!pack_buf_) {
+      raw = b_.CreateCall(libc_malloc(), {b_.CreateAdd(bytes, b_.getInt64(64))});
+      pack_buf_ = b_.CreateBitCast(raw, f32->getPointerTo());
+    }
+    if (!fill) return raw;
     // tile by tile, a panel's rows written in order: reads stream from
     // kChanCols rows of the weight at once, writes are sequential
     std::function<void(Value*)> pack_panel = [&](Value* t) {

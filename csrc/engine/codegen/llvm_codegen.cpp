@@ -960,6 +960,7 @@ class Builder {
     bool uses_i = false;      // b moves along the rows
     bool outer_packable = false;  // b depends on j, the reduce loops and dims before i and j
     bool pack_inner = false;  // packed per index of those dims (bmm's transposed b)
+    bool jstride1 = false;    // b moves by 1 along j (packed or not)
     std::vector<int> outer_vars;
   };
 
@@ -1076,7 +1077,7 @@ class Builder {
     w.walk(src, sub, valid);
     if (!ok || !ct.packed_flat || !uses_vars(ct.packed_flat, jid, jid + 1)) return false;
     auto sj = linear_coefficient(ct.packed_flat, jid);
-    ct.unit = sj && *sj == 1;
+    ct.unit = ct.jstride1 = sj && *sj == 1;
     std::vector<int> ids;
     collect_vars(ct.packed_flat, ids);
     ct.packable = ct.outer_packable = true;
@@ -1152,7 +1153,36 @@ class Builder {
       };
       ks(0);
     };
-    emit_loop(b_.getInt64(0), b_.CreateUDiv(n, b_.getInt64(kChanCols)), pack_panel);
+    if (ct.jstride1) {
+      // b's rows are contiguous along j: read them in order (reduce steps
+      // outside, panels inside: rows kChanCols apart in one panel would be
+      // N*4 bytes apart, a new page each), two vector copies per panel row
+      auto* vty = llvm::FixedVectorType::get(f32, unsigned(kLanes));
+      std::function<void(size_t)> ks = [&](size_t q) {
+        if (q == ct.kvars.size()) {
+          Value* at = b_.CreateMul(index(kflat(ct, ct.kvars)), b_.getInt64(kChanCols));
+          emit_loop(b_.getInt64(0), b_.CreateUDiv(n, b_.getInt64(kChanCols)), [&](Value* t) {
+            vars_[size_t(ct.jvar)] = b_.CreateAdd(lo, b_.CreateMul(t, b_.getInt64(kChanCols)));
+            Value* from = b_.CreateGEP(f32, buf_ptrs_[b], index(ct.packed_flat));
+            Value* to = b_.CreateGEP(f32, pack_buf_, b_.CreateAdd(b_.CreateMul(t, b_.getInt64(ct.ck * kChanCols)), at));
+            for (int64_t v = 0; v < kChanCols / kLanes; v++) {
+              auto vp = [&](Value* p) {
+                return b_.CreateBitCast(b_.CreateConstGEP1_64(f32, p, uint64_t(v * kLanes)), vty->getPointerTo());
+              };
+              b_.CreateAlignedStore(b_.CreateAlignedLoad(vty, vp(from), llvm::Align(4)), vp(to), llvm::Align(4));
+            }
+          }, /*scalar=*/true);
+          return;
+        }
+        emit_loop(b_.getInt64(0), b_.getInt64(ct.kext[q]), [&](Value* iv) {
+          vars_[size_t(ct.kvars[q]->value)] = iv;
+          ks(q + 1);
+        }, /*scalar=*/true);
+      };
+      ks(0);
+    } else {
+      emit_loop(b_.getInt64(0), b_.CreateUDiv(n, b_.getInt64(kChanCols)), pack_panel);
+    }
     if (rem) {  // the last channels, zero-padded to a whole panel
       ncols = rem;
       pack_panel(b_.CreateUDiv(n, b_.getInt64(kChanCols)));

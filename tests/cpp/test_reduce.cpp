@@ -367,6 +367,56 @@ TEST(Reduce, Matmul) {
   EXPECT_THROW(from(a, {2, 3}).matmul(from(b, {2, 3})), std::invalid_argument);
 }
 
+// a (m, k) @ b (k, n) with the output's last dim as the vector dim (rows:
+// the parallel dim's slice; b packed into zero-padded panels, or read in
+// place for bmm), odd sizes, operands stored transposed, a non-float32 dtype.
+TEST(Reduce, MatmulRowTiled) {
+  auto check = [](int64_t bt, int64_t m, int64_t k, int64_t n, bool ta, bool tb, DType dt) {
+    std::vector<float> x(size_t(bt * m * k)), y(size_t(bt * k * n));
+    for (size_t i = 0; i < x.size(); i++) x[i] = float(int(i * 7 % 13) - 6) * 0.25f;
+    for (size_t i = 0; i < y.size(); i++) y[i] = float(int(i * 5 % 11) - 5) * 0.5f;
+    // ta: a stored (k, m) and viewed transposed; tb: b stored (n, k)
+    auto operand = [&](const std::vector<float>& v, int64_t r, int64_t c, bool t) {
+      std::vector<float> s(v.size());
+      for (int64_t q = 0; q < bt; q++)
+        for (int64_t i = 0; i < r; i++)
+          for (int64_t j = 0; j < c; j++)
+            s[size_t(q * r * c + (t ? j * r + i : i * c + j))] = v[size_t(q * r * c + i * c + j)];
+      Tensor o = from(s, t ? Shape{bt, c, r} : Shape{bt, r, c});
+      if (t) o = o.permute({0, 2, 1});
+      if (bt == 1) o = o.reshape({r, c});
+      return dt == DType::Float32 ? o : o.cast(dt);
+    };
+    Tensor r = operand(x, m, k, ta).matmul(operand(y, k, n, tb));
+    if (dt == DType::Float32 && m >= 28 && n >= 8 && k >= 32) {
+      Schedule sched = create_schedule({r.node()});
+      ASSERT_EQ(sched.kernels.size(), 1u);
+      EXPECT_NE(llvm_ir(sched.kernels[0]).find("llvm.fmuladd.v16f32"), std::string::npos)
+          << "tiling not used: " << bt << "x" << m << "x" << k << "x" << n << " ta " << ta << " tb " << tb;
+    }
+    std::vector<double> got = to_doubles(r);
+    for (int64_t q = 0; q < bt; q++)
+      for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+          double acc = 0;
+          for (int64_t p = 0; p < k; p++) acc += double(x[size_t((q * m + i) * k + p)]) * y[size_t((q * k + p) * n + j)];
+          ASSERT_NEAR(got[size_t((q * m + i) * n + j)], acc, 1e-3)
+              << bt << "x" << m << "x" << k << "x" << n << " ta " << ta << " tb " << tb << " " << dtype_name(dt);
+        }
+  };
+  const int64_t sizes[] = {1, 7, 33, 129};
+  for (int64_t m : sizes)
+    for (int64_t k : sizes)
+      for (int64_t n : sizes) check(1, m, k, n, false, false, DType::Float32);
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      check(1, 129, 33, 129, ta, tb, DType::Float32);
+      check(1, 64, 40, 10, ta, tb, DType::Float32);  // one partial tile
+      check(3, 33, 65, 48, ta, tb, DType::Float32);   // bmm: b in place unless transposed
+      check(1, 33, 33, 40, ta, tb, DType::Float64);
+    }
+}
+
 // out[n, o, h, w] = relu(sum_k x[n, k, h, w] * wt[o, k] + 1): the output
 // channels o are a column dim the code generator tiles with the weight packed
 // into panels (output-channel tiling); leftover channels and rows, an

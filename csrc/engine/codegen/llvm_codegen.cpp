@@ -150,9 +150,10 @@ class Builder {
     std::optional<ChannelTile> ct;
     if (par >= 0 && !k_.serial) ct = plan_channel_tile(idx, par);
     Value* pack_buf = nullptr;
-    if (ct && !ct->unit) {
+    if (ct && !ct->unit) {  // panels packed once per call (or per outer index: pack_inner)
       bool at_par = ct->j == par;
-      pack_buf = emit_pack(*ct, at_par ? begin : b_.getInt64(0), at_par ? end : b_.getInt64(shape[size_t(ct->j)]));
+      pack_buf = emit_pack(*ct, at_par ? begin : b_.getInt64(0), at_par ? end : b_.getInt64(shape[size_t(ct->j)]),
+                           !ct->pack_inner);
     }
     std::function<void(size_t)> nest = [&](size_t d) {
       if (d == shape.size()) {
@@ -167,8 +168,10 @@ class Builder {
       Value* lo = int(d) == par ? begin : b_.getInt64(0);
       Value* hi = int(d) == par ? end : b_.getInt64(shape[d]);
       if (ct && int(d) == std::min(ct->i, ct->j)) {
-        bool at_j = int(d) == ct->j;  // else the rows come first: j is not the parallel dim
-        tiled_channels(idx, *ct, at_j ? lo : b_.getInt64(0), at_j ? hi : b_.getInt64(shape[size_t(ct->j)]));
+        bool at_j = int(d) == ct->j;  // else the rows come first (and may be the parallel dim)
+        if (ct->pack_inner) emit_pack(*ct, b_.getInt64(0), b_.getInt64(shape[size_t(ct->j)]));
+        tiled_channels(idx, *ct, at_j ? lo : b_.getInt64(0), at_j ? hi : b_.getInt64(shape[size_t(ct->j)]),
+                       at_j ? b_.getInt64(0) : lo, at_j ? b_.getInt64(shape[size_t(ct->i)]) : hi);
         return;
       }
       if (d == tile_outer) {
@@ -953,6 +956,12 @@ class Builder {
     int64_t ck = 1, rows = 1;
     const Node* b = nullptr;  // the product's other operand (views of `packed`)
     bool unit = false;        // b moves by 1 along j already: read in place, no panels
+    bool packable = false;    // b depends on j and the reduce loops only
+    bool uses_i = false;      // b moves along the rows
+    bool outer_packable = false;  // b depends on j, the reduce loops and dims before i and j
+    bool pack_inner = false;  // packed per index of those dims (bmm's transposed b)
+    bool jstride1 = false;    // b moves by 1 along j (packed or not)
+    std::vector<int> outer_vars;
   };
 
   std::optional<ChannelTile> plan_channel_tile(const std::vector<Expr>& idx, int par) {
@@ -969,10 +978,29 @@ class Builder {
       auto ct = check_channel_tile(idx, j_last, i_prev);
       if (ct && ct->unit) return ct;
     }
+    // A matmul-like reduce (one reduce axis, b not moving along the rows: a
+    // @ b, a @ w.t(), bmm) takes the last dim as the channels, so the output
+    // is stored by rows. b is packed when it can be (a strided weight; also
+    // a unit-stride one: panel rows N*4 bytes apart alias in L1 for N = 1024).
+    // Fewer channels than a tile (a classifier's 10) take one partial tile
+    // from a packed b, where there are rows enough (a full block per thread)
+    // to repay the packing.
+    const bool wide = shape[size_t(j_last)] >= kChanCols;
+    if (shape[size_t(j_last)] >= kMinRowsLastDim &&
+        shape[size_t(i_prev)] >= (wide ? kMinRowsLastDim : 2 * kChanMaxRows)) {
+      auto ct = check_channel_tile(idx, j_last, i_prev);
+      // b read in place (unit-stride, moving with a batch dim) needs whole tiles
+      if (ct && ct->kvars.size() == 1 && !ct->uses_i && (ct->packable || !ct->unit || wide)) {
+        ct->pack_inner = !ct->unit && !ct->packable;
+        if (ct->packable) ct->unit = false;
+        ct->rows = kChanMaxRows;
+        return ct;
+      }
+    }
     for (size_t q = nu.size() - 1; q-- > 0;) {
       if (shape[size_t(nu[q])] < kChanCols) continue;
       auto ct = check_channel_tile(idx, nu[q], nu.back());
-      if (!ct) continue;
+      if (!ct || (!ct->unit && !ct->packable)) continue;
       ct->mid.assign(nu.begin() + long(q) + 1, nu.end() - 1);
       return ct;
     }
@@ -994,6 +1022,7 @@ class Builder {
     ChannelTile ct;
     ct.j = j;
     ct.i = i;
+    for (int d = 0; d < std::min(i, j); d++) ct.outer_vars.push_back(int(idx[size_t(d)]->value));
     ct.jvar = jid;
     ct.reduce = r;
     std::vector<Expr> sub = cand->idx;
@@ -1008,7 +1037,11 @@ class Builder {
     ct.kstrides.assign(ct.kvars.size(), 1);
     for (size_t q = ct.kvars.size() - 1; q-- > 0;) ct.kstrides[q] = ct.kstrides[q + 1] * ct.kext[q + 1];
     for (int side = 0; side < 2; side++) {
-      if (check_packed_side(ct, src, side, sub, cand->valid)) return ct;
+      if (check_packed_side(ct, src, side, sub, cand->valid)) {
+        int ivar = int(idx[size_t(i)]->value);
+        ct.uses_i = uses_vars(ct.packed_flat, ivar, ivar + 1);
+        return ct;
+      }
       ct.packed_flat = nullptr;
     }
     return std::nullopt;
@@ -1044,16 +1077,18 @@ class Builder {
     w.walk(src, sub, valid);
     if (!ok || !ct.packed_flat || !uses_vars(ct.packed_flat, jid, jid + 1)) return false;
     auto sj = linear_coefficient(ct.packed_flat, jid);
-    ct.unit = sj && *sj == 1;
-    if (!ct.unit) {  // packed: it may depend on j and the reduce loops only
-      std::vector<int> ids;
-      collect_vars(ct.packed_flat, ids);
-      for (int id : ids) {
-        bool known = id == jid;
-        for (auto& kv : ct.kvars) known |= id == int(kv->value);
-        if (!known) return false;
-      }
+    ct.unit = ct.jstride1 = sj && *sj == 1;
+    std::vector<int> ids;
+    collect_vars(ct.packed_flat, ids);
+    ct.packable = ct.outer_packable = true;
+    for (int id : ids) {
+      bool known = id == jid;
+      for (auto& kv : ct.kvars) known |= id == int(kv->value);
+      ct.packable &= known;
+      for (int o : ct.outer_vars) known |= id == o;
+      ct.outer_packable &= known;
     }
+    if (!ct.unit && !ct.outer_packable) return false;
     int64_t w_rows = k_.shape[size_t(ct.i)];
     ct.rows = std::min(w_rows, kChanMaxRows);
     for (int64_t r = kChanMaxRows; r >= 8 && w_rows > kChanMaxRows; r--)
@@ -1080,16 +1115,22 @@ class Builder {
   // Copies the packed leaf for the channels [lo, lo + whole tiles) into
   // panels: panel t holds [k][c] for channel lo + t*kChanCols + c. Returns
   // the malloc'ed buffer (freed at the function's end).
-  Value* emit_pack(const ChannelTile& ct, Value* lo, Value* hi) {
+  Value* emit_pack(const ChannelTile& ct, Value* lo, Value* hi, bool fill = true) {
     size_t b = k_.loads.at(ct.packed);
     llvm::Type* f32 = b_.getFloatTy();
     Value* n = b_.CreateMul(b_.CreateSDiv(b_.CreateSub(hi, lo), b_.getInt64(kChanCols)), b_.getInt64(kChanCols));
-    Value* bytes = b_.CreateMul(n, b_.getInt64(ct.ck * 4));
-    Value* raw = b_.CreateCall(libc_malloc(), {b_.CreateAdd(bytes, b_.getInt64(64))});
-    pack_buf_ = b_.CreateBitCast(raw, f32->getPointerTo());
+    const int64_t rem = partial_cols(ct, lo, hi);
+    int64_t ncols = kChanCols;  // channels loaded into the panel being packed
+    Value* bytes = b_.CreateMul(b_.CreateAdd(n, b_.getInt64(rem ? kChanCols : 0)), b_.getInt64(ct.ck * 4));
+    Value* raw = nullptr;
+    if (!pack_buf_) {
+      raw = b_.CreateCall(libc_malloc(), {b_.CreateAdd(bytes, b_.getInt64(64))});
+      pack_buf_ = b_.CreateBitCast(raw, f32->getPointerTo());
+    }
+    if (!fill) return raw;
     // tile by tile, a panel's rows written in order: reads stream from
     // kChanCols rows of the weight at once, writes are sequential
-    emit_loop(b_.getInt64(0), b_.CreateUDiv(n, b_.getInt64(kChanCols)), [&](Value* t) {
+    std::function<void(Value*)> pack_panel = [&](Value* t) {
       Value* j0 = b_.CreateAdd(lo, b_.CreateMul(t, b_.getInt64(kChanCols)));
       Value* panel = b_.CreateGEP(f32, pack_buf_, b_.CreateMul(t, b_.getInt64(ct.ck * kChanCols)));
       std::function<void(size_t)> ks = [&](size_t q) {
@@ -1098,7 +1139,8 @@ class Builder {
           for (int64_t c = 0; c < kChanCols; c++) {
             memo_.emplace_back();  // the index differs per channel
             vars_[size_t(ct.jvar)] = b_.CreateAdd(j0, b_.getInt64(c));
-            Value* v = b_.CreateLoad(f32, b_.CreateGEP(f32, buf_ptrs_[b], index(ct.packed_flat)));
+            Value* v = c < ncols ? (Value*)b_.CreateLoad(f32, b_.CreateGEP(f32, buf_ptrs_[b], index(ct.packed_flat)))
+                                 : (Value*)llvm::ConstantFP::get(f32, 0.0);
             b_.CreateStore(v, b_.CreateGEP(f32, panel, b_.CreateAdd(at, b_.getInt64(c))));
             memo_.pop_back();
           }
@@ -1110,13 +1152,57 @@ class Builder {
         }, /*scalar=*/true);
       };
       ks(0);
-    });
+    };
+    if (ct.jstride1) {
+      // b's rows are contiguous along j: read them in order (reduce steps
+      // outside, panels inside: rows kChanCols apart in one panel would be
+      // N*4 bytes apart, a new page each), two vector copies per panel row
+      auto* vty = llvm::FixedVectorType::get(f32, unsigned(kLanes));
+      std::function<void(size_t)> ks = [&](size_t q) {
+        if (q == ct.kvars.size()) {
+          Value* at = b_.CreateMul(index(kflat(ct, ct.kvars)), b_.getInt64(kChanCols));
+          emit_loop(b_.getInt64(0), b_.CreateUDiv(n, b_.getInt64(kChanCols)), [&](Value* t) {
+            vars_[size_t(ct.jvar)] = b_.CreateAdd(lo, b_.CreateMul(t, b_.getInt64(kChanCols)));
+            Value* from = b_.CreateGEP(f32, buf_ptrs_[b], index(ct.packed_flat));
+            Value* to = b_.CreateGEP(f32, pack_buf_, b_.CreateAdd(b_.CreateMul(t, b_.getInt64(ct.ck * kChanCols)), at));
+            for (int64_t v = 0; v < kChanCols / kLanes; v++) {
+              auto vp = [&](Value* p) {
+                return b_.CreateBitCast(b_.CreateConstGEP1_64(f32, p, uint64_t(v * kLanes)), vty->getPointerTo());
+              };
+              b_.CreateAlignedStore(b_.CreateAlignedLoad(vty, vp(from), llvm::Align(4)), vp(to), llvm::Align(4));
+            }
+          }, /*scalar=*/true);
+          return;
+        }
+        emit_loop(b_.getInt64(0), b_.getInt64(ct.kext[q]), [&](Value* iv) {
+          vars_[size_t(ct.kvars[q]->value)] = iv;
+          ks(q + 1);
+        }, /*scalar=*/true);
+      };
+      ks(0);
+    } else {
+      emit_loop(b_.getInt64(0), b_.CreateUDiv(n, b_.getInt64(kChanCols)), pack_panel);
+    }
+    if (rem) {  // the last channels, zero-padded to a whole panel
+      ncols = rem;
+      pack_panel(b_.CreateUDiv(n, b_.getInt64(kChanCols)));
+    }
     return raw;
+  }
+
+  // Channels left after the whole tiles that get a zero-padded partial panel
+  // (and tile): where the packed range of j is known statically.
+  static int64_t partial_cols(const ChannelTile& ct, Value* lo, Value* hi) {
+    auto* l = llvm::dyn_cast<llvm::ConstantInt>(lo);
+    auto* h = llvm::dyn_cast<llvm::ConstantInt>(hi);
+    if (ct.unit || !l || !h) return 0;
+    return (h->getSExtValue() - l->getSExtValue()) % kChanCols;
   }
 
   // Column tiles of dim j, per tile a loop over the mid dims and row tiles of
   // the last dim; leftover channels one output at a time.
-  void tiled_channels(const std::vector<Expr>& idx, const ChannelTile& ct, Value* lo_j, Value* hi_j) {
+  void tiled_channels(const std::vector<Expr>& idx, const ChannelTile& ct, Value* lo_j, Value* hi_j, Value* lo_i,
+                      Value* hi_i) {
     const int64_t T = kChanCols, R = ct.rows, W = k_.shape[size_t(ct.i)];
     auto loops = [&](const std::vector<int>& dims, const std::function<void()>& body) {
       std::function<void(size_t)> go = [&](size_t q) {
@@ -1129,22 +1215,47 @@ class Builder {
       go(0);
     };
     Value* ntj = b_.CreateSDiv(b_.CreateSub(hi_j, lo_j), b_.getInt64(T));
-    emit_loop(b_.getInt64(0), ntj, [&](Value* jt) {
+    int64_t ncols = T;
+    std::function<void(Value*)> tile = [&](Value* jt) {
       Value* j0 = b_.CreateAdd(lo_j, b_.CreateMul(jt, b_.getInt64(T)));
       Value* panel = ct.unit ? nullptr : b_.CreateGEP(b_.getFloatTy(), pack_buf_, b_.CreateMul(jt, b_.getInt64(ct.ck * T)));
       loops(ct.mid, [&]() {
-        emit_loop(b_.getInt64(0), b_.getInt64(W / R), [&](Value* it) {
-          channel_block(ct, idx, b_.CreateMul(it, b_.getInt64(R)), R, j0, panel);
-        }, /*scalar=*/true);
-        if (W % R) channel_block(ct, idx, b_.getInt64(W / R * R), W % R, j0, panel);
+        if (llvm::isa<llvm::Constant>(lo_i) && llvm::isa<llvm::Constant>(hi_i)) {  // all W rows
+          emit_loop(b_.getInt64(0), b_.getInt64(W / R), [&](Value* it) {
+            channel_block(ct, idx, b_.CreateMul(it, b_.getInt64(R)), R, j0, panel, ncols);
+          }, /*scalar=*/true);
+          if (W % R) channel_block(ct, idx, b_.getInt64(W / R * R), W % R, j0, panel, ncols);
+          return;
+        }
+        // the rows are this thread's slice: blocks of R, then 4, then 1
+        Value* i0 = lo_i;
+        for (int64_t rb : {R, int64_t(4), int64_t(1)}) {
+          if (rb > R) continue;
+          Value* n = b_.CreateSDiv(b_.CreateSub(hi_i, i0), b_.getInt64(rb));
+          Value* base = i0;
+          emit_loop(b_.getInt64(0), n, [&](Value* it) {
+            channel_block(ct, idx, b_.CreateAdd(base, b_.CreateMul(it, b_.getInt64(rb))), rb, j0, panel, ncols);
+          }, /*scalar=*/true);
+          i0 = b_.CreateAdd(base, b_.CreateMul(n, b_.getInt64(rb)));
+          if (rb == 1) break;
+        }
       });
-    }, /*scalar=*/true);
+    };
+    emit_loop(b_.getInt64(0), ntj, tile, /*scalar=*/true);
     Value* rest_j = b_.CreateAdd(lo_j, b_.CreateMul(ntj, b_.getInt64(T)));
+    if (int64_t rem = partial_cols(ct, lo_j, hi_j)) {  // a zero-padded panel of the last channels
+      ncols = rem;
+      tile(ntj);
+      rest_j = hi_j;
+    }
     emit_loop(rest_j, hi_j, [&](Value* j) {
       vars_[size_t(idx[size_t(ct.j)]->value)] = j;
-      std::vector<int> inner = ct.mid;
-      inner.push_back(ct.i);
-      loops(inner, [&]() { emit_stores(idx); });
+      loops(ct.mid, [&]() {
+        emit_loop(lo_i, hi_i, [&](Value* i) {
+          vars_[size_t(idx[size_t(ct.i)]->value)] = i;
+          emit_stores(idx);
+        });
+      });
     });
   }
 
@@ -1159,7 +1270,10 @@ class Builder {
 
   // One tile: rows [i0, i0 + nrows) x channels [j0, j0 + kChanCols).
   void channel_block(const ChannelTile& ct, const std::vector<Expr>& idx, Value* i0, int64_t nrows, Value* j0,
-                     Value* panel) {
+                     Value* panel, int64_t ncols = kChanCols) {
+    // a partial tile (ncols < kChanCols: the last channels, from a
+    // zero-padded panel) computes the vectors it needs, stores its channels
+    const int64_t nvecs = (ncols + kLanes - 1) / kLanes;
     const Node* r = ct.reduce;
     const Node* src = r->src[0].get();
     auto* vty = llvm::FixedVectorType::get(b_.getFloatTy(), unsigned(kLanes));
@@ -1167,7 +1281,7 @@ class Builder {
     std::vector<TileCandidate> ctx;  // per (row, column)
     for (int64_t q = 0; q < nrows; q++) {
       Expr row = new_var(b_.CreateAdd(i0, b_.getInt64(q)), k_.shape[size_t(ct.i)]);
-      for (int64_t c = 0; c < kChanCols; c++) {
+      for (int64_t c = 0; c < ncols; c++) {
         std::vector<Expr> o = idx;
         o[size_t(ct.i)] = row;
         o[size_t(ct.j)] = new_var(b_.CreateAdd(j0, b_.getInt64(c)), k_.shape[size_t(ct.j)]);
@@ -1178,7 +1292,7 @@ class Builder {
       }
     }
     llvm::IRBuilder<> eb(entry_, entry_->begin());
-    std::vector<llvm::AllocaInst*> acc(size_t(nrows * kChanVecs));
+    std::vector<llvm::AllocaInst*> acc(size_t(nrows * nvecs));
     for (auto& a : acc) {
       a = eb.CreateAlloca(vty);
       b_.CreateStore(llvm::ConstantFP::get(vty, 0.0), a);
@@ -1198,25 +1312,25 @@ class Builder {
         std::vector<Value*> wv;
         if (!ct.unit) {
           Value* at = b_.CreateMul(index(kflat(ct, kv)), b_.getInt64(kChanCols));
-          for (int64_t v = 0; v < kChanVecs; v++) wv.push_back(vload(panel, b_.CreateAdd(at, b_.getInt64(v * kLanes))));
+          for (int64_t v = 0; v < nvecs; v++) wv.push_back(vload(panel, b_.CreateAdd(at, b_.getInt64(v * kLanes))));
         }
         for (int64_t row = 0; row < nrows; row++) {
           if (ct.unit) {  // b in place: 16 channels from each vector's first column
             wv.clear();
-            for (int64_t v = 0; v < kChanVecs; v++) {
-              const TileCandidate& cv = ctx[size_t(row * kChanCols + v * kLanes)];
+            for (int64_t v = 0; v < nvecs; v++) {
+              const TileCandidate& cv = ctx[size_t(row * ncols + v * kLanes)];
               std::vector<Expr> sub = cv.idx;
               for (size_t k = 0; k < axes.size(); k++) sub[size_t(axes[k])] = kv[k];
               wv.push_back(vload(buf_ptrs_[k_.loads.at(ct.packed)], index(leaf_flat(ct.b, sub))));
             }
           }
           // a does not move along the channels: column 0's context serves the row
-          const TileCandidate& c0 = ctx[size_t(row * kChanCols)];
+          const TileCandidate& c0 = ctx[size_t(row * ncols)];
           std::vector<Expr> sub = c0.idx;
           for (size_t k = 0; k < axes.size(); k++) sub[size_t(axes[k])] = kv[k];
           Value* av = b_.CreateVectorSplat(unsigned(kLanes), eval(ct.a, sub, c0.valid));
-          for (int64_t v = 0; v < kChanVecs; v++) {
-            auto* a = acc[size_t(row * kChanVecs + v)];
+          for (int64_t v = 0; v < nvecs; v++) {
+            auto* a = acc[size_t(row * nvecs + v)];
             b_.CreateStore(b_.CreateCall(fma, {av, wv[size_t(v)], b_.CreateLoad(vty, a)}), a);
           }
         }
@@ -1229,10 +1343,10 @@ class Builder {
     };
     nest(0);
     for (int64_t row = 0; row < nrows; row++)
-      for (int64_t v = 0; v < kChanVecs; v++) {
-        Value* vec = b_.CreateLoad(vty, acc[size_t(row * kChanVecs + v)]);
-        for (int64_t l = 0; l < kLanes; l++) {
-          const TileCandidate& c = ctx[size_t(row * kChanCols + v * kLanes + l)];
+      for (int64_t v = 0; v < nvecs; v++) {
+        Value* vec = b_.CreateLoad(vty, acc[size_t(row * nvecs + v)]);
+        for (int64_t l = 0; l < kLanes && v * kLanes + l < ncols; l++) {
+          const TileCandidate& c = ctx[size_t(row * ncols + v * kLanes + l)];
           remember(context_key(r, c.idx, c.valid), b_.CreateExtractElement(vec, uint64_t(l)));
         }
       }

@@ -1,5 +1,6 @@
 // A fixed pool of worker threads that runs one parallel-for at a time.
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -25,8 +26,9 @@ class ThreadPool {
   std::condition_variable cv_, done_cv_;
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
   std::vector<std::pair<int64_t, int64_t>> slices_;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
+  // atomic so that waiters can spin on them briefly before sleeping; written under mu_
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
   bool stop_ = false;
 };
 

@@ -5,22 +5,12 @@ TINY_THREADS=1 torch runs on one thread too. Printed figures only; nothing here 
 """
 import os
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
 
 import torch_tiny  # noqa: F401
-
-
-def best(fn, reps=5):
-    fn()  # warm up (compiles on first use)
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+from bench_kernels import best_of as best  # the same timing in every benchmark
 
 
 CASES = [

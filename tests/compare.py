@@ -114,3 +114,14 @@ def require_tiny_kernels(*ops):
     missing = [op for op in ops if not torch._C._dispatch_has_kernel_for_dispatch_key(op, "PrivateUse1")]
     if missing:
         pytest.skip("needs tiny kernels for " + ", ".join(missing))
+
+
+def kernels_of(fn, *args):
+    """Kernels tiny runs for ``fn`` on device copies of ``args`` (copies made first)."""
+    from torch_tiny.debug import count_kernels
+
+    dargs = [to_dev(a) for a in args]
+    torch.tiny.synchronize()
+    with count_kernels() as c:
+        out = fn(*dargs)  # noqa: F841 - results must stay alive to be computed
+    return c.kernels

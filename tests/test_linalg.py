@@ -10,7 +10,7 @@ in self, out= and in-place forms, and the CPU's error messages for bad shapes / 
 import pytest
 import torch
 
-from compare import check, check_grad, gradcheck, require_tiny_kernels
+from compare import check, check_grad, gradcheck, kernels_of, require_tiny_kernels
 from conftest import FLOAT_DTYPES, IS_TINY, to_dev
 
 MM_DTYPES = FLOAT_DTYPES + [torch.int64, torch.int32, torch.uint8, torch.int8]
@@ -424,23 +424,13 @@ def test_gradcheck_float64(name, fn, shapes, needs):
 # ---------------------------------------------------------------- kernel counts
 
 
-def _count(fn, *args):
-    from torch_tiny.debug import count_kernels
-
-    dargs = [to_dev(a) for a in args]
-    torch.tiny.synchronize()
-    with count_kernels() as c:
-        out = fn(*dargs)  # noqa: F841 - results must stay alive to be computed
-    return c.kernels
-
-
 @pytest.mark.skipif(not IS_TINY, reason="kernel counts are tiny-specific")
 def test_kernel_counts():
     a, b, c = make((32, 16)), make((16, 8), seed=1), make((8,), seed=2)
-    assert _count(lambda a, b: a @ b, a, b) == 1
-    assert _count(lambda a, b, c: a @ b + c, a, b, c) == 1  # the bias fuses into the product
-    assert _count(lambda c, a, b: torch.addmm(c, a, b), c, a, b) == 1
-    assert _count(lambda a, b: torch.matmul(a.expand(3, 32, 16), b), a, b) == 1
-    assert _count(lambda a, b: torch.einsum("ij,jk->ik", a, b), a, b) == 1
-    assert _count(lambda a, b, c: (a @ b + c).relu(), a, b, c) == 1
-    assert _count(lambda c, a, b: torch._addmm_activation(c, a, b), c, a, b) == 1
+    assert kernels_of(lambda a, b: a @ b, a, b) == 1
+    assert kernels_of(lambda a, b, c: a @ b + c, a, b, c) == 1  # the bias fuses into the product
+    assert kernels_of(lambda c, a, b: torch.addmm(c, a, b), c, a, b) == 1
+    assert kernels_of(lambda a, b: torch.matmul(a.expand(3, 32, 16), b), a, b) == 1
+    assert kernels_of(lambda a, b: torch.einsum("ij,jk->ik", a, b), a, b) == 1
+    assert kernels_of(lambda a, b, c: (a @ b + c).relu(), a, b, c) == 1
+    assert kernels_of(lambda c, a, b: torch._addmm_activation(c, a, b), c, a, b) == 1

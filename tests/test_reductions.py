@@ -14,7 +14,7 @@ import warnings
 import pytest
 import torch
 
-from compare import check, check_grad, gradcheck, require_tiny_kernels
+from compare import check, check_grad, gradcheck, kernels_of, require_tiny_kernels
 from conftest import ALL_DTYPES, FLOAT_DTYPES, INT_DTYPES, IS_TINY, to_dev
 
 NUMERIC_DTYPES = [d for d in ALL_DTYPES if d != torch.bool]
@@ -609,34 +609,24 @@ def test_gradcheck_float64(name, fn, needs):
 # ---------------------------------------------------------------- kernel counts
 
 
-def _count(fn, *args):
-    from torch_tiny.debug import count_kernels
-
-    dargs = [to_dev(a) for a in args]
-    torch.tiny.synchronize()
-    with count_kernels() as c:
-        out = fn(*dargs)  # noqa: F841 - results must stay alive to be computed
-    return c.kernels
-
-
 @pytest.mark.skipif(not IS_TINY, reason="kernel counts are tiny-specific")
 def test_kernel_counts():
     x = make((64, 32), torch.float32)
-    assert _count(lambda x: x.sum(0), x) == 1
-    assert _count(lambda x: x.sum(), x) == 1
-    assert _count(lambda x: (x * 2 + 1).sum(1), x) == 1
-    assert _count(lambda x: x.aminmax(dim=0), x) == 1  # both reduces share one kernel
+    assert kernels_of(lambda x: x.sum(0), x) == 1
+    assert kernels_of(lambda x: x.sum(), x) == 1
+    assert kernels_of(lambda x: (x * 2 + 1).sum(1), x) == 1
+    assert kernels_of(lambda x: x.aminmax(dim=0), x) == 1  # both reduces share one kernel
     # the extreme is hoisted out of the first-index reduce, and max.dim's two
     # outputs share one kernel
-    assert _count(lambda x: x.argmax(), x) == 1
-    assert _count(lambda x: x.argmin(1), x) == 1
-    assert _count(lambda x: x.max(1), x) == 1
+    assert kernels_of(lambda x: x.argmax(), x) == 1
+    assert kernels_of(lambda x: x.argmin(1), x) == 1
+    assert kernels_of(lambda x: x.max(1), x) == 1
     # var: the mean is hoisted into the squared-deviation reduce; var_mean's mean
     # output comes from the same kernel (the goal)
-    assert _count(lambda x: x.var(0), x) == 1
-    assert _count(lambda x: torch.var_mean(x, 0), x) == 1
-    assert _count(lambda x: torch.std_mean(x, 1), x) == 1
-    assert _count(lambda x: x.logsumexp(1), x) == 1
+    assert kernels_of(lambda x: x.var(0), x) == 1
+    assert kernels_of(lambda x: torch.var_mean(x, 0), x) == 1
+    assert kernels_of(lambda x: torch.std_mean(x, 1), x) == 1
+    assert kernels_of(lambda x: x.logsumexp(1), x) == 1
 
 
 @pytest.mark.skipif(not IS_TINY, reason="lazy evaluation is tiny-specific")

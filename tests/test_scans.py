@@ -9,7 +9,7 @@ contiguous, permuted, strided and expanded views, for every dtype the CPU suppor
 import pytest
 import torch
 
-from compare import check, check_grad, gradcheck, require_tiny_kernels
+from compare import check, check_grad, gradcheck, kernels_of, require_tiny_kernels
 from conftest import ALL_DTYPES, FLOAT_DTYPES, IS_TINY, to_dev
 
 LENGTHS = [1, 2, 7, 32, 33, 64, 65, 257, 1000, 2049]
@@ -256,26 +256,16 @@ def test_gradcheck_float64(name, fn, needs):
 # ---------------------------------------------------------------- kernel counts
 
 
-def _count(fn, *args):
-    from torch_tiny.debug import count_kernels
-
-    dargs = [to_dev(a) for a in args]
-    torch.tiny.synchronize()
-    with count_kernels() as c:
-        out = fn(*dargs)  # noqa: F841 - results must stay alive to be computed
-    return c.kernels
-
-
 @pytest.mark.skipif(not IS_TINY, reason="kernel counts are tiny-specific")
 def test_kernel_counts():
     small = make((8, 30), torch.float32)
-    assert _count(lambda x: x.cumsum(1), small) == 1  # one masked triangular reduce
-    assert _count(lambda x: (x.cumsum(1) * 2).exp(), small) == 1  # fused with its consumer
-    assert _count(lambda x: x.cumsum(1), make((8, 32), torch.float32)) == 1  # still direct
+    assert kernels_of(lambda x: x.cumsum(1), small) == 1  # one masked triangular reduce
+    assert kernels_of(lambda x: (x.cumsum(1) * 2).exp(), small) == 1  # fused with its consumer
+    assert kernels_of(lambda x: x.cumsum(1), make((8, 32), torch.float32)) == 1  # still direct
     # blocked: block totals (125), their totals (8) and the direct scan of those,
     # then the combine of each level (the scheduler merges some of these; the
     # block totals read inside the next level's reduce get kernels of their own)
-    assert _count(lambda x: x.cumsum(1), make((8, 2000), torch.float32)) == 5
-    assert _count(lambda x: x.cumsum(0), make((40000,), torch.float32)) == 7
+    assert kernels_of(lambda x: x.cumsum(1), make((8, 2000), torch.float32)) == 5
+    assert kernels_of(lambda x: x.cumsum(0), make((40000,), torch.float32)) == 7
     # values, then the scan of hit positions (it reads the stored values across the row)
-    assert _count(lambda x: x.cummax(1), small) == 2  # the values are stored, the index scan reads them
+    assert kernels_of(lambda x: x.cummax(1), small) == 2  # the values are stored, the index scan reads them

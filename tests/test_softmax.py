@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from compare import check, check_grad, gradcheck
+from compare import check, check_grad, gradcheck, kernels_of
 from conftest import FLOAT_DTYPES, INT_DTYPES, IS_TINY, assert_same, to_dev
 
 
@@ -174,24 +174,14 @@ def test_gradcheck_float64(fn):
 # ---------------------------------------------------------------- kernel counts
 
 
-def _count(fn, *args):
-    from torch_tiny.debug import count_kernels
-
-    dargs = [to_dev(a) for a in args]
-    torch.tiny.synchronize()
-    with count_kernels() as c:
-        out = fn(*dargs)  # noqa: F841 - results must stay alive to be computed
-    return c.kernels
-
-
 @pytest.mark.skipif(not IS_TINY, reason="kernel counts are tiny-specific")
 def test_kernel_counts():
     x = make((64, 128), torch.float32)
     # goal <= 2: the max and the exp-sum are hoisted out of the row loop, one kernel
-    assert _count(lambda x: torch.softmax(x, -1), x) == 1
-    assert _count(lambda x: torch.log_softmax(x, -1), x) == 1
+    assert kernels_of(lambda x: torch.softmax(x, -1), x) == 1
+    assert kernels_of(lambda x: torch.log_softmax(x, -1), x) == 1
     # over the outer dim: the max is realized, the exp-sum fuses with the output
-    assert _count(lambda x: torch.softmax(x, 0), x) == 2
+    assert kernels_of(lambda x: torch.softmax(x, 0), x) == 2
     g, y = make((64, 128), torch.float32, seed=1), torch.softmax(x, -1)
-    assert _count(lambda g, y: torch._softmax_backward_data(g, y, -1, torch.float32), g, y) == 1
-    assert _count(lambda g, y: torch._log_softmax_backward_data(g, y, -1, torch.float32), g, y) == 1
+    assert kernels_of(lambda g, y: torch._softmax_backward_data(g, y, -1, torch.float32), g, y) == 1
+    assert kernels_of(lambda g, y: torch._log_softmax_backward_data(g, y, -1, torch.float32), g, y) == 1

@@ -1115,6 +1115,16 @@ class Builder {
   // Copies the packed leaf for the channels [lo, lo + whole tiles) into
   // panels: panel t holds [k][c] for channel lo + t*kChanCols + c. Returns
   // the malloc'ed buffer (freed at the function's end).
+  // Runs `body` inside scalar loops over the tile's reduce variables (their
+  // values bound in vars_), outermost first.
+  void each_reduce_step(const ChannelTile& ct, const std::function<void()>& body, size_t q = 0) {
+    if (q == ct.kvars.size()) return body();
+    emit_loop(b_.getInt64(0), b_.getInt64(ct.kext[q]), [&](Value* iv) {
+      vars_[size_t(ct.kvars[q]->value)] = iv;
+      each_reduce_step(ct, body, q + 1);
+    }, /*scalar=*/true);
+  }
+
   Value* emit_pack(const ChannelTile& ct, Value* lo, Value* hi, bool fill = true) {
     size_t b = k_.loads.at(ct.packed);
     llvm::Type* f32 = b_.getFloatTy();
@@ -1133,53 +1143,37 @@ class Builder {
     std::function<void(Value*)> pack_panel = [&](Value* t) {
       Value* j0 = b_.CreateAdd(lo, b_.CreateMul(t, b_.getInt64(kChanCols)));
       Value* panel = b_.CreateGEP(f32, pack_buf_, b_.CreateMul(t, b_.getInt64(ct.ck * kChanCols)));
-      std::function<void(size_t)> ks = [&](size_t q) {
-        if (q == ct.kvars.size()) {
-          Value* at = b_.CreateMul(index(kflat(ct, ct.kvars)), b_.getInt64(kChanCols));
-          for (int64_t c = 0; c < kChanCols; c++) {
-            memo_.emplace_back();  // the index differs per channel
-            vars_[size_t(ct.jvar)] = b_.CreateAdd(j0, b_.getInt64(c));
-            Value* v = c < ncols ? (Value*)b_.CreateLoad(f32, b_.CreateGEP(f32, buf_ptrs_[b], index(ct.packed_flat)))
-                                 : (Value*)llvm::ConstantFP::get(f32, 0.0);
-            b_.CreateStore(v, b_.CreateGEP(f32, panel, b_.CreateAdd(at, b_.getInt64(c))));
-            memo_.pop_back();
-          }
-          return;
+      each_reduce_step(ct, [&] {
+        Value* at = b_.CreateMul(index(kflat(ct, ct.kvars)), b_.getInt64(kChanCols));
+        for (int64_t c = 0; c < kChanCols; c++) {
+          memo_.emplace_back();  // the index differs per channel
+          vars_[size_t(ct.jvar)] = b_.CreateAdd(j0, b_.getInt64(c));
+          Value* v = c < ncols ? (Value*)b_.CreateLoad(f32, b_.CreateGEP(f32, buf_ptrs_[b], index(ct.packed_flat)))
+                               : (Value*)llvm::ConstantFP::get(f32, 0.0);
+          b_.CreateStore(v, b_.CreateGEP(f32, panel, b_.CreateAdd(at, b_.getInt64(c))));
+          memo_.pop_back();
         }
-        emit_loop(b_.getInt64(0), b_.getInt64(ct.kext[q]), [&](Value* iv) {
-          vars_[size_t(ct.kvars[q]->value)] = iv;
-          ks(q + 1);
-        }, /*scalar=*/true);
-      };
-      ks(0);
+      });
     };
     if (ct.jstride1) {
       // b's rows are contiguous along j: read them in order (reduce steps
       // outside, panels inside: rows kChanCols apart in one panel would be
       // N*4 bytes apart, a new page each), two vector copies per panel row
       auto* vty = llvm::FixedVectorType::get(f32, unsigned(kLanes));
-      std::function<void(size_t)> ks = [&](size_t q) {
-        if (q == ct.kvars.size()) {
-          Value* at = b_.CreateMul(index(kflat(ct, ct.kvars)), b_.getInt64(kChanCols));
-          emit_loop(b_.getInt64(0), b_.CreateUDiv(n, b_.getInt64(kChanCols)), [&](Value* t) {
-            vars_[size_t(ct.jvar)] = b_.CreateAdd(lo, b_.CreateMul(t, b_.getInt64(kChanCols)));
-            Value* from = b_.CreateGEP(f32, buf_ptrs_[b], index(ct.packed_flat));
-            Value* to = b_.CreateGEP(f32, pack_buf_, b_.CreateAdd(b_.CreateMul(t, b_.getInt64(ct.ck * kChanCols)), at));
-            for (int64_t v = 0; v < kChanCols / kLanes; v++) {
-              auto vp = [&](Value* p) {
-                return b_.CreateBitCast(b_.CreateConstGEP1_64(f32, p, uint64_t(v * kLanes)), vty->getPointerTo());
-              };
-              b_.CreateAlignedStore(b_.CreateAlignedLoad(vty, vp(from), llvm::Align(4)), vp(to), llvm::Align(4));
-            }
-          }, /*scalar=*/true);
-          return;
-        }
-        emit_loop(b_.getInt64(0), b_.getInt64(ct.kext[q]), [&](Value* iv) {
-          vars_[size_t(ct.kvars[q]->value)] = iv;
-          ks(q + 1);
+      each_reduce_step(ct, [&] {
+        Value* at = b_.CreateMul(index(kflat(ct, ct.kvars)), b_.getInt64(kChanCols));
+        emit_loop(b_.getInt64(0), b_.CreateUDiv(n, b_.getInt64(kChanCols)), [&](Value* t) {
+          vars_[size_t(ct.jvar)] = b_.CreateAdd(lo, b_.CreateMul(t, b_.getInt64(kChanCols)));
+          Value* from = b_.CreateGEP(f32, buf_ptrs_[b], index(ct.packed_flat));
+          Value* to = b_.CreateGEP(f32, pack_buf_, b_.CreateAdd(b_.CreateMul(t, b_.getInt64(ct.ck * kChanCols)), at));
+          for (int64_t v = 0; v < kChanCols / kLanes; v++) {
+            auto vp = [&](Value* p) {
+              return b_.CreateBitCast(b_.CreateConstGEP1_64(f32, p, uint64_t(v * kLanes)), vty->getPointerTo());
+            };
+            b_.CreateAlignedStore(b_.CreateAlignedLoad(vty, vp(from), llvm::Align(4)), vp(to), llvm::Align(4));
+          }
         }, /*scalar=*/true);
-      };
-      ks(0);
+      });
     } else {
       emit_loop(b_.getInt64(0), b_.CreateUDiv(n, b_.getInt64(kChanCols)), pack_panel);
     }

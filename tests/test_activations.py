@@ -44,7 +44,16 @@ def _tols(name, dtype):
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
 @pytest.mark.parametrize("name", list(ACTIVATIONS))
 def test_forward(name, dtype):
-    run_both(ACTIVATIONS[name], float_values(dtype), msg=f"{name} {dtype}", **_tols(name, dtype))
+    x = float_values(dtype)
+    if name == "gelu":
+        # PyTorch's CPU gelu(+inf) depends on which of its kernels runs: the scalar loop and
+        # float64 give +inf (the limit), the vectorized float erf gives NaN on some CPUs (AVX-512
+        # Intel) and +inf on others (AVX2 AMD). tiny gives the limit everywhere; +inf is checked
+        # on its own and left out of the comparison.
+        got = F.gelu(to_dev(torch.tensor([float("inf")], dtype=dtype))).cpu()
+        assert got.item() == float("inf"), got
+        x = x[x != float("inf")]
+    run_both(ACTIVATIONS[name], x, msg=f"{name} {dtype}", **_tols(name, dtype))
 
 
 @pytest.mark.parametrize("dtype", [torch.int64, torch.uint8, torch.bool], ids=str)
@@ -68,12 +77,11 @@ INPLACE = {
 @pytest.mark.parametrize("name", list(INPLACE))
 def test_inplace(name):
     x = float_values(torch.float32)
+    if name == "gelu_":
+        x = x[x != float("inf")]  # the CPU's answer depends on its kernel, see test_forward
     run_both(lambda t: INPLACE[name](t.clone()), x, msg=name, **_tols(name, torch.float32))
-    # through a strided view: the base changes only where the view looks. (ATen runs its scalar
-    # loop on strided views; its vectorized float gelu gives NaN at +inf, the scalar one inf,
-    # and tiny follows the vectorized one: leave +inf out here.)
-    xv = x.nan_to_num(nan=float("nan"), posinf=50.0) if name == "gelu_" else x
-    run_both(lambda t: (INPLACE[name](t[::3]), t)[1], xv.clone(), msg=f"{name} on a view", **_tols(name, torch.float32))
+    # through a strided view: the base changes only where the view looks
+    run_both(lambda t: (INPLACE[name](t[::3]), t)[1], x.clone(), msg=f"{name} on a view", **_tols(name, torch.float32))
 
 
 @pytest.mark.parametrize("name,fn", [

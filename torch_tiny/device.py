@@ -19,13 +19,11 @@ def current_device() -> int:
 
 
 def set_device(device) -> None:
-    idx = _get_device_index(device)
-    if idx != 0:
-        raise RuntimeError(f"tiny: invalid device index {idx}; only tiny:0 exists")
+    _check_index(device)
 
 
 def synchronize(device=None) -> None:
-    """Runs all pending work: every storage with a lazy value is realized."""
+    """Runs all pending work: every storage with a lazy value is realized, and waits for the device."""
     _C._synchronize()
 
 
@@ -96,5 +94,112 @@ def get_amp_supported_dtype():
     return [torch.float16, torch.bfloat16]
 
 
+# ---------------------------------------------------------------- which device computes
+
+
+def get_backend() -> str:
+    """What tiny computes on: ``"cuda"`` (a GPU), ``"cpu"`` or ``"cuda-emu"`` (the emulated GPU).
+
+    Chosen once per process by ``TINY_DEVICE`` (``cpu``, ``cuda``, ``cuda-emu``); unset, a usable
+    GPU is taken when there is one. Asking for ``cuda`` without one raises an error saying why.
+    """
+    return _C._backend()
+
+
+class _DeviceProperties:
+    """What ``torch.cuda.get_device_properties`` gives, for the device tiny computes on."""
+
+    def __init__(self, p: dict):
+        self.name = p["name"]
+        self.backend = p["backend"]
+        self.arch = p["arch"]
+        self.major = p["major"]
+        self.minor = p["minor"]
+        self.multi_processor_count = p["multi_processor_count"]
+        self.total_memory = p["total_memory"]
+        self.vector_bits = p["vector_bits"]
+
+    def __repr__(self):
+        extra = (f"major={self.major}, minor={self.minor}, " if self.backend != "cpu"
+                 else f"vector_bits={self.vector_bits}, ")
+        return (f"_TinyDeviceProperties(name='{self.name}', backend='{self.backend}', arch='{self.arch}', {extra}"
+                f"total_memory={self.total_memory // (1 << 20)}MB, multi_processor_count={self.multi_processor_count})")
+
+
+def get_device_properties(device=None) -> _DeviceProperties:
+    _check_index(device)
+    return _DeviceProperties(_C._device_properties())
+
+
+def get_device_name(device=None) -> str:
+    return get_device_properties(device).name
+
+
+def get_device_capability(device=None) -> tuple:
+    p = get_device_properties(device)
+    return (p.major, p.minor)
+
+
+def _check_index(device) -> None:
+    idx = _get_device_index(device)
+    if idx != 0:
+        raise RuntimeError(f"tiny: invalid device index {idx}; only tiny:0 exists")
+
+
+# ---------------------------------------------------------------- memory (the caching allocator's figures)
+
+
+def memory_stats(device=None) -> dict:
+    """The caching allocator's statistics, under the keys ``torch.cuda.memory_stats`` uses."""
+    _check_index(device)
+    s = _C._memory_stats()
+    return {
+        "allocated_bytes.all.current": s["allocated"],
+        "allocated_bytes.all.peak": s["peak_allocated"],
+        "reserved_bytes.all.current": s["reserved"],
+        "reserved_bytes.all.peak": s["peak_reserved"],
+        "allocation.all.allocated": s["allocations"],
+        "allocation.all.freed": s["frees"],
+        "allocation.all.current": s["allocations"] - s["frees"],
+        "segment.all.allocated": s["device_allocations"],
+        "num_alloc_retries": s["cache_flushes"],
+        "num_ooms": s["ooms"],
+    }
+
+
 def memory_allocated(device=None) -> int:
-    return 0
+    """Bytes held by live tiny buffers (values computed so far; lazy values take none)."""
+    return memory_stats(device)["allocated_bytes.all.current"]
+
+
+def max_memory_allocated(device=None) -> int:
+    return memory_stats(device)["allocated_bytes.all.peak"]
+
+
+def memory_reserved(device=None) -> int:
+    """Bytes taken from the device: live buffers plus blocks cached for reuse."""
+    return memory_stats(device)["reserved_bytes.all.current"]
+
+
+def max_memory_reserved(device=None) -> int:
+    return memory_stats(device)["reserved_bytes.all.peak"]
+
+
+def reset_peak_memory_stats(device=None) -> None:
+    _check_index(device)
+    _C._reset_peak_memory_stats()
+
+
+def reset_max_memory_allocated(device=None) -> None:
+    reset_peak_memory_stats(device)
+
+
+def empty_cache() -> None:
+    """Gives the blocks cached for reuse back to the device."""
+    _C._empty_cache()
+
+
+def mem_get_info(device=None) -> tuple:
+    """(free, total) bytes of the device's memory (the host's, on the CPU)."""
+    _check_index(device)
+    return tuple(_C._mem_get_info())

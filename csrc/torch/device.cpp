@@ -6,6 +6,7 @@
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include "engine/runtime/device.h"
 #include "torch/generator.h"
 #include "torch/storage_cell.h"
 
@@ -55,9 +56,14 @@ struct TinyHooks final : public at::PrivateUse1HooksInterface {
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override;
 };
 
+[[noreturn]] void raise_out_of_memory(const std::string& message) {
+  TORCH_CHECK_WITH(OutOfMemoryError, false, message);
+}
+
 static bool registered = [] {
   at::RegisterPrivateUse1HooksInterface(new TinyHooks());
   c10::SetAllocator(kTiny, tiny_allocator());
+  tiny::set_out_of_memory_handler(&raise_out_of_memory);  // engine OOM -> torch.OutOfMemoryError
   return true;
 }();
 

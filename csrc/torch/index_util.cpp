@@ -24,9 +24,10 @@ HostIndex host_index(const at::Tensor& index) {
   h.value = read(index).cast(DType::Int64);
   if (h.numel == 0) return h;
   // The bounds check needs the values: compute them now (a sync point when
-  // the index is still lazy) and read the realized buffer in place.
-  h.value.realize();
-  h.data = static_cast<const int64_t*>(h.value.node()->realized()->ptr());
+  // the index is still lazy) and copy them to the host.
+  h.keep = at::empty({h.numel}, at::TensorOptions().dtype(at::kLong));
+  h.value.copy_to_host(h.keep.data_ptr());
+  h.data = h.keep.data_ptr<int64_t>();
   return h;
 }
 

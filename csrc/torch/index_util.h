@@ -55,13 +55,13 @@ struct MetaOnly final : Meta {
 };
 
 // An integer index tensor made readable on the host (for bounds checks) and
-// usable in the graph. A CPU index is copied in; a tiny index is realized,
-// which is a synchronization point unless it is already computed.
+// usable in the graph. A CPU index is copied in; a tiny index is realized and
+// copied out, which is a synchronization point unless it is already computed.
 struct HostIndex {
-  tiny::Tensor value;            // int64, the index's shape (realized)
-  const int64_t* data = nullptr; // its row-major elements
+  tiny::Tensor value;            // int64, the index's shape
+  const int64_t* data = nullptr; // its row-major elements, on the host
   int64_t numel = 0;
-  at::Tensor keep;               // owns `data` when the index came from the CPU
+  at::Tensor keep;               // owns `data`
 };
 HostIndex host_index(const at::Tensor& index);
 // The first element for which `bad` holds, if any.

@@ -60,8 +60,8 @@ void check_int_divisor(const at::Tensor& d, c10::ScalarType common) {
     if (v.node()->args.value.cast(to_engine(common)).to_int() == 0) zero_division();
     return;
   }
-  // Already computed (possibly behind a reshape): look at the buffer on the
-  // host; no kernel runs.
+  // Already computed (possibly behind a reshape): copy the buffer to the
+  // host and look; no kernel runs.
   StorageCell& cell = cell_of(d.storage());
   T flat = cell.value_as(to_engine(d.scalar_type()));
   if (!flat.defined()) return;
@@ -70,8 +70,9 @@ void check_int_divisor(const at::Tensor& d, c10::ScalarType common) {
     n = n->src[0].get();
   tiny::BufferRef buf = n->realized();
   if (!buf || buf->numel() != flat.numel() || buf->dtype() != flat.dtype()) return;
-  at::Tensor host = at::from_blob(buf->ptr(), {flat.numel()}, d.options().device(c10::kCPU))
-                        .as_strided(d.sizes(), d.strides(), d.storage_offset());
+  at::Tensor host = at::empty({flat.numel()}, d.options().device(c10::kCPU));
+  buf->copy_out(host.data_ptr(), buf->nbytes());
+  host = host.as_strided(d.sizes(), d.strides(), d.storage_offset());
   if ((host.to(common) == 0).any().item<bool>()) zero_division();
 }
 

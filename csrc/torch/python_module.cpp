@@ -3,6 +3,7 @@
 #include <torch/extension.h>
 
 #include "engine/runtime/counters.h"
+#include "engine/runtime/device.h"
 #include "torch/generator.h"
 #include "torch/tensor_value.h"
 
@@ -25,6 +26,36 @@ pybind11::dict counters_dict() {
   return d;
 }
 
+pybind11::dict device_properties() {
+  tiny::Device& d = tiny::compute_device();
+  tiny::DeviceProperties p = d.properties();
+  pybind11::dict r;
+  r["backend"] = tiny::device_kind_name(d.kind());
+  r["name"] = p.name;
+  r["arch"] = p.arch;
+  r["major"] = p.cc_major;
+  r["minor"] = p.cc_minor;
+  r["multi_processor_count"] = p.multiprocessors;
+  r["total_memory"] = p.total_memory;
+  r["vector_bits"] = p.vector_bits;
+  return r;
+}
+
+pybind11::dict memory_stats() {
+  tiny::MemoryStats s = tiny::compute_device().memory_stats();
+  pybind11::dict d;
+  d["allocated"] = s.allocated;
+  d["peak_allocated"] = s.peak_allocated;
+  d["reserved"] = s.reserved;
+  d["peak_reserved"] = s.peak_reserved;
+  d["allocations"] = s.allocations;
+  d["frees"] = s.frees;
+  d["device_allocations"] = s.device_allocations;
+  d["ooms"] = s.ooms;
+  d["cache_flushes"] = s.cache_flushes;
+  return d;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -34,6 +65,12 @@ PYBIND11_MODULE(_C, m) {
     torch_tiny::synchronize();
   });
   m.def("_counters", &counters_dict);
+  m.def("_backend", [] { return std::string(tiny::device_kind_name(tiny::compute_device().kind())); });
+  m.def("_device_properties", &device_properties);
+  m.def("_memory_stats", &memory_stats);
+  m.def("_reset_peak_memory_stats", [] { tiny::compute_device().reset_peak_memory_stats(); });
+  m.def("_empty_cache", [] { tiny::compute_device().empty_cache(); });
+  m.def("_mem_get_info", [] { return tiny::compute_device().mem_get_info(); });
   m.def("_reset_counters", [] { tiny::counters().reset(); });
   m.def("_debug_level", [] { return tiny::debug_level(); });
   m.def("_default_generator", [] {

@@ -97,7 +97,10 @@ at::Tensor wrap(const tiny::Tensor& v, c10::ScalarType dtype) {
 
 at::Tensor wrap(const tiny::Tensor& v) { return wrap(v, to_aten(v.dtype())); }
 
-void synchronize() { tiny::Tensor::realize_all(pending_cell_values()); }
+void synchronize() {
+  tiny::Tensor::realize_all(pending_cell_values());
+  tiny::compute_device().synchronize();  // and wait for what the device still runs
+}
 
 namespace {
 void realize_with_pending(const tiny::Tensor& v) {
@@ -114,21 +117,29 @@ void copy_to_cpu(const at::Tensor& self, const at::Tensor& dst) {
   StorageCell& cell = cell_of(self.storage());
   int64_t n = int64_t(cell.nbytes() / tiny::itemsize(dt));
   auto cpu_opts = self.options().device(c10::kCPU);
-  at::Tensor host;
+  // Straight into dst when it is laid out as the bytes come; else through a host tensor.
+  bool direct = dst.is_contiguous() && dst.scalar_type() == self.scalar_type() && dst.sizes() == self.sizes();
   if (self.numel() * 4 < n) {
-    // A small window of a big storage: realize just the window.
+    // A small window of a big storage: realize just the window (row-major).
     tiny::Tensor v = read(self);
     realize_with_pending(v);
-    host = at::from_blob(v.node()->realized()->ptr(), self.sizes(), cpu_opts);
-  } else {
-    tiny::Tensor v = cell.value_as(dt);
-    realize_with_pending(v);
-    host = at::from_blob(v.node()->realized()->ptr(), {n}, cpu_opts)
-               .as_strided(self.sizes(), self.strides(), self.storage_offset());
+    at::Tensor host = direct ? dst : at::empty(self.sizes(), cpu_opts);
+    v.copy_to_host(host.data_ptr());
+    if (!direct) dst.copy_(host);
+    return;
   }
-  tiny::counters().copies_out++;
-  tiny::counters().bytes_out += int64_t(self.numel() * self.element_size());
-  dst.copy_(host);
+  tiny::Tensor v = cell.value_as(dt);
+  realize_with_pending(v);
+  size_t item = tiny::itemsize(dt);
+  if (self.is_contiguous()) {  // the bytes of the window, in order
+    at::Tensor host = direct ? dst : at::empty(self.sizes(), cpu_opts);
+    v.copy_to_host(host.data_ptr(), size_t(self.storage_offset()) * item, size_t(self.numel()) * item);
+    if (!direct) dst.copy_(host);
+    return;
+  }
+  at::Tensor flat = at::empty({n}, cpu_opts);
+  v.copy_to_host(flat.data_ptr());
+  dst.copy_(flat.as_strided(self.sizes(), self.strides(), self.storage_offset()));
 }
 
 }  // namespace torch_tiny

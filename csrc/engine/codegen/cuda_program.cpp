@@ -1,15 +1,86 @@
 #include "engine/codegen/cuda_program.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 
-#include "engine/runtime/buffer.h"
 #include "engine/runtime/counters.h"
 #include "engine/runtime/cuda_device.h"
+#include "engine/runtime/disk_cache.h"
 
 namespace tiny {
+namespace {
+
+CudaLaunchShape launch_shape(const CudaKernelSource& s) {
+  return {s.block_size, s.elements_per_block(), s.num_buffers, s.num_params, s.serial};
+}
+
+// Keeps a failing kernel's source where the user can read it; returns the path.
+std::string keep_source(const CudaKernelSource& s) {
+  std::string dir = disk_cache_dir("failed");
+  std::string path = (dir.empty() ? "/tmp" : dir) + "/" + s.name + ".cu";
+  return write_file_atomic(path, s.source) ? path : "(could not be written)";
+}
+
+// A GPU module for one kernel: a device binary for exactly this GPU first;
+// PTX (JIT-compiled by the driver) when this NVRTC does not know the GPU or the
+// driver refuses the binary. Images are cached on disk by source and target.
+std::unique_ptr<Program> load_for_gpu(Device& device, const CudaKernelSource& src) {
+  const NvrtcInfo& nv = nvrtc_info();
+  if (!nv.available) throw std::runtime_error("tiny cuda: NVRTC is not available: " + nv.reason);
+  std::string dir = disk_cache_dir("cuda-nvrtc" + std::to_string(nv.major) + "." + std::to_string(nv.minor));
+  std::string hash = content_hash(src.source);
+  int arch = cuda_default_arch();
+  struct Attempt {
+    int arch;
+    bool cubin;
+  };
+  std::string errors;
+  for (Attempt a : {Attempt{arch, true}, Attempt{arch, false}, Attempt{80, false}}) {
+    std::string what = std::string(a.cubin ? "sm_" : "compute_") + std::to_string(a.arch);
+    std::string path = dir.empty() ? "" : dir + "/" + hash + "-" + what + (a.cubin ? ".cubin" : ".ptx");
+    std::string image;
+    if (!path.empty() && read_file(path, image)) {
+      counters().disk_cache_hits++;
+    } else {
+      NvrtcOutput out = nvrtc_compile(src.source, src.name, a.arch, a.cubin);
+      if (!out.ok) {
+        errors += "\n[" + what + "] " + out.log;
+        continue;
+      }
+      counters().compiles++;
+      image = out.code;
+      if (!path.empty()) write_file_atomic(path, image);
+    }
+    try {
+      return std::move(cuda_load_programs(device, image, {src.name}, {launch_shape(src)}, {src.outputs})[0]);
+    } catch (const std::exception& e) {
+      errors += "\n[" + what + "] " + e.what();
+    }
+  }
+  throw std::runtime_error("tiny cuda: cannot build kernel " + src.name + " (source: " + keep_source(src) + "):" +
+                           errors.substr(0, 8000));
+}
+
+// TINY_EMU_NVRTC=1: the emulated device also compiles every kernel with NVRTC,
+// so code the GPU's compiler would reject fails here too.
+void check_with_nvrtc(const CudaKernelSource& src) {
+  static const bool on = [] {
+    const char* e = std::getenv("TINY_EMU_NVRTC");
+    return e && *e && std::string(e) != "0";
+  }();
+  if (!on) return;
+  if (!nvrtc_available()) throw std::runtime_error("tiny cuda-emu: TINY_EMU_NVRTC is set but NVRTC is not available: " + nvrtc_info().reason);
+  NvrtcOutput out = nvrtc_compile(src.source, src.name, 80, false);
+  if (!out.ok)
+    throw std::runtime_error("tiny cuda-emu: NVRTC rejects kernel " + src.name + " (source: " + keep_source(src) +
+                             "):\n" + out.log.substr(0, 8000));
+}
+
+}  // namespace
 
 int cuda_default_arch() {
   const CudaInfo& i = cuda_info();
@@ -25,106 +96,49 @@ CudaBuild build_cuda(const Kernel& k, int arch, bool cubin, const CudaRenderOpti
   return b;
 }
 
-std::unique_ptr<Program> compile_cuda(const Kernel& k, const CudaRenderOptions& opt) {
-  if (!cuda_available()) throw std::runtime_error("tiny cuda: CUDA is not available: " + cuda_info().reason);
-  if (!nvrtc_available()) throw std::runtime_error("tiny cuda: NVRTC is not available: " + nvrtc_info().reason);
-  CudaKernelSource src = render_cuda(k, opt);
-  if (debug_level() >= 4) std::fprintf(stderr, "%s\n", src.source.c_str());
-  CudaLaunchShape shape{src.block_size, src.elements_per_block(), src.num_buffers};
-  // A device binary for exactly this GPU first; PTX (JIT-compiled by the
-  // driver) when this NVRTC does not know the GPU or the driver refuses it.
-  int arch = cuda_default_arch();
-  struct Attempt {
-    int arch;
-    bool cubin;
-  };
-  std::string errors;
-  for (Attempt a : {Attempt{arch, true}, Attempt{arch, false}, Attempt{80, false}}) {
-    NvrtcOutput out = nvrtc_compile(src.source, src.name, a.arch, a.cubin);
-    std::string what = std::string(a.cubin ? "sm_" : "compute_") + std::to_string(a.arch);
-    if (!out.ok) {
-      errors += "\n[" + what + "] " + out.log;
-      continue;
-    }
-    try {
-      auto p = cuda_load_program(out.code, src.name, shape, src.outputs);
-      p->name = k.name();
-      counters().compiles++;
-      return p;
-    } catch (const std::exception& e) {
-      errors += "\n[" + what + "] " + e.what();
-    }
-  }
-  throw std::runtime_error("tiny cuda: cannot build " + src.name + ":" + errors + "\n--- source ---\n" + src.source);
-}
-
-std::shared_ptr<Program> cuda_program(const Kernel& k) {
+std::vector<std::shared_ptr<Program>> cuda_programs(Device& device, const std::vector<const Kernel*>& kernels,
+                                                    const CudaRenderOptions& opt) {
+  if (!is_cuda(device)) throw std::invalid_argument("cuda_programs: " + device.name() + " is not a CUDA device");
   static std::mutex mu;
   static auto* cache = new std::unordered_map<std::string, std::shared_ptr<Program>>();
-  std::string key = k.key();
-  for (auto p : k.launch_params()) key += "," + std::to_string(p);  // the CUDA kernels bake them in
-  {
-    std::lock_guard<std::mutex> g(mu);
-    auto it = cache->find(key);
-    if (it != cache->end()) return it->second;
-  }
-  std::shared_ptr<Program> p = compile_cuda(k);
   std::lock_guard<std::mutex> g(mu);
-  cache->emplace(key, p);
-  return p;
-}
-
-void run_cuda_kernels(const std::vector<const Kernel*>& kernels, const std::unordered_map<const Buffer*, void*>& host,
-                      const CudaRenderOptions& opt) {
-  Device* dev = cuda_device();
-  if (!dev) throw std::runtime_error("tiny cuda: CUDA is not available: " + cuda_info().reason);
-  // Compile everything before touching memory, so a failure leaves nothing allocated.
-  std::vector<std::unique_ptr<Program>> programs;
-  for (auto* k : kernels) programs.push_back(compile_cuda(*k, opt));
-
-  struct Mem {
-    void* ptr;
-    size_t nbytes;
-    bool written = false;
-  };
-  std::unordered_map<const Buffer*, Mem> mem;
-  auto release = [&] {
-    for (auto& [owner, m] : mem) dev->free(m.ptr, m.nbytes);
-  };
-  try {
-    for (auto* k : kernels) {
-      for (auto& b : k->buffers) {
-        const Buffer* owner = b->owner();
-        if (mem.count(owner)) continue;
-        auto h = host.find(owner);
-        if (h == host.end()) throw std::invalid_argument("run_cuda_kernels: no host memory for a buffer");
-        Mem m{dev->alloc(owner->nbytes()), owner->nbytes()};
-        mem.emplace(owner, m);
-        dev->copy_in(m.ptr, h->second, m.nbytes);
-      }
-    }
-    for (size_t i = 0; i < kernels.size(); i++) {
-      const Kernel& k = *kernels[i];
-      std::vector<void*> ptrs;
-      for (auto& b : k.buffers) ptrs.push_back(mem.at(b->owner()).ptr);
-      for (auto& o : k.outputs) mem.at(k.buffers[size_t(o.buffer)]->owner()).written = true;
-      dev->launch(*programs[i], ptrs.data());
-      counters().kernels++;
-    }
-    for (auto& [owner, m] : mem)
-      if (m.written) dev->copy_out(host.at(owner), m.ptr, m.nbytes);
-  } catch (...) {
-    release();
-    throw;
+  std::string tag = device.name() + "|" + std::to_string(opt.block_reduce) + "," + std::to_string(opt.block_size) + "|";
+  std::vector<std::string> keys;
+  std::vector<CudaKernelSource> fresh;  // distinct kernels not compiled before
+  std::unordered_map<std::string, size_t> fresh_index;
+  for (const Kernel* k : kernels) {
+    keys.push_back(tag + k->key());
+    if (cache->count(keys.back()) || fresh_index.count(keys.back())) continue;
+    fresh_index[keys.back()] = fresh.size();
+    fresh.push_back(render_cuda(*k, opt));
+    if (debug_level() >= 4) std::fprintf(stderr, "%s\n", fresh.back().kernel.c_str());
   }
-  release();
-}
-
-void run_cuda(const Kernel& k, const std::vector<void*>& host, const CudaRenderOptions& opt) {
-  if (host.size() != k.buffers.size()) throw std::invalid_argument("run_cuda: one host pointer per kernel buffer");
-  std::unordered_map<const Buffer*, void*> by_owner;
-  for (size_t i = 0; i < host.size(); i++) by_owner.emplace(k.buffers[i]->owner(), host[i]);
-  run_cuda_kernels({&k}, by_owner, opt);
+  std::vector<std::unique_ptr<Program>> built;
+  if (!fresh.empty() && device.kind() == DeviceKind::CudaEmu) {
+    std::string source = cuda_prelude();
+    std::vector<EmuKernel> names;
+    std::vector<std::string> fns;
+    std::vector<CudaLaunchShape> shapes;
+    std::vector<int64_t> sizes;
+    for (auto& s : fresh) {
+      check_with_nvrtc(s);
+      source += "\n" + s.kernel;
+      names.push_back({s.name, s.block_reduce});
+      fns.push_back(s.name);
+      shapes.push_back(launch_shape(s));
+      sizes.push_back(s.outputs);
+    }
+    built = cuda_load_programs(device, cuda_emu_compile(source, names), fns, shapes, sizes);
+  } else {
+    for (auto& s : fresh) built.push_back(load_for_gpu(device, s));
+  }
+  for (auto& [key, i] : fresh_index) {
+    built[i]->name = fresh[i].name;
+    cache->emplace(key, std::shared_ptr<Program>(std::move(built[i])));
+  }
+  std::vector<std::shared_ptr<Program>> out;
+  for (auto& key : keys) out.push_back(cache->at(key));
+  return out;
 }
 
 }  // namespace tiny

@@ -1,9 +1,8 @@
-// Kernels on the CUDA device: render (cuda_renderer.h), compile with NVRTC
-// (runtime/nvrtc.h), load and launch through the driver (runtime/cuda_device.h).
-// Not wired into realize(): callers pick the CUDA path explicitly.
+// Kernels on a CUDA device: render (cuda_renderer.h), compile (NVRTC for the
+// GPU's architecture, runtime/nvrtc.h; the host compiler for the emulated
+// device, runtime/cuda_emu.h), load and launch (runtime/cuda_device.h).
 #pragma once
 #include <memory>
-#include <unordered_map>
 #include <vector>
 
 #include "engine/codegen/cuda_renderer.h"
@@ -24,19 +23,14 @@ struct CudaBuild {
 };
 CudaBuild build_cuda(const Kernel& k, int arch = 0, bool cubin = false, const CudaRenderOptions& opt = {});
 
-// A Program on the CUDA device: run(buffers, begin, end) takes device pointers.
-// Throws std::runtime_error when CUDA or NVRTC is unavailable or compiling fails.
-std::unique_ptr<Program> compile_cuda(const Kernel& k, const CudaRenderOptions& opt = {});
-// compile_cuda through an in-memory cache keyed by the kernel's canonical key.
-std::shared_ptr<Program> cuda_program(const Kernel& k);
-
-// Runs `kernels` in order on the GPU with host-side copies of their buffers:
-// `host` maps each buffer's owner (Buffer::owner()) to host memory of the
-// owner's nbytes. Every owner is uploaded, the kernels run, and every owner a
-// kernel stores to is downloaded back into its host memory.
-void run_cuda_kernels(const std::vector<const Kernel*>& kernels, const std::unordered_map<const Buffer*, void*>& host,
-                      const CudaRenderOptions& opt = {});
-// One kernel; host[i] holds the bytes of k.buffers[i] (aliases may repeat a pointer).
-void run_cuda(const Kernel& k, const std::vector<void*>& host, const CudaRenderOptions& opt = {});
+// Programs for `kernels` on a CUDA device (a GPU or the emulated one), in
+// order: run(args, begin, end) takes device pointers, then the launch words.
+// Cached in memory by kernel key, device and options; compiled images are
+// cached on disk by source (and architecture and NVRTC version on a GPU).
+// The emulated device builds all of a call's new kernels in one host compile.
+// Throws std::runtime_error naming the kernel when compiling fails (its source
+// is written to a file named in the message) or the driver refuses it.
+std::vector<std::shared_ptr<Program>> cuda_programs(Device& device, const std::vector<const Kernel*>& kernels,
+                                                    const CudaRenderOptions& opt = {});
 
 }  // namespace tiny

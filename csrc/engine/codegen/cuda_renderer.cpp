@@ -153,6 +153,26 @@ static __device__ __forceinline__ double tiny_floormod_f64(double a, double c) {
   return (m != 0.0 && ((c < 0.0) != (m < 0.0))) ? m + c : m;
 }
 
+// ---- erfinv as the CPU generator computes it: a rational first guess, two Newton steps
+#define TINY_ERFINV(NAME, T, S, INF, NAN_)                                                                   \
+  static __device__ __forceinline__ T NAME(T y) {                                                          \
+    const T ya = fabs##S(y), z = y * y;                                                                    \
+    const T num = ((((T)-0.140543331 * z + (T)0.914624893) * z + (T)-1.645349621) * z + (T)0.886226899);    \
+    const T dem = (((((T)0.012229801 * z + (T)-0.329097515) * z + (T)1.442710462) * z + (T)-2.118377725) * z \
+                   + (T)1.0);                                                                              \
+    const T central = (y * num) / dem;                                                                     \
+    const T t = sqrt##S(-log##S(((T)1.0 - ya) / (T)2.0));                                                  \
+    const T tnum = ((((T)1.641345311 * t + (T)3.429567803) * t + (T)-1.624906493) * t + (T)-1.970840454);   \
+    const T tdem = (((T)1.637067800 * t + (T)3.543889200) * t + (T)1.0);                                    \
+    T x = ya <= (T)0.7 ? central : copysign##S(tnum, y) / tdem;                                            \
+    const T k = (T)2.0 / (T)1.7724538509055160273;                                                         \
+    for (int i = 0; i < 2; i++) x = x - (erf##S(x) - y) / (k * exp##S(-x * x));                           \
+    if (ya == (T)1.0) x = copysign##S(INF, y);                                                             \
+    return ya > (T)1.0 ? NAN_ : x;                                                                         \
+  }
+TINY_ERFINV(tiny_erfinv_f32, float, f, __uint_as_float(0x7f800000u), __uint_as_float(0x7fc00000u))
+TINY_ERFINV(tiny_erfinv_f64, double, , __longlong_as_double(0x7ff0000000000000LL), __longlong_as_double(0x7ff8000000000000LL))
+
 // ---- Philox-4x32-10 (seed -> key, counter = offset + flat index); the first
 // word's top 24 bits become a float in [0, 1)
 static __device__ __forceinline__ float tiny_rand(u64 ctr, u32 k0, u32 k1) {
@@ -255,6 +275,10 @@ class Renderer {
     out.name = nm.str();
     out.outputs = numel(k_.shape);
     out.num_buffers = int(k_.buffers.size());
+    for (const Node* n : k_.launch_nodes()) {
+      param_word_[n] = out.num_params;
+      out.num_params += 2;
+    }
 
     bool inner = false;
     int64_t max_r = top_level_reduce_size(&inner);
@@ -262,14 +286,17 @@ class Renderer {
     // when the reduced axis is the contiguous one (a block's threads then read
     // neighbouring elements); long reductions over outer axes read neighbours
     // across threads, so they stay one thread per output.
-    if (opt_.block_reduce == 1) block_ = max_r > 0;
+    if (k_.serial) block_ = false;  // an accumulating scatter runs in index order on one thread
+    else if (opt_.block_reduce == 1) block_ = max_r > 0;
     else if (opt_.block_reduce == 0) block_ = false;
     else block_ = max_r >= 128 && (out.outputs <= 4096 || max_r >= 4 * out.outputs || (inner && max_r >= 512));
     int bs = std::max(32, opt_.block_size);
     int p2 = 32;
     while (p2 < bs && p2 < 1024) p2 *= 2;
     bs = p2;
-    if (block_) {
+    if (k_.serial) {
+      bs = 1;
+    } else if (block_) {
       while (bs > 32 && bs / 2 >= max_r) bs /= 2;  // no idle halves for short reductions
     } else {
       while (bs > 32 && bs / 2 >= out.outputs) bs /= 2;
@@ -277,20 +304,23 @@ class Renderer {
     block_size_ = bs;
     out.block_size = bs;
     out.block_reduce = block_;
+    out.serial = k_.serial;
 
     // which buffers are stored to (the others are read-only: const pointers)
     std::vector<bool> written(k_.buffers.size(), false);
     for (auto& o : k_.outputs) written[size_t(o.buffer)] = true;
 
     std::ostringstream src;
-    src << "// tiny kernel " << k_.name() << " (" << (block_ ? "one block per output, shared-memory reduce"
-                                                              : "one thread per output")
+    src << "// tiny kernel " << k_.name() << " ("
+        << (k_.serial ? "one thread, in order" : block_ ? "one block per output, shared-memory reduce" : "one thread per output")
         << ")\n// reason: " << k_.reason << "\n";
     src << "extern \"C\" __global__ void __launch_bounds__(" << block_size_ << ") " << out.name << "(";
     for (size_t i = 0; i < k_.buffers.size(); i++) {
       DType dt = k_.buffers[i]->dtype();
       src << (written[i] ? "" : "const ") << mem_type(dt) << "* b" << i << ", ";
     }
+    // launch values (Rand keys, Param bits) come by value, so a new one needs no new program
+    for (int i = 0; i < out.num_params; i++) src << "const u64 p" << i << ", ";
     src << "i64 tiny_begin, i64 tiny_end) {\n";
     if (block_) src << "  __shared__ u64 tiny_smem[" << block_size_ << "];\n";
     build_body();
@@ -487,6 +517,7 @@ class Renderer {
   // ---- stores
   void emit_stores(const std::vector<Expr>& idx) {
     for (auto& o : k_.outputs) {
+      if (o.scatter_index) continue;
       DType dt = k_.buffers[size_t(o.buffer)]->dtype();
       // Pure data movement stores the bits it loaded (NaN payloads survive).
       std::string m = o.value->dtype == dt ? eval_bits(o.value.get(), idx, cnst(1)) : "";
@@ -496,6 +527,26 @@ class Renderer {
       std::string stmt = "b" + std::to_string(o.buffer) + "[" + ix + "] = " + m + ";";
       line(block_ ? "if (threadIdx.x == 0) " + stmt : stmt);
     }
+    for (auto& o : k_.outputs)
+      if (o.scatter_index) emit_scatter(o, idx);
+  }
+
+  // Stores (or combines) at a data-dependent flat index; out-of-range indices
+  // are skipped (the torch layer has checked them already).
+  void emit_scatter(const KernelOutput& o, const std::vector<Expr>& idx) {
+    DType dt = k_.buffers[size_t(o.buffer)]->dtype();
+    std::string at = eval(o.scatter_index.get(), idx, cnst(1));
+    std::string buf = "b" + std::to_string(o.buffer);
+    line(std::string(block_ ? "if (threadIdx.x == 0 && " : "if (") + at + " >= 0LL && " + at + " < " +
+         i64_literal(k_.buffers[size_t(o.buffer)]->numel()) + ") {");
+    indent_++;
+    memo_.emplace_back();  // values computed here do not exist after the block
+    std::string v = eval(o.value.get(), idx, cnst(1));
+    if (o.accumulate) v = value(dt, combine(o.rop, from_mem(buf + "[" + at + "]", dt), v, dt));
+    line(buf + "[" + at + "] = " + to_mem(v, dt) + ";");
+    memo_.pop_back();
+    indent_--;
+    line("}");
   }
 
   // The value as stored bits when it is only loads seen through views; "" when it computes.
@@ -553,7 +604,14 @@ class Renderer {
       return value(dt, from_mem("b" + std::to_string(load->second) + "[" + ix + "]", dt));
     }
     switch (n->op) {
-      case Op::Const: case Op::Param: return constant(n->args.value, n->dtype);  // baked in, like Rand keys
+      case Op::Const: return constant(n->args.value, n->dtype);
+      case Op::Param: {
+        // the launch word holds a double for float dtypes, else an int64 (kernel.h)
+        std::string bits = "p" + std::to_string(param_word_.at(n));
+        if (reg_is_float(n->dtype)) return value(n->dtype, std::string("(") + reg_type(n->dtype) + ")__longlong_as_double((i64)" + bits + ")");
+        if (n->dtype == DType::Bool) return value(n->dtype, "(" + bits + " != 0ull)");
+        return value(n->dtype, std::string("(") + reg_type(n->dtype) + ")" + bits);
+      }
       case Op::Arange: {
         std::string i = index(row_major(idx, n->shape));
         if (is_float(n->dtype)) {
@@ -566,10 +624,9 @@ class Renderer {
       }
       case Op::Rand: {
         std::string i = index(row_major(idx, n->shape));
-        uint64_t seed = n->args.seed;
-        char keys[64];
-        std::snprintf(keys, sizeof keys, "0x%08xu, 0x%08xu", uint32_t(seed), uint32_t(seed >> 32));
-        return value(DType::Float32, "tiny_rand((u64)" + i + " + " + std::to_string(n->args.offset) + "ull, " + keys + ")");
+        // (seed, offset) are launch words
+        std::string seed = "p" + std::to_string(param_word_.at(n)), offset = "p" + std::to_string(param_word_.at(n) + 1);
+        return value(DType::Float32, "tiny_rand((u64)" + i + " + " + offset + ", (u32)" + seed + ", (u32)(" + seed + " >> 32))");
       }
       case Op::View: {
         const Node* src = n->src[0].get();
@@ -582,6 +639,15 @@ class Renderer {
       }
       case Op::Contiguous: return eval(n->src[0].get(), idx, valid);
       case Op::Reduce: return reduce(n, idx, valid);
+      case Op::Gather: {
+        // the source at a runtime flat index, clamped into range as on the CPU
+        const Node* src = n->src[0].get();
+        int64_t count = std::max<int64_t>(1, src->numel());
+        std::string at = eval(n->src[1].get(), idx, valid);
+        std::string name = define("i64", "(" + at + " >= 0LL && " + at + " < " + i64_literal(count) + ") ? " + at + " : 0LL", "gi");
+        Expr flat = new_var(name, count);
+        return eval(src, unflatten(flat, src->shape), valid);
+      }
       case Op::Where: {
         std::string c = eval(n->src[0].get(), idx, valid);
         std::string a = eval(n->src[1].get(), idx, valid);
@@ -844,7 +910,14 @@ class Renderer {
         return fp(float_literal(1.0, in) + " / " + a);
       case Op::Tan: return math("tan");
       case Op::Erf: return math("erf");
-      case Op::Erfinv: return math("erfinv");
+      case Op::Erfinv:  // the CPU's algorithm, not CUDA's erfinv, so both agree
+        if (!f) throw std::runtime_error("tiny cuda: ERFINV on an integer");
+        return fp(std::string(reg_type(in) == std::string("double") ? "tiny_erfinv_f64(" : "tiny_erfinv_f32(") + a + ")");
+      case Op::Erfc: return math("erfc");
+      case Op::Exp2: return math("exp2");
+      case Op::Log2: return math("log2");
+      case Op::Log10: return math("log10");
+      case Op::Lgamma: return math("lgamma");
       case Op::Tanh: return math("tanh");
       case Op::Asin: return math("asin");
       case Op::Acos: return math("acos");
@@ -953,6 +1026,7 @@ class Renderer {
   int indent_ = 0;
   int next_id_ = 0;
   int reduce_depth_ = 0;
+  std::unordered_map<const Node*, int> param_word_;  // launch node -> its first launch word
   std::ostringstream body_;
   std::vector<std::string> var_names_;
   std::vector<std::unordered_map<std::string, std::string>> memo_;

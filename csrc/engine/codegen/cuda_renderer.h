@@ -32,7 +32,11 @@ struct CudaKernelSource {
   int block_size = 256;
   bool block_reduce = false;
   int64_t outputs = 0;  // output elements: the launch range is [0, outputs)
-  int num_buffers = 0;  // parameters: one pointer per Kernel::buffers entry, then begin, end
+  bool serial = false;  // one thread runs everything in order (launch one block of one thread)
+  // Parameters: one pointer per Kernel::buffers entry, `num_params` u64 launch
+  // words (Kernel::launch_params, two per Rand or Param node), then begin, end.
+  int num_buffers = 0;
+  int num_params = 0;
   // Output elements one block covers per pass of the grid-stride loop.
   int64_t elements_per_block() const { return block_reduce ? 1 : block_size; }
 };

@@ -4,6 +4,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "engine/codegen/cuda_program.h"
 #include "engine/codegen/llvm_codegen.h"
 #include "engine/runtime/counters.h"
 
@@ -23,6 +24,17 @@ std::shared_ptr<Program> cpu_program(const Kernel& k) {
   std::lock_guard<std::mutex> g(mu);
   cache->emplace(key, p);
   return p;
+}
+
+std::vector<std::shared_ptr<Program>> device_programs(Device& device, const std::vector<Kernel>& kernels) {
+  if (device.kind() == DeviceKind::Cpu) {
+    std::vector<std::shared_ptr<Program>> out;
+    for (auto& k : kernels) out.push_back(cpu_program(k));
+    return out;
+  }
+  std::vector<const Kernel*> ks;
+  for (auto& k : kernels) ks.push_back(&k);
+  return cuda_programs(device, ks);
 }
 
 }  // namespace tiny

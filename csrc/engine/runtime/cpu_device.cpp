@@ -1,92 +1,101 @@
-// The CPU device: a caching allocator over aligned host memory and kernel
+// The CPU device: aligned host memory under the caching allocator, kernel
 // launches split across the thread pool.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <vector>
-#include <mutex>
 
 #include "engine/runtime/buffer.h"
 #include "engine/runtime/counters.h"
 #include "engine/runtime/device.h"
+#include "engine/runtime/llvm_jit.h"
 #include "engine/runtime/thread_pool.h"
 
 namespace tiny {
 namespace {
 
+// MemAvailable and MemTotal from /proc/meminfo (bytes), or the physical pages.
+std::pair<int64_t, int64_t> host_memory() {
+  int64_t avail = -1, total = -1;
+  if (FILE* f = std::fopen("/proc/meminfo", "r")) {
+    char key[64];
+    long long kb;
+    while (std::fscanf(f, "%63s %lld kB", key, &kb) == 2) {
+      if (!std::strcmp(key, "MemTotal:")) total = kb * 1024;
+      if (!std::strcmp(key, "MemAvailable:")) avail = kb * 1024;
+    }
+    std::fclose(f);
+  }
+  if (total < 0) total = int64_t(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+  if (avail < 0) avail = int64_t(sysconf(_SC_AVPHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+  return {avail, total};
+}
+
+std::string cpu_model_name() {
+  std::string name = "x86-64 CPU";
+  if (FILE* f = std::fopen("/proc/cpuinfo", "r")) {
+    char line[512];
+    while (std::fgets(line, sizeof line, f)) {
+      if (std::strncmp(line, "model name", 10) != 0) continue;
+      const char* v = std::strchr(line, ':');
+      if (v) {
+        name = v + 1;
+        while (!name.empty() && (name.front() == ' ' || name.front() == '\t')) name.erase(name.begin());
+        while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+      }
+      break;
+    }
+    std::fclose(f);
+  }
+  return name;
+}
+
 class CpuDevice final : public Device {
  public:
-  ~CpuDevice() override {
-    for (auto& [size, p] : cache_) std::free(p);
-  }
+  DeviceKind kind() const override { return DeviceKind::Cpu; }
   std::string name() const override { return "cpu"; }
-
-  void* alloc(size_t nbytes) override {
-    size_t size = round_up(nbytes);
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      auto it = cache_.find(size);
-      if (it != cache_.end()) {
-        void* p = it->second;
-        cached_bytes_ -= size;
-        cache_.erase(it);
-        return p;
-      }
-    }
-    void* p = std::aligned_alloc(64, size);
-    if (!p) {
-      release_cache();
-      p = std::aligned_alloc(64, size);
-      if (!p) throw std::bad_alloc();
-    }
+  DeviceProperties properties() const override {
+    DeviceProperties p;
+    p.name = cpu_model_name();
+    const LLVMJit& jit = LLVMJit::get();
+    p.arch = jit.cpu_name();
+    const std::string& f = jit.cpu_features();
+    p.vector_bits = f.find("+avx512f") != std::string::npos ? 512 : f.find("+avx") != std::string::npos ? 256 : 128;
+    p.multiprocessors = thread_pool().size();
+    p.total_memory = host_memory().second;
     return p;
   }
-
-  void free(void* ptr, size_t nbytes) override {
-    size_t size = round_up(nbytes);
-    std::lock_guard<std::mutex> g(mu_);
-    // Keep freed blocks for reuse: a training step frees and allocates the
-    // same sizes every iteration. Bound the cache so memory goes back.
-    if (cached_bytes_ + size > kMaxCachedBytes) {
-      std::free(ptr);
-      return;
-    }
-    cache_.emplace(size, ptr);
-    cached_bytes_ += size;
-  }
+  std::pair<int64_t, int64_t> mem_get_info() override { return host_memory(); }
 
   void copy_in(void* dst, const void* src, size_t nbytes) override { std::memcpy(dst, src, nbytes); }
   void copy_out(void* dst, const void* src, size_t nbytes) override { std::memcpy(dst, src, nbytes); }
 
-  void launch(const Program& p, void** buffers) override {
+  void launch(const Program& p, void** args) override {
     // Aim for slices of at least ~32k elements of work so threads pay off.
     int64_t min_slice = std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(1, p.work_per_item));
     if (p.scratch_bytes == 0) {
-      thread_pool().parallel_for(p.parallel_size, min_slice, [&](int64_t b, int64_t e) { p.run(buffers, b, e); });
+      thread_pool().parallel_for(p.parallel_size, min_slice, [&](int64_t b, int64_t e) { p.run(args, b, e); });
       return;
     }
-    std::vector<void*> args(buffers, buffers + p.scratch_index);
+    std::vector<void*> with_scratch(args, args + p.scratch_index);
     std::vector<uint64_t> scratch((p.scratch_bytes + 7) / 8);
-    args.push_back(scratch.data());
-    thread_pool().parallel_for(p.parallel_size, min_slice, [&](int64_t b, int64_t e) { p.run(args.data(), b, e); });
-    p.finish(args.data());
+    with_scratch.push_back(scratch.data());
+    thread_pool().parallel_for(p.parallel_size, min_slice,
+                               [&](int64_t b, int64_t e) { p.run(with_scratch.data(), b, e); });
+    p.finish(with_scratch.data());
   }
 
- private:
-  static size_t round_up(size_t n) {
-    if (n == 0) n = 1;
-    return (n + 63) & ~size_t(63);
+ protected:
+  void* raw_alloc(size_t nbytes) override {
+    // Linux overcommits: a block bigger than the memory available would be
+    // granted and then kill the process when touched. Refuse it here instead.
+    if (nbytes >= (size_t(256) << 20) && int64_t(nbytes) > host_memory().first) return nullptr;
+    return std::aligned_alloc(64, nbytes);
   }
-  void release_cache() {
-    std::lock_guard<std::mutex> g(mu_);
-    for (auto& [size, p] : cache_) std::free(p);
-    cache_.clear();
-    cached_bytes_ = 0;
-  }
-  static constexpr size_t kMaxCachedBytes = size_t(4) << 30;
-  std::mutex mu_;
-  std::multimap<size_t, void*> cache_;
-  size_t cached_bytes_ = 0;
+  void raw_free(void* ptr, size_t) override { std::free(ptr); }
 };
 
 }  // namespace

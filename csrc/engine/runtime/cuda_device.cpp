@@ -4,77 +4,75 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <map>
 #include <mutex>
 #include <stdexcept>
 #include <vector>
 
+#include "engine/runtime/cuda_driver.h"
+
 namespace tiny {
 namespace {
 
-// The subset of cuda.h we call (stable driver ABI; the _v2 names are the
-// 64-bit ones every driver since CUDA 3.2 exports).
-using CUresult = int;
-using CUdevice = int;
-using CUcontext = void*;
-using CUmodule = void*;
-using CUfunction = void*;
-using CUstream = void*;
-using CUdeviceptr = unsigned long long;
-constexpr CUresult CUDA_SUCCESS = 0;
-constexpr int CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16;
-constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
-constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
-constexpr int CU_JIT_ERROR_LOG_BUFFER = 5;
-constexpr int CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6;
+using namespace cu;
 
-struct Api {
-  CUresult (*Init)(unsigned);
-  CUresult (*DriverGetVersion)(int*);
-  CUresult (*DeviceGetCount)(int*);
-  CUresult (*DeviceGet)(CUdevice*, int);
-  CUresult (*DeviceGetName)(char*, int, CUdevice);
-  CUresult (*DeviceGetAttribute)(int*, int, CUdevice);
-  CUresult (*DevicePrimaryCtxRetain)(CUcontext*, CUdevice);
-  CUresult (*CtxSetCurrent)(CUcontext);
-  CUresult (*CtxSynchronize)();
-  CUresult (*MemAlloc)(CUdeviceptr*, size_t);
-  CUresult (*MemFree)(CUdeviceptr);
-  CUresult (*MemcpyHtoD)(CUdeviceptr, const void*, size_t);
-  CUresult (*MemcpyDtoH)(void*, CUdeviceptr, size_t);
-  CUresult (*ModuleLoadDataEx)(CUmodule*, const void*, unsigned, int*, void**);
-  CUresult (*ModuleUnload)(CUmodule);
-  CUresult (*ModuleGetFunction)(CUfunction*, CUmodule, const char*);
-  CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
-                           void**, void**);
-  CUresult (*GetErrorString)(CUresult, const char**);
-};
-
-template <typename F>
-bool sym(void* h, const char* name, F& fn) {
-  fn = reinterpret_cast<F>(dlsym(h, name));
-  return fn != nullptr;
-}
-
+// A driver API table with the context of its device 0.
 struct Driver {
   CudaInfo info;
   Api api{};
   CUcontext ctx = nullptr;
   CUdevice dev = 0;
+  DeviceKind kind = DeviceKind::Cuda;
 
   std::string error(CUresult r) const {
     const char* s = nullptr;
     if (api.GetErrorString && api.GetErrorString(r, &s) == CUDA_SUCCESS && s) return s;
     return "CUDA error " + std::to_string(r);
   }
-  void check(CUresult r, const char* what) const {
-    if (r != CUDA_SUCCESS) throw std::runtime_error(std::string("tiny cuda: ") + what + ": " + error(r));
+  void check(CUresult r, const std::string& what) const {
+    if (r != CUDA_SUCCESS) throw std::runtime_error("tiny " + std::string(device_kind_name(kind)) + ": " + what + ": " + error(r));
   }
   // Driver calls need the context current on the calling thread.
   void bind() const { check(api.CtxSetCurrent(ctx), "cuCtxSetCurrent"); }
+
+  // cuInit, GPU 0, its context and description; info.reason says what failed.
+  void open() {
+    CUresult r = api.Init(0);
+    if (r != CUDA_SUCCESS) {
+      info.reason = "cuInit failed: " + error(r);
+      return;
+    }
+    api.DriverGetVersion(&info.driver_version);
+    int count = 0;
+    r = api.DeviceGetCount(&count);
+    if (r != CUDA_SUCCESS || count == 0) {
+      info.reason = r != CUDA_SUCCESS ? "cuDeviceGetCount failed: " + error(r) : "no CUDA GPU";
+      return;
+    }
+    if ((r = api.DeviceGet(&dev, 0)) != CUDA_SUCCESS || (r = api.DevicePrimaryCtxRetain(&ctx, dev)) != CUDA_SUCCESS) {
+      info.reason = "cannot open GPU 0: " + error(r);
+      return;
+    }
+    char name[256] = {0};
+    api.DeviceGetName(name, sizeof name - 1, dev);
+    info.name = name;
+    api.DeviceGetAttribute(&info.cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+    api.DeviceGetAttribute(&info.cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+    api.DeviceGetAttribute(&info.multiprocessors, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
+    size_t total = 0;
+    api.DeviceTotalMem(&total, dev);
+    info.total_memory = int64_t(total);
+    info.available = true;
+  }
 };
 
-Driver& driver() {
+template <typename F>
+bool sym(void* h, const char* name, F& fn, std::string& missing) {
+  fn = reinterpret_cast<F>(dlsym(h, name));
+  if (!fn) missing += std::string(missing.empty() ? "" : ", ") + name;
+  return fn != nullptr;
+}
+
+Driver& gpu_driver() {
   static Driver* d = [] {
     auto* dr = new Driver();  // never destroyed: buffers may outlive statics
     CudaInfo& info = dr->info;
@@ -100,180 +98,232 @@ Driver& driver() {
       return dr;
     }
     Api& a = dr->api;
-    bool ok = sym(h, "cuInit", a.Init) && sym(h, "cuDriverGetVersion", a.DriverGetVersion) &&
-              sym(h, "cuDeviceGetCount", a.DeviceGetCount) && sym(h, "cuDeviceGet", a.DeviceGet) &&
-              sym(h, "cuDeviceGetName", a.DeviceGetName) && sym(h, "cuDeviceGetAttribute", a.DeviceGetAttribute) &&
-              sym(h, "cuDevicePrimaryCtxRetain", a.DevicePrimaryCtxRetain) &&
-              sym(h, "cuCtxSetCurrent", a.CtxSetCurrent) && sym(h, "cuCtxSynchronize", a.CtxSynchronize) &&
-              sym(h, "cuMemAlloc_v2", a.MemAlloc) && sym(h, "cuMemFree_v2", a.MemFree) &&
-              sym(h, "cuMemcpyHtoD_v2", a.MemcpyHtoD) && sym(h, "cuMemcpyDtoH_v2", a.MemcpyDtoH) &&
-              sym(h, "cuModuleLoadDataEx", a.ModuleLoadDataEx) && sym(h, "cuModuleUnload", a.ModuleUnload) &&
-              sym(h, "cuModuleGetFunction", a.ModuleGetFunction) && sym(h, "cuLaunchKernel", a.LaunchKernel) &&
-              sym(h, "cuGetErrorString", a.GetErrorString);
-    if (!ok) {
-      info.reason = "the CUDA driver library lacks required symbols";
+    std::string missing;
+#define TINY_LOAD(field, symbol) sym(h, #symbol, a.field, missing);
+    TINY_CUDA_API(TINY_LOAD)
+#undef TINY_LOAD
+    if (!missing.empty()) {
+      info.reason = "the CUDA driver library lacks required symbols (" + missing + ")";
       return dr;
     }
-    CUresult r = a.Init(0);
-    if (r != CUDA_SUCCESS) {
-      info.reason = "cuInit failed: " + dr->error(r);
-      return dr;
-    }
-    a.DriverGetVersion(&info.driver_version);
-    int count = 0;
-    r = a.DeviceGetCount(&count);
-    if (r != CUDA_SUCCESS || count == 0) {
-      info.reason = r != CUDA_SUCCESS ? "cuDeviceGetCount failed: " + dr->error(r) : "no CUDA GPU";
-      return dr;
-    }
-    if ((r = a.DeviceGet(&dr->dev, 0)) != CUDA_SUCCESS ||
-        (r = a.DevicePrimaryCtxRetain(&dr->ctx, dr->dev)) != CUDA_SUCCESS) {
-      info.reason = "cannot open GPU 0: " + dr->error(r);
-      return dr;
-    }
-    char name[256] = {0};
-    a.DeviceGetName(name, sizeof name - 1, dr->dev);
-    info.name = name;
-    a.DeviceGetAttribute(&info.cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dr->dev);
-    a.DeviceGetAttribute(&info.cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dr->dev);
-    a.DeviceGetAttribute(&info.multiprocessors, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dr->dev);
-    info.available = true;
+    dr->open();
     return dr;
   }();
   return *d;
 }
 
+Driver& emu_driver() {
+  static Driver* d = [] {
+    auto* dr = new Driver();
+    dr->kind = DeviceKind::CudaEmu;
+    if (!cuda_emu_info().available) {
+      dr->info.reason = cuda_emu_info().reason;
+      return dr;
+    }
+    dr->api = cuda_emu_api();
+    dr->open();
+    return dr;
+  }();
+  return *d;
+}
+
+// A captured launch sequence, and what it was captured with.
+struct CudaGraph final : ReplayState {
+  const Driver* driver = nullptr;
+  CUgraphExec exec = nullptr;
+  std::vector<uint64_t> signature;  // buffer addresses and launch words of every step
+  ~CudaGraph() override {
+    if (exec && driver->api.CtxSetCurrent(driver->ctx) == CUDA_SUCCESS) driver->api.GraphExecDestroy(exec);
+  }
+};
+
 class CudaDevice final : public Device {
  public:
+  explicit CudaDevice(Driver& d) : d_(d) {
+    d_.bind();
+    d_.check(d_.api.StreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  }
+  DeviceKind kind() const override { return d_.kind; }
   std::string name() const override {
-    const CudaInfo& i = driver().info;
-    return "cuda:0 (" + i.name + ", sm_" + std::to_string(i.cc_major) + std::to_string(i.cc_minor) + ")";
+    const CudaInfo& i = d_.info;
+    return std::string(device_kind_name(d_.kind)) + ":0 (" + i.name + ", sm_" + std::to_string(i.cc_major) +
+           std::to_string(i.cc_minor) + ")";
   }
-
-  void* alloc(size_t nbytes) override {
-    size_t size = round_up(nbytes);
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      auto it = cache_.find(size);
-      if (it != cache_.end()) {
-        void* p = it->second;
-        cached_bytes_ -= size;
-        cache_.erase(it);
-        return p;
-      }
-    }
-    const Driver& d = driver();
-    d.bind();
-    CUdeviceptr p = 0;
-    CUresult r = d.api.MemAlloc(&p, size);
-    if (r != CUDA_SUCCESS) {
-      release_cache();  // memory held for reuse goes back, then try once more
-      d.check(d.api.MemAlloc(&p, size), "cuMemAlloc");
-    }
-    return reinterpret_cast<void*>(p);
+  DeviceProperties properties() const override {
+    const CudaInfo& i = d_.info;
+    DeviceProperties p;
+    p.name = i.name;
+    p.arch = "sm_" + std::to_string(i.cc_major) + std::to_string(i.cc_minor);
+    p.cc_major = i.cc_major;
+    p.cc_minor = i.cc_minor;
+    p.multiprocessors = i.multiprocessors;
+    p.total_memory = i.total_memory;
+    return p;
   }
-
-  void free(void* ptr, size_t nbytes) override {
-    size_t size = round_up(nbytes);
-    std::lock_guard<std::mutex> g(mu_);
-    if (cached_bytes_ + size > kMaxCachedBytes) {
-      const Driver& d = driver();
-      d.bind();
-      d.api.MemFree(reinterpret_cast<CUdeviceptr>(ptr));
-      return;
-    }
-    cache_.emplace(size, ptr);
-    cached_bytes_ += size;
+  std::pair<int64_t, int64_t> mem_get_info() override {
+    d_.bind();
+    size_t free_b = 0, total = 0;
+    d_.check(d_.api.MemGetInfo(&free_b, &total), "cuMemGetInfo");
+    return {int64_t(free_b), int64_t(total)};
   }
 
   void copy_in(void* dst, const void* src, size_t nbytes) override {
     if (!nbytes) return;
-    const Driver& d = driver();
-    d.bind();
-    d.check(d.api.MemcpyHtoD(reinterpret_cast<CUdeviceptr>(dst), src, nbytes), "cuMemcpyHtoD");
+    d_.bind();
+    // From pageable memory this returns once the source is staged: the caller may reuse it.
+    d_.check(d_.api.MemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(dst), src, nbytes, stream_), "cuMemcpyHtoDAsync");
   }
   void copy_out(void* dst, const void* src, size_t nbytes) override {
     if (!nbytes) return;
-    const Driver& d = driver();
-    d.bind();
-    // Synchronous on the legacy default stream: waits for the kernels before it.
-    d.check(d.api.MemcpyDtoH(dst, reinterpret_cast<CUdeviceptr>(src), nbytes), "cuMemcpyDtoH");
+    d_.bind();
+    d_.check(d_.api.MemcpyDtoHAsync(dst, reinterpret_cast<CUdeviceptr>(src), nbytes, stream_), "cuMemcpyDtoHAsync");
+    d_.check(d_.api.StreamSynchronize(stream_), "cuStreamSynchronize");
   }
-  void launch(const Program& p, void** buffers) override { p.run(buffers, 0, p.parallel_size); }
-  void synchronize() override {
-    const Driver& d = driver();
-    d.bind();
-    d.check(d.api.CtxSynchronize(), "cuCtxSynchronize");
+  void launch(const Program& p, void** args) override { p.run(args, 0, p.parallel_size); }
+
+  void launch_all(std::vector<LaunchStep>& steps, std::unique_ptr<ReplayState>* state) override {
+    if (!state) {
+      Device::launch_all(steps, state);
+      return;
+    }
+    std::vector<uint64_t> signature;
+    for (auto& s : steps) {
+      for (size_t i = 0; i + 1 < s.args.size(); i++) signature.push_back(reinterpret_cast<uintptr_t>(s.args[i]));
+      signature.insert(signature.end(), s.params.begin(), s.params.end());
+    }
+    auto* graph = dynamic_cast<CudaGraph*>(state->get());
+    d_.bind();
+    if (graph && graph->signature == signature) {
+      d_.check(d_.api.GraphLaunch(graph->exec, stream_), "cuGraphLaunch");
+      return;
+    }
+    // Capture the launches (nothing runs), then update the executable graph in
+    // place, or instantiate one when there is none or the update is refused.
+    d_.check(d_.api.StreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_RELAXED), "cuStreamBeginCapture");
+    CUgraph captured = nullptr;
+    try {
+      for (auto& s : steps) launch(*s.program, s.args.data());
+    } catch (...) {
+      if (d_.api.StreamEndCapture(stream_, &captured) == CUDA_SUCCESS && captured) d_.api.GraphDestroy(captured);
+      throw;
+    }
+    d_.check(d_.api.StreamEndCapture(stream_, &captured), "cuStreamEndCapture");
+    if (!graph) {
+      state->reset(graph = new CudaGraph());
+      graph->driver = &d_;
+    }
+    GraphUpdateInfo info{};
+    if (graph->exec && d_.api.GraphExecUpdate(graph->exec, captured, &info) != CUDA_SUCCESS) {
+      d_.api.GraphExecDestroy(graph->exec);
+      graph->exec = nullptr;
+    }
+    CUresult r = CUDA_SUCCESS;
+    if (!graph->exec) r = d_.api.GraphInstantiate(&graph->exec, captured, 0);
+    d_.api.GraphDestroy(captured);
+    d_.check(r, "cuGraphInstantiate");
+    graph->signature = std::move(signature);
+    d_.check(d_.api.GraphLaunch(graph->exec, stream_), "cuGraphLaunch");
   }
 
+  void synchronize() override {
+    d_.bind();
+    d_.check(d_.api.StreamSynchronize(stream_), "cuStreamSynchronize");
+  }
+
+  const Driver& driver() const { return d_; }
+  CUstream stream() const { return stream_; }
+
+ protected:
+  void* raw_alloc(size_t nbytes) override {
+    d_.bind();
+    CUdeviceptr p = 0;
+    CUresult r = d_.api.MemAlloc(&p, nbytes);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) return nullptr;
+    d_.check(r, "cuMemAlloc");
+    return reinterpret_cast<void*>(p);
+  }
+  void raw_free(void* ptr, size_t) override {
+    d_.bind();
+    d_.api.MemFree(reinterpret_cast<CUdeviceptr>(ptr));
+  }
+  size_t granularity() const override { return 512; }
+  size_t max_cached_bytes() const override { return size_t(8) << 30; }
+
  private:
-  static size_t round_up(size_t n) {
-    if (n == 0) n = 1;
-    return (n + 511) & ~size_t(511);
+  Driver& d_;
+  CUstream stream_ = nullptr;
+};
+
+// A module loaded on a device; its functions' Programs share it.
+struct LoadedModule {
+  const Driver* driver;
+  CUmodule module;
+  ~LoadedModule() {
+    if (driver->api.CtxSetCurrent(driver->ctx) == CUDA_SUCCESS) driver->api.ModuleUnload(module);
   }
-  void release_cache() {
-    std::lock_guard<std::mutex> g(mu_);
-    const Driver& d = driver();
-    d.bind();
-    for (auto& [size, p] : cache_) d.api.MemFree(reinterpret_cast<CUdeviceptr>(p));
-    cache_.clear();
-    cached_bytes_ = 0;
-  }
-  static constexpr size_t kMaxCachedBytes = size_t(8) << 30;
-  std::mutex mu_;
-  std::multimap<size_t, void*> cache_;
-  size_t cached_bytes_ = 0;
 };
 
 class CudaProgram final : public Program {
  public:
-  CudaProgram(CUmodule m, CUfunction f, const CudaLaunchShape& shape) : module_(m), fn_(f), shape_(shape) {}
-  ~CudaProgram() override {
-    const Driver& d = driver();
-    if (d.api.CtxSetCurrent(d.ctx) == CUDA_SUCCESS) d.api.ModuleUnload(module_);
-  }
-  void run(void** buffers, int64_t begin, int64_t end) const override {
+  CudaProgram(const CudaDevice& dev, std::shared_ptr<LoadedModule> m, CUfunction f, const CudaLaunchShape& shape)
+      : dev_(dev), module_(std::move(m)), fn_(f), shape_(shape) {}
+  void run(void** args, int64_t begin, int64_t end) const override {
     if (end <= begin) return;
-    const Driver& d = driver();
+    const Driver& d = dev_.driver();
     d.bind();
+    // the driver copies the values behind these pointers at launch (or capture)
     std::vector<CUdeviceptr> ptrs(size_t(shape_.num_buffers));
     std::vector<void*> params;
     for (int i = 0; i < shape_.num_buffers; i++) {
-      ptrs[size_t(i)] = reinterpret_cast<CUdeviceptr>(buffers[i]);
+      ptrs[size_t(i)] = reinterpret_cast<CUdeviceptr>(args[i]);
       params.push_back(&ptrs[size_t(i)]);
     }
+    const uint64_t* words = static_cast<const uint64_t*>(args[shape_.num_buffers]);
+    for (int i = 0; i < shape_.num_params; i++) params.push_back(const_cast<uint64_t*>(words + i));
     long long b = begin, e = end;
     params.push_back(&b);
     params.push_back(&e);
     int64_t epb = std::max<int64_t>(1, shape_.elements_per_block);
     // Grid-stride loops cover the rest; this many blocks fill any current GPU.
-    int64_t grid = std::min<int64_t>((end - begin + epb - 1) / epb, int64_t(1) << 20);
-    d.check(d.api.LaunchKernel(fn_, unsigned(grid), 1, 1, unsigned(shape_.block_size), 1, 1, 0, nullptr,
+    int64_t grid = shape_.serial ? 1 : std::min<int64_t>((end - begin + epb - 1) / epb, int64_t(1) << 20);
+    d.check(d.api.LaunchKernel(fn_, unsigned(grid), 1, 1, unsigned(shape_.block_size), 1, 1, 0, dev_.stream(),
                                params.data(), nullptr),
-            ("cuLaunchKernel " + name).c_str());
+            "cuLaunchKernel " + name);
   }
 
  private:
-  CUmodule module_;
+  const CudaDevice& dev_;
+  std::shared_ptr<LoadedModule> module_;
   CUfunction fn_;
   CudaLaunchShape shape_;
 };
 
 }  // namespace
 
-const CudaInfo& cuda_info() { return driver().info; }
+const CudaInfo& cuda_info() { return gpu_driver().info; }
 bool cuda_available() { return cuda_info().available; }
 
 Device* cuda_device() {
   if (!cuda_available()) return nullptr;
-  static CudaDevice* d = new CudaDevice();  // never destroyed, like the CPU device
+  static CudaDevice* d = new CudaDevice(gpu_driver());  // never destroyed, like the CPU device
   return d;
 }
 
-std::unique_ptr<Program> cuda_load_program(const std::string& image, const std::string& fn,
-                                           const CudaLaunchShape& shape, int64_t parallel_size) {
-  const Driver& d = driver();
-  if (!d.info.available) throw std::runtime_error("tiny cuda: CUDA is not available: " + d.info.reason);
+Device* cuda_emu_device() {
+  if (!emu_driver().info.available) return nullptr;
+  static CudaDevice* d = new CudaDevice(emu_driver());
+  return d;
+}
+
+bool is_cuda(const Device& d) { return d.kind() == DeviceKind::Cuda || d.kind() == DeviceKind::CudaEmu; }
+
+std::vector<std::unique_ptr<Program>> cuda_load_programs(Device& device, const std::string& image,
+                                                         const std::vector<std::string>& fns,
+                                                         const std::vector<CudaLaunchShape>& shapes,
+                                                         const std::vector<int64_t>& parallel_sizes) {
+  auto* dev = dynamic_cast<CudaDevice*>(&device);
+  if (!dev) throw std::invalid_argument("cuda_load_programs: " + device.name() + " is not a CUDA device");
+  const Driver& d = dev->driver();
   d.bind();
   std::string log(8192, '\0');
   int opts[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
@@ -282,19 +332,20 @@ std::unique_ptr<Program> cuda_load_program(const std::string& image, const std::
   CUresult r = d.api.ModuleLoadDataEx(&m, image.c_str(), 2, opts, vals);
   if (r != CUDA_SUCCESS) {
     log.resize(std::char_traits<char>::length(log.c_str()));
-    throw std::runtime_error("tiny cuda: cuModuleLoadData: " + d.error(r) + (log.empty() ? "" : "\n" + log));
+    throw std::runtime_error("tiny " + std::string(device_kind_name(d.kind)) + ": cuModuleLoadData: " + d.error(r) +
+                             (log.empty() ? "" : "\n" + log));
   }
-  CUfunction f = nullptr;
-  r = d.api.ModuleGetFunction(&f, m, fn.c_str());
-  if (r != CUDA_SUCCESS) {
-    d.api.ModuleUnload(m);
-    throw std::runtime_error("tiny cuda: cuModuleGetFunction(" + fn + "): " + d.error(r));
+  std::shared_ptr<LoadedModule> module(new LoadedModule{&d, m});
+  std::vector<std::unique_ptr<Program>> out;
+  for (size_t i = 0; i < fns.size(); i++) {
+    CUfunction f = nullptr;
+    d.check(d.api.ModuleGetFunction(&f, m, fns[i].c_str()), "cuModuleGetFunction(" + fns[i] + ")");
+    auto p = std::make_unique<CudaProgram>(*dev, module, f, shapes[i]);
+    p->name = fns[i];
+    p->parallel_size = parallel_sizes[i];
+    out.push_back(std::move(p));
   }
-  auto p = std::make_unique<CudaProgram>(m, f, shape);
-  p->name = fn;
-  p->parallel_size = parallel_size;
-  p->work_per_item = 1;
-  return p;
+  return out;
 }
 
 }  // namespace tiny

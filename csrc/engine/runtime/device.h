@@ -1,16 +1,23 @@
-// A Device owns memory and runs compiled kernels. The CPU device is always
-// present; a CUDA device exists when libcuda loads and a GPU answers.
+// A Device owns memory and runs compiled kernels: the CPU (always there), a
+// CUDA GPU (when libcuda loads and a GPU answers), or the emulated CUDA device
+// (the CUDA path with the GPU replaced by host code, for machines without one).
+// realize() takes the device it computes on; compute_device() is the one the
+// process chose (TINY_DEVICE).
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace tiny {
 
-// A compiled kernel: `fn(buffers, begin, end)` runs the slice [begin, end) of
-// the kernel's parallel axis.
+// A compiled kernel: `fn(args, begin, end)` runs the slice [begin, end) of
+// the kernel's parallel axis. `args` holds the kernel's buffers followed by a
+// pointer to its launch words (Kernel::launch_params).
 struct Program {
   std::string name;
   int64_t parallel_size = 1;  // extent of the parallel axis
@@ -20,24 +27,107 @@ struct Program {
   size_t scratch_bytes = 0;
   size_t scratch_index = 0;  // where the scratch goes: after the buffers and the parameter array
   virtual ~Program() = default;
-  virtual void run(void** buffers, int64_t begin, int64_t end) const = 0;
-  virtual void finish(void** buffers) const {}
+  virtual void run(void** args, int64_t begin, int64_t end) const = 0;
+  virtual void finish(void** args) const {}
+};
+
+enum class DeviceKind { Cpu, Cuda, CudaEmu };
+const char* device_kind_name(DeviceKind k);  // "cpu", "cuda", "cuda-emu"
+
+// What a user asks torch.tiny.get_device_properties() for.
+struct DeviceProperties {
+  std::string name;             // the GPU's name, or the CPU's model name
+  std::string arch;             // "sm_90", or the CPU name LLVM targets ("znver3")
+  int cc_major = 0, cc_minor = 0;
+  int multiprocessors = 0;      // SMs, or the threads kernels run on
+  int64_t total_memory = 0;     // bytes
+  int vector_bits = 0;          // CPU: the widest vector the JIT uses
+};
+
+// The caching allocator's figures (torch.tiny.memory_stats and friends).
+struct MemoryStats {
+  int64_t allocated = 0, peak_allocated = 0;  // bytes of live buffers (rounded sizes)
+  int64_t reserved = 0, peak_reserved = 0;    // live + cached bytes obtained from the device
+  int64_t allocations = 0, frees = 0;         // buffer allocations and releases
+  int64_t device_allocations = 0;             // allocations that went to the device (cache misses)
+  int64_t ooms = 0;                           // allocations that failed even after emptying the cache
+  int64_t cache_flushes = 0;                  // times the cache was emptied to retry an allocation
+};
+
+// Out of memory on a device, after emptying the cache and retrying once.
+class OutOfMemoryError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+// Raises the out-of-memory error instead of OutOfMemoryError (it must throw):
+// the torch layer makes it torch.OutOfMemoryError without the engine knowing torch.
+using OutOfMemoryHandler = void (*)(const std::string& message);
+void set_out_of_memory_handler(OutOfMemoryHandler handler);
+
+// A launch sequence recorded by a cached schedule (see Device::launch_all).
+struct LaunchStep {
+  const Program* program;
+  std::vector<void*> args;  // buffers, then the launch words' address (filled by launch_all)
+  std::vector<uint64_t> params;
+};
+// Device state a replayed sequence keeps between calls (a CUDA graph).
+struct ReplayState {
+  virtual ~ReplayState() = default;
 };
 
 class Device {
  public:
   virtual ~Device() = default;
+  virtual DeviceKind kind() const = 0;
   virtual std::string name() const = 0;
-  virtual void* alloc(size_t nbytes) = 0;
-  virtual void free(void* ptr, size_t nbytes) = 0;
+  virtual DeviceProperties properties() const = 0;
+
+  // The caching allocator: freed blocks are kept by size and reused; when the
+  // device refuses, the cache is emptied and the allocation tried once more,
+  // then OutOfMemoryError names the size and the free / total memory.
+  void* alloc(size_t nbytes);
+  void free(void* ptr, size_t nbytes);
+  MemoryStats memory_stats();
+  void reset_peak_memory_stats();
+  void empty_cache();
+  // (free, total) bytes of the device's memory, as the device reports them.
+  virtual std::pair<int64_t, int64_t> mem_get_info() = 0;
+
+  // Host <-> device copies. copy_out waits for the work before it.
   virtual void copy_in(void* dst, const void* src, size_t nbytes) = 0;
   virtual void copy_out(void* dst, const void* src, size_t nbytes) = 0;
-  // Runs the whole parallel range, split across the device's workers.
-  // `args` holds the kernel's buffers followed by its parameter array.
+  // Runs the whole parallel range. May return before the kernel finishes.
   virtual void launch(const Program& p, void** args) = 0;
+  // Runs a cached schedule's kernels in order. `state` lets a device keep a
+  // faster form of the sequence between replays (a CUDA graph); the default
+  // launches one by one.
+  virtual void launch_all(std::vector<LaunchStep>& steps, std::unique_ptr<ReplayState>* state);
+  // Waits until everything launched has finished.
   virtual void synchronize() {}
+
+ protected:
+  // Device memory without caching: nullptr when the device has none left.
+  virtual void* raw_alloc(size_t nbytes) = 0;
+  virtual void raw_free(void* ptr, size_t nbytes) = 0;
+  virtual size_t granularity() const { return 64; }
+  virtual size_t max_cached_bytes() const { return size_t(4) << 30; }
+
+ private:
+  size_t round_up(size_t n) const;
+  void release_cache_locked();
+  std::mutex mu_;
+  std::multimap<size_t, void*> cache_;
+  size_t cached_bytes_ = 0;
+  MemoryStats stats_;
 };
 
 Device* cpu_device();
+
+// The device tiny computes on, chosen once per process by TINY_DEVICE:
+// "cpu", "cuda" (error when no usable GPU, saying why), "cuda-emu"; unset or
+// "auto": CUDA when a usable GPU and NVRTC are there, else the CPU.
+// Throws std::runtime_error for an unusable choice.
+// (One device per process: tiny:0. Several GPUs are not used yet.)
+Device& compute_device();
 
 }  // namespace tiny

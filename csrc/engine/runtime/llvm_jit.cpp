@@ -1,11 +1,8 @@
 #include "engine/runtime/llvm_jit.h"
 
 #include <dlfcn.h>
-#include <unistd.h>
 
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <functional>
 #include <mutex>
 #include <sstream>
@@ -27,15 +24,10 @@
 #include <llvm/Target/TargetMachine.h>
 
 #include "engine/runtime/counters.h"
+#include "engine/runtime/disk_cache.h"
 
 namespace tiny {
 namespace {
-
-std::string cache_dir() {
-  if (const char* d = std::getenv("TINY_CACHE_DIR")) return d;
-  const char* home = std::getenv("HOME");
-  return std::string(home ? home : "/tmp") + "/.cache/torch_tiny";
-}
 
 // Optimizes a module for the host and emits an object file, or reads the
 // object a previous process wrote for the same IR.
@@ -59,13 +51,7 @@ class CachingCompiler : public llvm::orc::IRCompileLayer::IRCompiler {
     llvm::orc::SimpleCompiler compile(*tm_);
     auto obj = compile(m);
     if (obj && !path.empty()) {
-      std::error_code ec;
-      std::filesystem::create_directories(dir_, ec);
-      std::string tmp = path + ".tmp" + std::to_string(::getpid());
-      std::ofstream f(tmp, std::ios::binary);
-      f.write((*obj)->getBufferStart(), std::streamsize((*obj)->getBufferSize()));
-      f.close();
-      std::filesystem::rename(tmp, path, ec);
+      write_file_atomic(path, std::string((*obj)->getBufferStart(), (*obj)->getBufferSize()));
     }
     return obj;
   }
@@ -129,7 +115,7 @@ LLVMJit::LLVMJit() : impl_(new Impl) {
   impl_->triple = jtmb.getTargetTriple().str();
   auto dl = llvm::cantFail(jtmb.getDefaultDataLayoutForTarget());
   impl_->layout = dl.getStringRepresentation();
-  std::string dir = std::getenv("TINY_NO_DISK_CACHE") ? "" : cache_dir() + "/llvm" TINY_LLVM_VERSION "-" + impl_->cpu;
+  std::string dir = disk_cache_dir("llvm" TINY_LLVM_VERSION "-" + impl_->cpu);
   auto builder = llvm::orc::LLJITBuilder();
   builder.setJITTargetMachineBuilder(jtmb);
   builder.setCompileFunctionCreator(

@@ -12,7 +12,7 @@
 
 namespace tiny {
 
-void realize_nodes(const std::vector<NodeRef>& nodes) {
+void realize_nodes(const std::vector<NodeRef>& nodes, Device& device) {
   std::lock_guard<std::recursive_mutex> g(engine_mutex());
   std::vector<NodeRef> todo;
   for (auto& n : nodes)
@@ -22,35 +22,40 @@ void realize_nodes(const std::vector<NodeRef>& nodes) {
   int level = debug_level();
   static auto* cache = new std::unordered_map<std::string, std::shared_ptr<CachedSchedule>>();
   GraphShape shape = graph_shape(todo);
-  auto hit = cache->find(shape.key);
+  for (auto& b : shape.inputs)
+    if (b->device() != &device)
+      throw std::logic_error("tiny engine: a buffer on " + b->device()->name() + " is read by a schedule on " +
+                             device.name());
+  std::string key = device.name() + "|" + shape.key;  // one process may use several devices (tests)
+  auto hit = cache->find(key);
   if (hit != cache->end()) {
     counters().schedule_cache_hits++;
     auto t1 = std::chrono::steady_clock::now();
-    int64_t ns = hit->second->replay(shape);
+    int64_t ns = hit->second->replay(shape, device);
     counters().kernel_ns += ns;
     if (level >= 1)
       std::fprintf(stderr, "tiny: schedule %zu kernels (cached), lookup %.3f ms, run %.3f ms\n",
                    hit->second->kernel_count(), std::chrono::duration<double, std::milli>(t1 - t0).count(), ns / 1e6);
     return;
   }
-  Schedule sched = create_schedule(todo);
+  Schedule sched = create_schedule(todo, device);
   auto ts = std::chrono::steady_clock::now();
   counters().schedules++;
 
   // Compile everything first: codegen walks the graph, which realizing frees.
-  std::vector<std::shared_ptr<Program>> programs;
-  for (auto& k : sched.kernels) programs.push_back(cpu_program(k));
+  std::vector<std::shared_ptr<Program>> programs = device_programs(device, sched.kernels);
   auto t1 = std::chrono::steady_clock::now();
 
   int64_t kernel_ns = 0;
   for (size_t i = 0; i < sched.kernels.size(); i++) {
     Kernel& k = sched.kernels[i];
-    std::vector<void*> ptrs;
-    for (auto& b : k.buffers) ptrs.push_back(b->ptr());
+    std::vector<void*> args;
+    for (auto& b : k.buffers) args.push_back(b->ptr());
     std::vector<uint64_t> params = k.launch_params();
-    ptrs.push_back(params.data());
+    args.push_back(params.data());
     auto ks = std::chrono::steady_clock::now();
-    cpu_device()->launch(*programs[i], ptrs.data());
+    device.launch(*programs[i], args.data());
+    if (level >= 2) device.synchronize();  // so the time is the kernel's, not its launch's
     auto ke = std::chrono::steady_clock::now();
     int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(ke - ks).count();
     kernel_ns += ns;
@@ -63,14 +68,14 @@ void realize_nodes(const std::vector<NodeRef>& nodes) {
   }
   counters().kernel_ns += kernel_ns;
   if (cache->size() > 4096) cache->clear();  // bound the memory of programs that change every time
-  if (auto c = CachedSchedule::record(shape, sched, programs)) cache->emplace(shape.key, c);
+  if (auto c = CachedSchedule::record(shape, sched, programs)) cache->emplace(key, c);
   for (auto& [node, buf] : sched.realized) node->set_realized(buf);
   for (auto& n : todo)
     if (!n->realized()) throw std::logic_error("tiny engine: schedule left a target unrealized: " + n->str());
   if (level >= 1) {
     auto t2 = std::chrono::steady_clock::now();
-    std::fprintf(stderr, "tiny: schedule %zu kernels, schedule %.3f ms, compile %.3f ms, run %.3f ms\n",
-                 sched.kernels.size(), std::chrono::duration<double, std::milli>(ts - t0).count(),
+    std::fprintf(stderr, "tiny: schedule %zu kernels on %s, schedule %.3f ms, compile %.3f ms, run %.3f ms\n",
+                 sched.kernels.size(), device.name().c_str(), std::chrono::duration<double, std::milli>(ts - t0).count(),
                  std::chrono::duration<double, std::milli>(t1 - ts).count(),
                  std::chrono::duration<double, std::milli>(t2 - t1).count());
   }

@@ -25,8 +25,10 @@ class CachedSchedule {
   // nullopt-like: nullptr when the schedule uses buffers it cannot name.
   static std::shared_ptr<CachedSchedule> record(const GraphShape& g, const Schedule& s,
                                                 const std::vector<std::shared_ptr<Program>>& programs);
-  // Runs the schedule for a graph of the same shape; returns the kernel time in ns.
-  int64_t replay(const GraphShape& g) const;
+  // Runs the schedule for a graph of the same shape on `device`; returns the
+  // kernel time in ns. From the second replay on, the device may keep the
+  // launch sequence in a faster form (a CUDA graph).
+  int64_t replay(const GraphShape& g, Device& device);
   size_t kernel_count() const { return kernels_.size(); }
 
  private:
@@ -46,6 +48,8 @@ class CachedSchedule {
   std::vector<Slot> slots_;
   std::vector<Step> kernels_;
   std::vector<std::pair<int, int>> realized_;  // (position in order, slot)
+  int replays_ = 0;
+  std::unique_ptr<ReplayState> replay_state_;
 };
 
 }  // namespace tiny

@@ -356,7 +356,7 @@ void collect_loads(Kernel& k, const NodeRef& root_value, const Node* self,
 
 }  // namespace
 
-Schedule create_schedule(const std::vector<NodeRef>& targets) {
+Schedule create_schedule(const std::vector<NodeRef>& targets, Device& device) {
   Schedule sched;
   auto order = toposort(targets);
   Planner p;
@@ -383,7 +383,7 @@ Schedule create_schedule(const std::vector<NodeRef>& targets) {
       // a reshape of stored data: the same bytes
       buf = n->src[0]->realized() ? n->src[0]->realized() : p.buffers.at(n->src[0].get());
     } else {
-      buf = std::make_shared<Buffer>(cpu_device(), n->dtype, n->numel());
+      buf = std::make_shared<Buffer>(&device, n->dtype, n->numel());
       roots.push_back(n);
     }
     p.buffers[n] = buf;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/codegen/kernel.h"
+#include "engine/runtime/device.h"
 
 namespace tiny {
 
@@ -15,7 +16,8 @@ struct Schedule {
   std::vector<std::pair<NodeRef, BufferRef>> realized;
 };
 
-Schedule create_schedule(const std::vector<NodeRef>& targets);
+// The schedule's buffers are allocated on `device` when the kernels run.
+Schedule create_schedule(const std::vector<NodeRef>& targets, Device& device = compute_device());
 // Unrealized nodes reachable from the targets, producers first (deterministic).
 std::vector<const Node*> toposort(const std::vector<NodeRef>& targets);
 

@@ -59,8 +59,8 @@ Tensor Tensor::from_buffer(BufferRef buffer, const Shape& shape) {
   return Tensor(make_node(Op::Buffer, dt, shape, {}, std::move(a)));
 }
 
-Tensor Tensor::from_host(const void* data, const Shape& shape, DType dtype) {
-  auto buf = std::make_shared<Buffer>(cpu_device(), dtype, tiny::numel(shape));
+Tensor Tensor::from_host(const void* data, const Shape& shape, DType dtype, Device& device) {
+  auto buf = std::make_shared<Buffer>(&device, dtype, tiny::numel(shape));
   if (buf->nbytes()) buf->copy_in(data, buf->nbytes());
   return from_buffer(std::move(buf), shape);
 }

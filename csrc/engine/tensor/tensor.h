@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/graph/node.h"
+#include "engine/runtime/device.h"
 
 namespace tiny {
 
@@ -28,8 +29,8 @@ class Tensor {
   // bias corrections), so the next step reuses the schedule and programs.
   static Tensor param(const Shape& shape, Scalar value, DType dtype);
   static Tensor from_buffer(BufferRef buffer, const Shape& shape);
-  // Copies `nbytes` of host memory into a new buffer now (a host->device copy).
-  static Tensor from_host(const void* data, const Shape& shape, DType dtype);
+  // Copies host memory into a new buffer on `device` now (a host->device copy).
+  static Tensor from_host(const void* data, const Shape& shape, DType dtype, Device& device = compute_device());
   static Tensor arange(int64_t n, Scalar start, Scalar step, DType dtype);
   // Uniform float32 in [0, 1) from Philox-4x32 keyed by `seed`, counter = offset + flat index.
   static Tensor rand(const Shape& shape, uint64_t seed, uint64_t offset);

@@ -1,34 +1,23 @@
 // A stand-in for libcuda.so.1 used by test_cuda.cpp (built at test time, loaded
-// through TINY_LIBCUDA in a child process): device memory is host memory, and
-// cuLaunchKernel calls a host build of the kernel (`host_<name>`, from a
-// library the test registers with tiny_mock_register). It lets the engine's
-// driver code run end to end on machines without a GPU.
+// through TINY_LIBCUDA in a child process): it exercises the engine's loading
+// of a real driver library (dlopen, every symbol, cuInit, device queries,
+// memory, module loading) and its failure modes. It runs no kernels: the
+// emulated device (runtime/cuda_emu.*) runs the CUDA path end to end.
 //   TINY_MOCK_CUDA=noinit    cuInit fails (no device)
 //   TINY_MOCK_CUDA=nodevice  cuInit works, no GPU is found
 //   TINY_MOCK_CUDA=badimage  modules fail to load
-#include <dlfcn.h>
-
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <set>
 #include <string>
-#include <vector>
 
 namespace {
 
 std::mutex mu;
-std::vector<void*> libraries;
 std::set<void*> live;  // allocations
-long launches = 0, allocs = 0;
-
-struct Module {
-  bool ptx;
-};
-struct Function {
-  std::string name;
-};
+long allocs = 0;
 
 const char* mode() {
   const char* m = std::getenv("TINY_MOCK_CUDA");
@@ -40,11 +29,6 @@ const char* mode() {
 extern "C" {
 
 // ---- test hooks
-void tiny_mock_register(void* library) {
-  std::lock_guard<std::mutex> g(mu);
-  libraries.push_back(library);
-}
-long tiny_mock_launches() { return launches; }
 long tiny_mock_live_allocations() { return long(live.size()); }
 long tiny_mock_allocations() { return allocs; }
 
@@ -70,6 +54,10 @@ int cuDeviceGetAttribute(int* v, int attr, int) {
   *v = attr == 75 ? 9 : attr == 76 ? 0 : attr == 16 ? 4 : 0;
   return 0;
 }
+int cuDeviceTotalMem_v2(size_t* bytes, int) {
+  *bytes = size_t(1) << 30;
+  return 0;
+}
 int cuDevicePrimaryCtxRetain(void** ctx, int) {
   static int c;
   *ctx = &c;
@@ -92,14 +80,33 @@ int cuMemFree_v2(unsigned long long p) {
   std::free(reinterpret_cast<void*>(p));
   return 0;
 }
-int cuMemcpyHtoD_v2(unsigned long long dst, const void* src, size_t n) {
+int cuMemGetInfo_v2(size_t* free_bytes, size_t* total) {
+  *total = size_t(1) << 30;
+  *free_bytes = *total / 2;
+  return 0;
+}
+int cuMemcpyHtoDAsync_v2(unsigned long long dst, const void* src, size_t n, void*) {
   std::memcpy(reinterpret_cast<void*>(dst), src, n);
   return 0;
 }
-int cuMemcpyDtoH_v2(void* dst, unsigned long long src, size_t n) {
+int cuMemcpyDtoHAsync_v2(void* dst, unsigned long long src, size_t n, void*) {
   std::memcpy(dst, reinterpret_cast<void*>(src), n);
   return 0;
 }
+int cuStreamCreate(void** s, unsigned) {
+  static int stream;
+  *s = &stream;
+  return 0;
+}
+int cuStreamSynchronize(void*) { return 0; }
+// no graphs: 801 is CUDA_ERROR_NOT_SUPPORTED
+int cuStreamBeginCapture_v2(void*, int) { return 801; }
+int cuStreamEndCapture(void*, void**) { return 801; }
+int cuGraphInstantiateWithFlags(void**, void*, unsigned long long) { return 801; }
+int cuGraphExecUpdate_v2(void*, void*, void*) { return 801; }
+int cuGraphLaunch(void*, void*) { return 801; }
+int cuGraphDestroy(void*) { return 0; }
+int cuGraphExecDestroy(void*) { return 0; }
 int cuModuleLoadDataEx(void** m, const void* image, unsigned n, int* opts, void** vals) {
   const char* p = static_cast<const char*>(image);
   bool elf = std::memcmp(p, "\x7f" "ELF", 4) == 0;
@@ -109,37 +116,23 @@ int cuModuleLoadDataEx(void** m, const void* image, unsigned n, int* opts, void*
       if (opts[i] == 5) std::strncpy(static_cast<char*>(vals[i]), "mock: image rejected", 64);
     return 200;  // CUDA_ERROR_INVALID_IMAGE
   }
-  *m = new Module{ptx};
+  static int module;
+  *m = &module;
   return 0;
 }
-int cuModuleUnload(void* m) {
-  delete static_cast<Module*>(m);
+int cuModuleUnload(void*) { return 0; }
+int cuModuleGetFunction(void** f, void*, const char*) {
+  static int function;
+  *f = &function;
   return 0;
 }
-int cuModuleGetFunction(void** f, void*, const char* name) {
-  *f = new Function{name};  // leaked on purpose: handles live as long as their module
-  return 0;
-}
-int cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned,
-                   void*, void** params, void**) {
-  if (gy != 1 || gz != 1 || by != 1 || bz != 1 || gx == 0 || bx == 0 || bx > 1024) return 1;  // invalid value
-  std::string sym = "host_" + static_cast<Function*>(f)->name;
-  using Host = void (*)(void**, unsigned, unsigned);
-  Host fn = nullptr;
-  {
-    std::lock_guard<std::mutex> g(mu);
-    for (auto it = libraries.rbegin(); it != libraries.rend() && !fn; ++it)
-      fn = reinterpret_cast<Host>(dlsym(*it, sym.c_str()));
-    launches++;
-  }
-  if (!fn) return 500;  // CUDA_ERROR_NOT_FOUND
-  fn(params, gx, bx);
-  return 0;
+int cuLaunchKernel(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*, void**, void**) {
+  return 801;  // the mock runs no kernels
 }
 int cuGetErrorString(int e, const char** s) {
   static std::map<int, std::string> names = {{100, "no CUDA-capable device is detected"},
                                              {200, "device kernel image is invalid"},
-                                             {500, "named symbol not found"}};
+                                             {801, "operation not supported"}};
   auto it = names.find(e);
   *s = it == names.end() ? "mock error" : it->second.c_str();
   return 0;

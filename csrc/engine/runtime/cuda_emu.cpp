@@ -1,0 +1,619 @@
+// The emulated CUDA device: a driver API table over host memory and host
+// builds of the rendered kernels (see cuda_emu.h).
+#include "engine/runtime/cuda_emu.h"
+
+#include <dlfcn.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+
+#include "engine/runtime/counters.h"
+#include "engine/runtime/disk_cache.h"
+#include "engine/runtime/thread_pool.h"
+
+#ifndef TINY_HOST_CXX
+#define TINY_HOST_CXX "c++"
+#endif
+
+namespace tiny {
+namespace {
+
+using namespace cu;
+
+// ---------------------------------------------------------------- the module header
+
+// Force-included before the rendered source: the CUDA dialect as C++, and the
+// launch entry points the emulator calls (tiny_emu_launch_<name>).
+const char* kShim = R"(#include <math.h>
+#include <string.h>
+struct tiny_uint3 { unsigned x, y, z; };
+static thread_local tiny_uint3 threadIdx, blockIdx;
+static tiny_uint3 blockDim, gridDim;
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(n)
+// The threads of a block run on one OS thread, its blocks one after another.
+#define __shared__ static thread_local
+static inline float __uint_as_float(unsigned x) { float f; memcpy(&f, &x, 4); return f; }
+static inline unsigned __float_as_uint(float f) { unsigned x; memcpy(&x, &f, 4); return x; }
+static inline long long __double_as_longlong(double d) { long long x; memcpy(&x, &d, 8); return x; }
+static inline double __longlong_as_double(long long x) { double d; memcpy(&d, &x, 8); return d; }
+
+// What the emulator gives a launch (its layout is the emulator's EmuEnv).
+struct TinyEmuEnv {
+  void* (*translate)(unsigned long long device_address);
+  void (*run)(unsigned grid, unsigned block, int cooperative, void (*thread)(void*, unsigned, unsigned), void* arg);
+  void (*barrier)();
+};
+static const TinyEmuEnv* tiny_emu_env;
+// Fibers of one block meet here; the resumed fiber gets its own indices back.
+static inline void __syncthreads() {
+  const tiny_uint3 t = threadIdx, b = blockIdx;
+  tiny_emu_env->barrier();
+  threadIdx = t;
+  blockIdx = b;
+}
+
+template <unsigned...> struct tiny_seq {};
+template <unsigned N, unsigned... I> struct tiny_make_seq : tiny_make_seq<N - 1, N - 1, I...> {};
+template <unsigned... I> struct tiny_make_seq<0, I...> { typedef tiny_seq<I...> type; };
+// A kernel parameter from the driver's argument slot: device pointers are
+// translated once per launch; launch words and the range pass as they are.
+template <class T> static inline unsigned long long tiny_prep(void* slot, T**) {
+  return (unsigned long long)tiny_emu_env->translate(*(unsigned long long*)slot);
+}
+static inline unsigned long long tiny_prep(void* slot, unsigned long long*) { return *(unsigned long long*)slot; }
+static inline unsigned long long tiny_prep(void* slot, long long*) { return *(unsigned long long*)slot; }
+template <class T> static inline T* tiny_get(unsigned long long v, T**) { return (T*)v; }
+static inline unsigned long long tiny_get(unsigned long long v, unsigned long long*) { return v; }
+static inline long long tiny_get(unsigned long long v, long long*) { return (long long)v; }
+
+template <class... P> struct tiny_kernel {
+  typedef typename tiny_make_seq<sizeof...(P)>::type seq;
+  struct launch { void (*fn)(P...); unsigned long long v[sizeof...(P)]; };
+  template <unsigned... I> static void call(const launch* L, tiny_seq<I...>) { L->fn(tiny_get(L->v[I], (P*)0)...); }
+  template <unsigned... I> static void prep(launch* L, void** params, tiny_seq<I...>) {
+    const unsigned long long v[] = {tiny_prep(params[I], (P*)0)...};
+    memcpy(L->v, v, sizeof v);
+  }
+  static void thread(void* arg, unsigned b, unsigned t) {
+    blockIdx.x = b;
+    threadIdx.x = t;
+    call((const launch*)arg, seq());
+  }
+  static void run(void (*fn)(P...), void** params, unsigned grid, unsigned block, int coop, const TinyEmuEnv* env) {
+    tiny_emu_env = env;
+    gridDim.x = grid; gridDim.y = gridDim.z = 1;
+    blockDim.x = block; blockDim.y = blockDim.z = 1;
+    launch L;
+    L.fn = fn;
+    prep(&L, params, seq());
+    env->run(grid, block, coop, &thread, &L);
+  }
+};
+template <class... P>
+static void tiny_emu_run(void (*fn)(P...), void** params, unsigned grid, unsigned block, int coop, const TinyEmuEnv* env) {
+  tiny_kernel<P...>::run(fn, params, grid, block, coop, env);
+}
+template <class... P> static unsigned tiny_emu_nparams(void (*)(P...)) { return sizeof...(P); }
+)";
+
+const char* kModulePrefix = "tiny-emu-module:";
+
+// ---------------------------------------------------------------- execution
+
+struct EmuEnv {  // the shim's TinyEmuEnv
+  void* (*translate)(unsigned long long);
+  void (*run)(unsigned, unsigned, int, void (*)(void*, unsigned, unsigned), void*);
+  void (*barrier)();
+};
+using LaunchFn = void (*)(void**, unsigned, unsigned, const EmuEnv*);
+
+std::atomic<int64_t> n_launches{0}, n_captured{0}, n_graph_launches{0}, n_instantiations{0}, n_updates{0};
+std::atomic<bool> bad_address{false};  // a launch named memory that is not allocated
+
+// Fibers of the block an OS thread is running (cooperative kernels).
+struct Fibers {
+  ucontext_t main;
+  std::vector<ucontext_t> ctx;
+  std::vector<char*> stacks;
+  std::vector<char> done;
+  unsigned current = 0, block = 0;
+  void (*thread)(void*, unsigned, unsigned) = nullptr;
+  void* arg = nullptr;
+  bool active = false;
+  ~Fibers() {
+    for (char* s : stacks) std::free(s);
+  }
+};
+thread_local Fibers fibers;
+constexpr size_t kFiberStack = 64 << 10;
+
+void fiber_entry() {
+  Fibers& f = fibers;
+  f.thread(f.arg, f.block, f.current);
+  f.done[f.current] = 1;  // returning resumes `main` through uc_link
+}
+
+void barrier() {
+  Fibers& f = fibers;
+  if (f.active) swapcontext(&f.ctx[f.current], &f.main);
+}
+
+void run_cooperative_block(unsigned b, unsigned block, void (*thread)(void*, unsigned, unsigned), void* arg) {
+  Fibers& f = fibers;
+  f.ctx.resize(block);
+  while (f.stacks.size() < block) {
+    char* s = static_cast<char*>(std::malloc(kFiberStack));
+    if (!s) throw std::bad_alloc();
+    f.stacks.push_back(s);
+  }
+  f.done.assign(block, 0);
+  f.block = b;
+  f.thread = thread;
+  f.arg = arg;
+  for (unsigned t = 0; t < block; t++) {
+    getcontext(&f.ctx[t]);
+    f.ctx[t].uc_stack.ss_sp = f.stacks[t];
+    f.ctx[t].uc_stack.ss_size = kFiberStack;
+    f.ctx[t].uc_link = &f.main;
+    makecontext(&f.ctx[t], fiber_entry, 0);
+  }
+  f.active = true;
+  // Round robin: no thread passes barrier k before every thread has reached it.
+  for (bool running = true; running;) {
+    running = false;
+    for (unsigned t = 0; t < block; t++) {
+      if (f.done[t]) continue;
+      f.current = t;
+      swapcontext(&f.main, &f.ctx[t]);
+      running = true;
+    }
+  }
+  f.active = false;
+}
+
+void run_grid(unsigned grid, unsigned block, int cooperative, void (*thread)(void*, unsigned, unsigned), void* arg) {
+  if (bad_address.load()) return;  // the launch fails instead of touching wild memory
+  int64_t min_slice = std::max<int64_t>(1, 2048 / int64_t(block));
+  thread_pool().parallel_for(grid, min_slice, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; b++) {
+      if (cooperative) {
+        run_cooperative_block(unsigned(b), block, thread, arg);
+        continue;
+      }
+      for (unsigned t = 0; t < block; t++) thread(arg, unsigned(b), t);
+    }
+  });
+}
+
+// ---------------------------------------------------------------- memory
+
+struct Memory {
+  std::mutex mu;
+  uint64_t base = 0, size = 0, next = 0;  // the reserved device address range
+  struct Block {
+    char* host;
+    size_t size;
+  };
+  std::map<uint64_t, Block> live;
+  std::multimap<size_t, uint64_t> free_ranges;  // released device addresses by size
+  size_t used = 0, capacity = 0;
+
+  Memory() {
+    // Reserved and inaccessible: a host dereference of a device address faults.
+    for (uint64_t want = uint64_t(1) << 40; want >= (uint64_t(1) << 32) && !base; want >>= 2) {
+      void* p = mmap(nullptr, want, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (p != MAP_FAILED) {
+        base = reinterpret_cast<uint64_t>(p);
+        size = want;
+      }
+    }
+    next = base;
+    if (const char* m = std::getenv("TINY_EMU_MEMORY")) {
+      char* end = nullptr;
+      double v = std::strtod(m, &end);
+      std::string unit = end ? end : "";
+      double scale = unit == "K" || unit == "k" ? 1024.0 : unit == "M" ? 1024.0 * 1024 : unit == "G" ? 1024.0 * 1024 * 1024 : 1.0;
+      capacity = size_t(v * scale);
+    } else {
+      capacity = size_t(sysconf(_SC_PHYS_PAGES)) * size_t(sysconf(_SC_PAGESIZE)) / 2;
+    }
+  }
+
+  // The host memory behind [addr, addr + n), or nullptr.
+  char* host(uint64_t addr, size_t n) {
+    std::lock_guard<std::mutex> g(mu);
+    auto it = live.upper_bound(addr);
+    if (it == live.begin()) return nullptr;
+    --it;
+    uint64_t off = addr - it->first;
+    if (off > it->second.size || n > it->second.size - off) return nullptr;
+    return it->second.host + off;
+  }
+};
+
+Memory& memory() {
+  static Memory* m = new Memory();  // never destroyed: buffers may outlive statics
+  return *m;
+}
+
+void* translate(unsigned long long addr) {
+  char* p = memory().host(addr, 0);
+  if (!p) bad_address = true;
+  return p;
+}
+
+const EmuEnv kEnv = {&translate, &run_grid, &barrier};
+
+// ---------------------------------------------------------------- modules, streams, graphs
+
+struct Module {
+  void* handle;
+};
+struct Function {
+  std::string name;
+  LaunchFn launch;
+  unsigned nparams;
+};
+struct Launch {
+  const Function* fn;
+  unsigned grid, block;
+  std::vector<unsigned long long> params;  // every kernel parameter is 8 bytes
+};
+struct Graph {
+  std::vector<Launch> launches;
+};
+struct Stream {
+  Graph* capture = nullptr;
+};
+
+CUresult run_launch(const Launch& l) {
+  std::vector<void*> slots;
+  for (auto& v : l.params) slots.push_back(const_cast<unsigned long long*>(&v));
+  bad_address = false;
+  l.fn->launch(slots.data(), l.grid, l.block, &kEnv);
+  n_launches++;
+  return bad_address.exchange(false) ? 700 : CUDA_SUCCESS;  // CUDA_ERROR_ILLEGAL_ADDRESS
+}
+
+// ---------------------------------------------------------------- the driver API
+
+CUresult cuInit(unsigned) { return memory().base ? CUDA_SUCCESS : 100; }
+CUresult cuDriverGetVersion(int* v) {
+  *v = 13000;
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceGetCount(int* n) {
+  *n = 1;
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceGet(CUdevice* d, int i) {
+  *d = i;
+  return i == 0 ? CUDA_SUCCESS : 101;  // CUDA_ERROR_INVALID_DEVICE
+}
+CUresult cuDeviceGetName(char* name, int len, CUdevice) {
+  std::strncpy(name, "tiny CUDA emulator (host CPU)", size_t(len));
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceGetAttribute(int* v, int attr, CUdevice) {
+  switch (attr) {
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = 9; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *v = thread_pool().size(); break;
+    default: *v = 0;
+  }
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice) {
+  *bytes = memory().capacity;
+  return CUDA_SUCCESS;
+}
+CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice) {
+  static int context;
+  *ctx = &context;
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxSetCurrent(CUcontext ctx) { return ctx ? CUDA_SUCCESS : 201; }
+CUresult cuCtxSynchronize() { return CUDA_SUCCESS; }  // launches run to completion
+
+CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t n) {
+  Memory& m = memory();
+  size_t size = (std::max<size_t>(n, 1) + 255) & ~size_t(255);
+  std::lock_guard<std::mutex> g(m.mu);
+  if (m.used + size > m.capacity) return CUDA_ERROR_OUT_OF_MEMORY;
+  uint64_t addr;
+  auto f = m.free_ranges.find(size);
+  if (f != m.free_ranges.end()) {
+    addr = f->second;
+    m.free_ranges.erase(f);
+  } else {
+    if (m.next + size > m.base + m.size) return CUDA_ERROR_OUT_OF_MEMORY;
+    addr = m.next;
+    m.next += size;
+  }
+  char* host = static_cast<char*>(std::aligned_alloc(64, size));
+  if (!host) {
+    m.free_ranges.emplace(size, addr);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  m.live[addr] = {host, size};
+  m.used += size;
+  *p = addr;
+  return CUDA_SUCCESS;
+}
+CUresult cuMemFree_v2(CUdeviceptr p) {
+  Memory& m = memory();
+  std::lock_guard<std::mutex> g(m.mu);
+  auto it = m.live.find(p);
+  if (it == m.live.end()) return 1;  // CUDA_ERROR_INVALID_VALUE
+  std::free(it->second.host);
+  m.used -= it->second.size;
+  m.free_ranges.emplace(it->second.size, p);
+  m.live.erase(it);
+  return CUDA_SUCCESS;
+}
+CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total) {
+  Memory& m = memory();
+  std::lock_guard<std::mutex> g(m.mu);
+  *free_bytes = m.capacity - m.used;
+  *total = m.capacity;
+  return CUDA_SUCCESS;
+}
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t n, CUstream) {
+  char* d = memory().host(dst, n);
+  if (!d) return 1;
+  std::memcpy(d, src, n);
+  return CUDA_SUCCESS;
+}
+CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t n, CUstream) {
+  char* s = memory().host(src, n);
+  if (!s) return 1;
+  std::memcpy(dst, s, n);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamCreate(CUstream* s, unsigned) {
+  *s = new Stream();
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamSynchronize(CUstream) { return CUDA_SUCCESS; }
+CUresult cuStreamBeginCapture_v2(CUstream s, int) {
+  auto* st = static_cast<Stream*>(s);
+  if (!st || st->capture) return 900;  // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+  st->capture = new Graph();
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamEndCapture(CUstream s, CUgraph* g) {
+  auto* st = static_cast<Stream*>(s);
+  if (!st || !st->capture) return 901;  // CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+  *g = st->capture;
+  st->capture = nullptr;
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphInstantiateWithFlags(CUgraphExec* e, CUgraph g, unsigned long long) {
+  *e = new Graph(*static_cast<Graph*>(g));
+  n_instantiations++;
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphExecUpdate_v2(CUgraphExec e, CUgraph g, GraphUpdateInfo* info) {
+  auto* exec = static_cast<Graph*>(e);
+  auto* graph = static_cast<Graph*>(g);
+  bool same = exec->launches.size() == graph->launches.size();
+  for (size_t i = 0; same && i < graph->launches.size(); i++) same = exec->launches[i].fn == graph->launches[i].fn;
+  if (info) *info = {same ? 0 : 2, nullptr, nullptr};  // CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED
+  if (!same) return 910;  // CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE
+  *exec = *graph;  // only parameters (and launch shapes) changed
+  n_updates++;
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphLaunch(CUgraphExec e, CUstream) {
+  n_graph_launches++;
+  for (auto& l : static_cast<Graph*>(e)->launches)
+    if (CUresult r = run_launch(l)) return r;
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphDestroy(CUgraph g) {
+  delete static_cast<Graph*>(g);
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphExecDestroy(CUgraphExec e) {
+  delete static_cast<Graph*>(e);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuModuleLoadDataEx(CUmodule* m, const void* image, unsigned n, int* opts, void** vals) {
+  auto fail = [&](const std::string& why) {
+    for (unsigned i = 0; i < n; i++)
+      if (opts[i] == CU_JIT_ERROR_LOG_BUFFER) {
+        size_t cap = 0;
+        for (unsigned j = 0; j < n; j++)
+          if (opts[j] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES) cap = reinterpret_cast<uintptr_t>(vals[j]);
+        if (cap) std::snprintf(static_cast<char*>(vals[i]), cap, "%s", why.c_str());
+      }
+    return CUDA_ERROR_INVALID_IMAGE;
+  };
+  const char* p = static_cast<const char*>(image);
+  size_t plen = std::strlen(kModulePrefix);
+  if (std::strncmp(p, kModulePrefix, plen) != 0)
+    return fail("the emulated CUDA device runs host builds (cuda_emu_compile), not PTX or CUBIN");
+  void* h = dlopen(p + plen, RTLD_NOW | RTLD_LOCAL);
+  if (!h) return fail(dlerror());
+  *m = new Module{h};
+  return CUDA_SUCCESS;
+}
+CUresult cuModuleUnload(CUmodule m) {
+  auto* mod = static_cast<Module*>(m);
+  dlclose(mod->handle);
+  delete mod;
+  return CUDA_SUCCESS;
+}
+CUresult cuModuleGetFunction(CUfunction* f, CUmodule m, const char* name) {
+  void* h = static_cast<Module*>(m)->handle;
+  auto launch = reinterpret_cast<LaunchFn>(dlsym(h, ("tiny_emu_launch_" + std::string(name)).c_str()));
+  auto nparams = reinterpret_cast<unsigned (*)()>(dlsym(h, ("tiny_emu_nparams_" + std::string(name)).c_str()));
+  if (!launch || !nparams) return 500;  // CUDA_ERROR_NOT_FOUND
+  *f = new Function{name, launch, nparams()};  // lives as long as the process, like the module's code
+  return CUDA_SUCCESS;
+}
+CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                        unsigned shared, CUstream s, void** params, void** extra) {
+  if (gy != 1 || gz != 1 || by != 1 || bz != 1 || gx == 0 || bx == 0 || bx > 1024 || shared || extra)
+    return 1;  // CUDA_ERROR_INVALID_VALUE: the engine launches 1-D grids only
+  auto* fn = static_cast<const Function*>(f);
+  Launch l{fn, gx, bx, {}};
+  for (unsigned i = 0; i < fn->nparams; i++) l.params.push_back(*static_cast<unsigned long long*>(params[i]));
+  auto* st = static_cast<Stream*>(s);
+  if (st && st->capture) {
+    st->capture->launches.push_back(std::move(l));
+    n_captured++;
+    return CUDA_SUCCESS;
+  }
+  return run_launch(l);
+}
+CUresult cuGetErrorString(CUresult e, const char** s) {
+  static const std::map<int, const char*> names = {
+      {1, "invalid argument"}, {2, "out of memory"}, {100, "no CUDA-capable device is detected"},
+      {101, "invalid device ordinal"}, {200, "device kernel image is invalid"}, {201, "invalid device context"},
+      {500, "named symbol not found"}, {700, "an illegal memory access was encountered"},
+      {900, "operation not permitted when stream is capturing"}, {901, "operation failed due to a previous error during capture"},
+      {910, "the graph update was not performed because it included changes which violated constraints specific to instantiated graph update"}};
+  auto it = names.find(e);
+  *s = it == names.end() ? "unknown error" : it->second;
+  return CUDA_SUCCESS;
+}
+
+// ---------------------------------------------------------------- the host compiler
+
+bool on_path(const std::string& exe) {
+  if (exe.find('/') != std::string::npos) return access(exe.c_str(), X_OK) == 0;
+  const char* path = std::getenv("PATH");
+  std::string p = path ? path : "/usr/bin:/bin";
+  size_t start = 0;
+  while (start <= p.size()) {
+    size_t end = p.find(':', start);
+    if (end == std::string::npos) end = p.size();
+    std::string dir = p.substr(start, end - start);
+    if (!dir.empty() && access((dir + "/" + exe).c_str(), X_OK) == 0) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string r = "'";
+  for (char c : s) r += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return r + "'";
+}
+
+}  // namespace
+
+const CudaEmuInfo& cuda_emu_info() {
+  static const CudaEmuInfo info = [] {
+    CudaEmuInfo i;
+    std::vector<std::string> tried;
+    if (const char* e = std::getenv("TINY_EMU_CXX")) tried.emplace_back(e);
+    tried.emplace_back(TINY_HOST_CXX);  // the compiler that built the engine
+    tried.emplace_back("c++");
+    tried.emplace_back("g++");
+    for (auto& c : tried)
+      if (on_path(c)) {
+        i.compiler = c;
+        break;
+      }
+    if (i.compiler.empty()) {
+      i.reason = "no host C++ compiler to build kernels with (tried";
+      for (auto& c : tried) i.reason += " " + c;
+      i.reason += "; set TINY_EMU_CXX)";
+    } else if (!memory().base) {
+      i.reason = "cannot reserve an address range for device memory";
+    }
+    i.available = i.reason.empty();
+    return i;
+  }();
+  return info;
+}
+
+const cu::Api& cuda_emu_api() {
+  static const cu::Api api = [] {
+    cu::Api a{};
+#define TINY_EMU_FILL(field, symbol) a.field = &symbol;
+    TINY_CUDA_API(TINY_EMU_FILL)
+#undef TINY_EMU_FILL
+    return a;
+  }();
+  return api;
+}
+
+std::string cuda_emu_compile(const std::string& source, const std::vector<EmuKernel>& kernels) {
+  const CudaEmuInfo& info = cuda_emu_info();
+  if (!info.available) throw std::runtime_error("tiny cuda-emu: " + info.reason);
+  std::string tu = std::string(kShim) + "\n" + source + "\n";
+  for (auto& k : kernels) {
+    tu += "extern \"C\" void tiny_emu_launch_" + k.name +
+          "(void** p, unsigned grid, unsigned block, const TinyEmuEnv* env) { tiny_emu_run(&" + k.name +
+          ", p, grid, block, " + (k.cooperative ? "1" : "0") + ", env); }\n";
+    tu += "extern \"C\" unsigned tiny_emu_nparams_" + k.name + "() { return tiny_emu_nparams(&" + k.name + "); }\n";
+  }
+  const std::string flags = "-std=c++17 -O1 -ffp-contract=off -w -shared -fPIC";
+  static std::mutex mu;
+  std::lock_guard<std::mutex> g(mu);
+  std::string dir = disk_cache_dir("cuda-emu");
+  if (dir.empty()) {  // disk cache off: a folder of this process's own
+    static const std::string own = [] {
+      char d[] = "/tmp/torch_tiny_emuXXXXXX";
+      return std::string(mkdtemp(d) ? d : "/tmp");
+    }();
+    dir = own;
+  }
+  std::string stem = dir + "/" + content_hash(tu + info.compiler + flags);
+  std::string so = stem + ".so";
+  struct stat st;
+  if (stat(so.c_str(), &st) == 0) {
+    counters().disk_cache_hits++;
+    return kModulePrefix + so;
+  }
+  std::string cpp = stem + ".cpp", log = stem + ".log", tmp = so + ".tmp" + std::to_string(::getpid());
+  if (!write_file_atomic(cpp, tu)) throw std::runtime_error("tiny cuda-emu: cannot write " + cpp);
+  std::string cmd = shell_quote(info.compiler) + " " + flags + " " + shell_quote(cpp) + " -o " + shell_quote(tmp) +
+                    " > " + shell_quote(log) + " 2>&1";
+  int rc = std::system(cmd.c_str());
+  if (rc != 0 || std::rename(tmp.c_str(), so.c_str()) != 0) {
+    std::string text;
+    read_file(log, text);
+    std::remove(tmp.c_str());
+    throw std::runtime_error("tiny cuda-emu: building kernels for the host failed (" + cmd + "); the source is " + cpp +
+                             "\n" + text.substr(0, 8000));
+  }
+  std::remove(cpp.c_str());
+  std::remove(log.c_str());
+  counters().compiles += int64_t(kernels.size());
+  return kModulePrefix + so;
+}
+
+CudaEmuStats cuda_emu_stats() {
+  CudaEmuStats s;
+  s.kernel_launches = n_launches;
+  s.captured_launches = n_captured;
+  s.graph_launches = n_graph_launches;
+  s.graph_instantiations = n_instantiations;
+  s.graph_updates = n_updates;
+  Memory& m = memory();
+  std::lock_guard<std::mutex> g(m.mu);
+  s.live_allocations = int64_t(m.live.size());
+  s.used_bytes = int64_t(m.used);
+  return s;
+}
+
+}  // namespace tiny

@@ -1,0 +1,176 @@
+// What every device shares: the caching allocator and its statistics, the
+// default launch of a replayed sequence, and the choice of the compute device.
+#include "engine/runtime/device.h"
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+
+#include "engine/runtime/cuda_device.h"
+#include "engine/runtime/nvrtc.h"
+
+namespace tiny {
+
+const char* device_kind_name(DeviceKind k) {
+  switch (k) {
+    case DeviceKind::Cpu: return "cpu";
+    case DeviceKind::Cuda: return "cuda";
+    case DeviceKind::CudaEmu: return "cuda-emu";
+  }
+  return "?";
+}
+
+namespace {
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) {
+    b /= 1024;
+    u++;
+  }
+  char s[32];
+  std::snprintf(s, sizeof s, u ? "%.2f %s" : "%.0f %s", b, units[u]);
+  return s;
+}
+
+std::atomic<OutOfMemoryHandler> oom_handler{nullptr};
+
+}  // namespace
+
+void set_out_of_memory_handler(OutOfMemoryHandler handler) { oom_handler = handler; }
+
+size_t Device::round_up(size_t n) const {
+  size_t g = granularity();
+  if (n == 0) n = 1;
+  return (n + g - 1) / g * g;
+}
+
+void* Device::alloc(size_t nbytes) {
+  size_t size = round_up(nbytes);
+  auto count = [&](bool fresh) {  // under mu_
+    stats_.allocations++;
+    stats_.allocated += int64_t(size);
+    stats_.peak_allocated = std::max(stats_.peak_allocated, stats_.allocated);
+    if (fresh) {
+      stats_.device_allocations++;
+      stats_.reserved += int64_t(size);
+      stats_.peak_reserved = std::max(stats_.peak_reserved, stats_.reserved);
+    }
+  };
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = cache_.find(size);
+    if (it != cache_.end()) {
+      void* p = it->second;
+      cached_bytes_ -= size;
+      cache_.erase(it);
+      count(false);
+      return p;
+    }
+  }
+  void* p = raw_alloc(size);
+  if (!p) {
+    // memory held for reuse goes back, then one more try
+    std::lock_guard<std::mutex> g(mu_);
+    release_cache_locked();
+    stats_.cache_flushes++;
+  }
+  if (!p) p = raw_alloc(size);
+  std::lock_guard<std::mutex> g(mu_);
+  if (!p) {
+    stats_.ooms++;
+    auto [free_b, total_b] = mem_get_info();
+    std::string msg = "tiny: out of memory on " + name() + ". Tried to allocate " + human_bytes(double(size)) +
+                      "; the device has " + human_bytes(double(total_b)) + " in all, " + human_bytes(double(free_b)) +
+                      " free; tiny holds " + human_bytes(double(stats_.allocated)) + " in live buffers and " +
+                      human_bytes(double(cached_bytes_)) + " cached.";
+    if (OutOfMemoryHandler h = oom_handler.load()) h(msg);
+    throw OutOfMemoryError(msg);
+  }
+  count(true);
+  return p;
+}
+
+void Device::free(void* ptr, size_t nbytes) {
+  size_t size = round_up(nbytes);
+  std::lock_guard<std::mutex> g(mu_);
+  stats_.frees++;
+  stats_.allocated -= int64_t(size);
+  // Keep freed blocks for reuse: a training step frees and allocates the
+  // same sizes every iteration. Bound the cache so memory goes back.
+  if (cached_bytes_ + size > max_cached_bytes()) {
+    raw_free(ptr, size);
+    stats_.reserved -= int64_t(size);
+    return;
+  }
+  cache_.emplace(size, ptr);
+  cached_bytes_ += size;
+}
+
+void Device::release_cache_locked() {
+  for (auto& [size, p] : cache_) raw_free(p, size);
+  stats_.reserved -= int64_t(cached_bytes_);
+  cache_.clear();
+  cached_bytes_ = 0;
+}
+
+MemoryStats Device::memory_stats() {
+  std::lock_guard<std::mutex> g(mu_);
+  return stats_;
+}
+
+void Device::reset_peak_memory_stats() {
+  std::lock_guard<std::mutex> g(mu_);
+  stats_.peak_allocated = stats_.allocated;
+  stats_.peak_reserved = stats_.reserved;
+}
+
+void Device::empty_cache() {
+  std::lock_guard<std::mutex> g(mu_);
+  release_cache_locked();
+}
+
+void Device::launch_all(std::vector<LaunchStep>& steps, std::unique_ptr<ReplayState>*) {
+  for (auto& s : steps) launch(*s.program, s.args.data());
+}
+
+// ---------------------------------------------------------------- the compute device
+
+namespace {
+
+struct Choice {
+  Device* device = nullptr;
+  std::string error;
+};
+
+Choice choose() {
+  const char* env = std::getenv("TINY_DEVICE");
+  std::string want = env && *env ? env : "auto";
+  Choice c;
+  if (want == "cpu") {
+    c.device = cpu_device();
+  } else if (want == "cuda-emu") {
+    c.device = cuda_emu_device();
+    if (!c.device) c.error = "TINY_DEVICE=cuda-emu: the emulated CUDA device cannot run: " + cuda_emu_info().reason;
+  } else if (want == "cuda" || want == "auto") {
+    bool gpu = cuda_available(), compiler = nvrtc_available();
+    if (gpu && compiler) c.device = cuda_device();
+    else if (want == "auto") c.device = cpu_device();
+    else if (!gpu) c.error = "TINY_DEVICE=cuda: no usable GPU: " + cuda_info().reason;
+    else c.error = "TINY_DEVICE=cuda: the GPU is there but NVRTC is not: " + nvrtc_info().reason;
+  } else {
+    c.error = "TINY_DEVICE must be cpu, cuda, cuda-emu or auto, not '" + want + "'";
+  }
+  return c;
+}
+
+}  // namespace
+
+Device& compute_device() {
+  static const Choice choice = choose();
+  if (!choice.device) throw std::runtime_error("tiny: " + choice.error);
+  return *choice.device;
+}
+
+}  // namespace tiny

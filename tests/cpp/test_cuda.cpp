@@ -558,12 +558,12 @@ TEST_F(Cuda, Bitcasts) {
   Tensor u = input(DType::UInt8, {48}, 84);
   CudaCheck c;
   c.add(f.bitcast(DType::Int32).binary(Op::Add, Tensor::full({48}, Scalar::from_int(1), DType::Int32)), true)
-      .add(h.bitcast(DType::Int16), true)
-      .add(h.bitcast(DType::BFloat16), true)
-      .add(d.bitcast(DType::Int64), true)
-      .add(u.bitcast(DType::Int8), true)
-      .add(f.unary(Op::Neg).bitcast(DType::Int32), true)
-      .add(f.bitcast(DType::Int16), true)  // another itemsize: an aliased buffer
+      .add_bits(h.bitcast(DType::Int16))
+      .add_bits(h.bitcast(DType::BFloat16))
+      .add_bits(d.bitcast(DType::Int64))
+      .add_bits(u.bitcast(DType::Int8))
+      .add(f.unary(Op::Neg).bitcast(DType::Int32), true)  // the sign of a NaN may differ on a GPU
+      .add_bits(f.bitcast(DType::Int16))  // another itemsize: an aliased buffer
       .run();
 }
 
@@ -601,10 +601,10 @@ TEST_F(Cuda, PureCopiesKeepNaNPayloads) {  // bit for bit
   std::memcpy(fb.data(), fbits, sizeof fbits);
   Tensor f = Tensor::from_host(fb.data(), {12}, DType::Float32);
   CudaCheck c;
-  c.add(h.permute({1, 0}).contiguous(), true)
-      .add(h.flip({true, true}).pad({{1, 0}, {0, 1}}).contiguous(), true)
-      .add(f.reshape({3, 4}).permute({1, 0}).contiguous(), true)
-      .add(f.reshape({12, 1}).expand({12, 3}).contiguous(), true)
+  c.add_bits(h.permute({1, 0}).contiguous())
+      .add_bits(h.flip({true, true}).pad({{1, 0}, {0, 1}}).contiguous())
+      .add_bits(f.reshape({3, 4}).permute({1, 0}).contiguous())
+      .add_bits(f.reshape({12, 1}).expand({12, 3}).contiguous())
       .run();
 }
 
@@ -759,6 +759,66 @@ TEST_F(Cuda, EmptyAndUnitShapes) {
   CudaCheck c;
   c.add(e.unary(Op::Exp), true)
       .add(u.binary(Op::Add, u).reshape({7, 1}).expand({7, 3}).contiguous(), true)
+      .run();
+}
+
+// ---------------------------------------------------------------- every op, indexing
+
+// Every unary and binary engine op in every dtype it takes (op_accepts)
+// renders, compiles and computes what the CPU computes; other dtypes are refused.
+TEST_F(Cuda, EveryOpRendersInEveryDtype) {
+  std::vector<Op> unary, binary;
+  for (int i = 0; i <= int(Op::Scatter); i++) {
+    Op op = Op(i);
+    if (op == Op::Cast || op == Op::Bitcast) continue;  // CastsBetweenAllDtypes, Bitcasts
+    if (is_unary(op)) unary.push_back(op);
+    if (is_binary(op)) binary.push_back(op);
+  }
+  ASSERT_GE(unary.size(), 30u);
+  ASSERT_GE(binary.size(), 20u);
+  CudaCheck c;
+  int cases = 0;
+  for (DType dt : kAll) {
+    Tensor a = input(dt, {3, 7}, 300 + unsigned(dt)), b = input(dt, {3, 7}, 320 + unsigned(dt));
+    auto match = [&](Op op) { return !is_float(dt) || exact_float_op(op); };
+    for (Op op : unary) {
+      if (!op_accepts(op, dt)) {
+        EXPECT_THROW(a.unary(op), std::invalid_argument) << op_name(op) << " " << dtype_name(dt);
+        continue;
+      }
+      c.add(a.unary(op), match(op), std::string(op_name(op)) + " " + dtype_name(dt));
+      cases++;
+    }
+    for (Op op : binary) {
+      if (!op_accepts(op, dt)) {
+        EXPECT_THROW(a.binary(op, b), std::invalid_argument) << op_name(op) << " " << dtype_name(dt);
+        continue;
+      }
+      c.add(a.binary(op, b), match(op), std::string(op_name(op)) + " " + dtype_name(dt));
+      cases++;
+    }
+  }
+  EXPECT_GE(cases, 300);
+  c.run();
+}
+
+TEST_F(Cuda, GatherAndScatter) {
+  Tensor src = input(DType::Float32, {6, 5}, 341);
+  std::vector<int64_t> at = {0, 29, 7, 7, 12, -1, 30, 3};  // -1 and 30 are clamped to 0, as on the CPU
+  Tensor idx = Tensor::from_host(at.data(), {2, 4}, DType::Int64);
+  std::vector<int64_t> to = {3, 1, 3, 0, 5, 3};  // duplicates: applied in order
+  Tensor where = Tensor::from_host(to.data(), {6}, DType::Int64);
+  Tensor vals = input(DType::Float32, {6}, 342, false);
+  Tensor ivals = input(DType::Int32, {6}, 343);
+  Tensor base = input(DType::Float32, {8}, 344, false);
+  Tensor ibase = input(DType::Int32, {8}, 345);
+  CudaCheck c;
+  c.add(src.reshape({30}).gather(idx), true, "gather")
+      .add(src.reshape({30}).gather(idx).binary(Op::Mul, input(DType::Float32, {2, 4}, 346)), true, "gather * x")
+      .add(base.scatter(where, vals, true), false, "scatter add")  // one thread, in index order
+      .add(ibase.scatter(where, ivals, true, ReduceOp::Max), true, "scatter max")
+      .add(ibase.scatter(where.binary(Op::Add, Tensor::full({6}, Scalar::from_int(9), DType::Int64)), ivals, true),
+           true, "out of range: skipped")
       .run();
 }
 

@@ -2,6 +2,8 @@
 #pragma once
 #include <cstdint>
 
+#include "engine/dtype/dtype.h"
+
 namespace tiny {
 
 enum class Op : uint8_t {
@@ -43,5 +45,10 @@ bool is_unary(Op op);
 bool is_binary(Op op);
 bool is_elementwise(Op op);  // unary, binary, ternary ALU ops
 bool is_comparison(Op op);
+// Whether the elementwise op `op` takes operands of `dt` (the contract every
+// code generator implements): transcendental math, atan2, hypot and copysign
+// take floats; bitwise ops and shifts integers and bool; bool also takes no
+// division, modulo or power.
+bool op_accepts(Op op, DType dt);
 
 }  // namespace tiny

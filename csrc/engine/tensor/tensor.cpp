@@ -81,6 +81,7 @@ Tensor Tensor::rand(const Shape& shape, uint64_t seed, uint64_t offset) {
 
 Tensor Tensor::unary(Op op) const {
   if (!is_unary(op) || op == Op::Cast || op == Op::Bitcast) fail(std::string("not a unary op: ") + op_name(op));
+  if (!op_accepts(op, dtype())) fail(std::string(op_name(op)) + " does not take " + dtype_name(dtype()));
   DType out = result_dtype(op, dtype());
   if (is_const(*this)) {
     if (auto v = fold(op, dtype(), node_->args.value, nullptr)) return full(shape(), *v, out);
@@ -92,6 +93,7 @@ Tensor Tensor::binary(Op op, const Tensor& other) const {
   if (!is_binary(op)) fail(std::string("not a binary op: ") + op_name(op));
   if (shape() != other.shape()) fail(std::string(op_name(op)) + ": shapes differ " + shape_str(shape()) + " vs " + shape_str(other.shape()));
   if (dtype() != other.dtype()) fail(std::string(op_name(op)) + ": dtypes differ");
+  if (!op_accepts(op, dtype())) fail(std::string(op_name(op)) + " does not take " + dtype_name(dtype()));
   DType out = result_dtype(op, dtype());
   if (is_const(*this) && is_const(other)) {
     if (auto v = fold(op, dtype(), node_->args.value, &other.node_->args.value)) return full(shape(), *v, out);

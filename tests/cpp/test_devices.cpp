@@ -1,0 +1,197 @@
+// Realize through a device: the emulated CUDA device computes what the CPU
+// computes through the whole engine path (schedule, programs, device memory,
+// copies), a cached schedule replays as a CUDA graph, the caching allocator's
+// statistics follow the buffers, running out of memory is an error the device
+// survives, and device memory cannot be reached from the host.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "engine/runtime/buffer.h"
+#include "engine/runtime/counters.h"
+#include "engine/runtime/cuda_device.h"
+#include "engine/schedule/realize.h"
+#include "engine/tensor/tensor.h"
+
+using namespace tiny;
+
+namespace {
+
+Device& emu() {
+  Device* d = cuda_emu_device();
+  if (!d) throw std::runtime_error("no emulated device: " + cuda_emu_info().reason);
+  return *d;
+}
+
+std::vector<float> values(int64_t n, float scale, float shift) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; i++) v[size_t(i)] = std::sin(float(i) * scale) * 3.0f + shift;
+  return v;
+}
+
+// Builds a graph on `d` from host data, realizes it there and copies it back.
+template <typename Build>
+std::vector<float> compute_on(Device& d, Build build) {
+  Tensor t = build(d).contiguous();
+  realize_nodes({t.node()}, d);
+  std::vector<float> out(size_t(t.numel()));
+  t.node()->realized()->copy_out(out.data(), out.size() * sizeof(float));
+  return out;
+}
+
+void expect_close(const std::vector<float>& want, const std::vector<float>& got, float tol) {
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t i = 0; i < want.size(); i++) {
+    if (std::isnan(want[i])) {
+      EXPECT_TRUE(std::isnan(got[i])) << i;
+      continue;
+    }
+    EXPECT_NEAR(got[i], want[i], tol * (1.0f + std::fabs(want[i]))) << i;
+  }
+}
+
+}  // namespace
+
+TEST(Devices, EmulatedDeviceComputesWhatTheCpuComputes) {
+  std::vector<float> a = values(6 * 40, 0.37f, 0.1f), b = values(40 * 9, 0.11f, -0.2f);
+  std::vector<int64_t> at = {5, 0, 239, 17, 17, 100};
+  auto build = [&](Device& d) {
+    Tensor x = Tensor::from_host(a.data(), {6, 40}, DType::Float32, d);
+    Tensor w = Tensor::from_host(b.data(), {40, 9}, DType::Float32, d);
+    Tensor idx = Tensor::from_host(at.data(), {6, 1}, DType::Int64, d);
+    // softmax over rows, a matmul, a gather, random numbers and a launch-time scalar
+    Tensor m = x.reduce(ReduceOp::Max, {1}, true).expand({6, 40});
+    Tensor e = x.binary(Op::Sub, m).unary(Op::Exp);
+    Tensor sm = e.binary(Op::Div, e.reduce(ReduceOp::Sum, {1}, true).expand({6, 40}));
+    Tensor y = sm.matmul(w);                                     // (6, 9)
+    Tensor g = x.reshape({240}).gather(idx).expand({6, 9});     // a data-dependent read
+    Tensor r = Tensor::rand({6, 9}, 1234, 56);
+    Tensor p = Tensor::param({6, 9}, Scalar::from_double(0.75), DType::Float32);
+    return y.binary(Op::Add, g.binary(Op::Mul, p)).binary(Op::Add, r);
+  };
+  std::vector<float> cpu = compute_on(*cpu_device(), build);
+  std::vector<float> gpu = compute_on(emu(), build);
+  expect_close(cpu, gpu, 1e-5f);
+}
+
+TEST(Devices, ASchedulesInputsLiveOnItsDevice) {
+  std::vector<float> a = values(8, 1.0f, 0.0f);
+  Tensor x = Tensor::from_host(a.data(), {8}, DType::Float32, *cpu_device());
+  Tensor y = x.binary(Op::Mul, x);
+  EXPECT_THROW(realize_nodes({y.node()}, emu()), std::logic_error);
+}
+
+TEST(Devices, CachedScheduleReplaysAsACudaGraph) {
+  Device& d = emu();
+  const int64_t n = 1000;
+  std::vector<float> w0 = values(n, 0.01f, 1.0f), g0 = values(n, 0.02f, 0.0f);
+  Tensor w = Tensor::from_host(w0.data(), {n}, DType::Float32, d);
+  Tensor g = Tensor::from_host(g0.data(), {n}, DType::Float32, d);
+  // an SGD-like step whose learning rate is a launch word
+  auto step = [&](double lr) {
+    Tensor out = w.binary(Op::Sub, g.binary(Op::Mul, Tensor::param({n}, Scalar::from_double(lr), DType::Float32)));
+    realize_nodes({out.node()}, d);
+    std::vector<float> v(static_cast<size_t>(n));
+    out.node()->realized()->copy_out(v.data(), v.size() * sizeof(float));
+    for (int64_t i = 0; i < n; i += 97) EXPECT_FLOAT_EQ(v[size_t(i)], w0[size_t(i)] - g0[size_t(i)] * float(lr)) << lr;
+  };
+  auto builds = [] { return counters().compiles + counters().disk_cache_hits; };
+  int64_t built = builds(), hits = counters().schedule_cache_hits;
+  step(0.5);  // scheduled and compiled
+  CudaEmuStats s0 = cuda_emu_stats();
+  step(0.25);  // replay: launched one by one
+  CudaEmuStats s1 = cuda_emu_stats();
+  EXPECT_EQ(s1.graph_instantiations, s0.graph_instantiations);
+  EXPECT_EQ(s1.kernel_launches, s0.kernel_launches + 1);
+  step(0.125);  // second replay: captured and instantiated once
+  CudaEmuStats s2 = cuda_emu_stats();
+  EXPECT_EQ(s2.graph_instantiations, s1.graph_instantiations + 1);
+  EXPECT_EQ(s2.graph_launches, s1.graph_launches + 1);
+  step(0.0625);  // a new learning rate: the graph is updated in place, not instantiated again
+  CudaEmuStats s3 = cuda_emu_stats();
+  EXPECT_EQ(s3.graph_instantiations, s2.graph_instantiations);
+  EXPECT_EQ(s3.graph_updates, s2.graph_updates + 1);
+  EXPECT_EQ(s3.graph_launches, s2.graph_launches + 1);
+  step(0.0625);  // the same buffers and words: the graph is launched as it is, nothing captured
+  CudaEmuStats s4 = cuda_emu_stats();
+  EXPECT_EQ(s4.captured_launches, s3.captured_launches);
+  EXPECT_EQ(s4.graph_launches, s3.graph_launches + 1);
+  EXPECT_EQ(builds(), built + 1);  // one program for every learning rate
+  EXPECT_EQ(counters().schedule_cache_hits, hits + 4);
+}
+
+TEST(Devices, MemoryStatisticsFollowTheBuffers) {
+  for (Device* d : {cpu_device(), &emu()}) {
+    SCOPED_TRACE(d->name());
+    d->empty_cache();
+    MemoryStats s0 = d->memory_stats();
+    EXPECT_EQ(s0.reserved, s0.allocated);  // nothing cached after empty_cache
+    d->reset_peak_memory_stats();
+    {
+      Buffer b(d, DType::Float32, 1 << 20);  // 4 MiB, allocated on first use
+      EXPECT_EQ(d->memory_stats().allocated, s0.allocated);
+      b.ptr();
+      MemoryStats s1 = d->memory_stats();
+      EXPECT_EQ(s1.allocated, s0.allocated + (4 << 20));
+      EXPECT_EQ(s1.peak_allocated, s1.allocated);
+      EXPECT_GE(s1.reserved, s1.allocated);
+      EXPECT_EQ(s1.allocations, s0.allocations + 1);
+    }
+    MemoryStats s2 = d->memory_stats();
+    EXPECT_EQ(s2.allocated, s0.allocated);          // freed ...
+    EXPECT_EQ(s2.reserved, s0.reserved + (4 << 20));  // ... into the cache
+    EXPECT_EQ(s2.peak_allocated, s0.allocated + (4 << 20));
+    {
+      Buffer b(d, DType::Int32, 1 << 20);  // the same size: the cached block
+      b.ptr();
+      EXPECT_EQ(d->memory_stats().device_allocations, s2.device_allocations);
+    }
+    d->empty_cache();
+    EXPECT_EQ(d->memory_stats().reserved, s0.reserved);
+    d->reset_peak_memory_stats();
+    EXPECT_EQ(d->memory_stats().peak_allocated, s0.allocated);
+    auto [free_b, total] = d->mem_get_info();
+    EXPECT_GT(total, 0);
+    EXPECT_LE(free_b, total);
+  }
+}
+
+TEST(Devices, OutOfMemoryIsAnErrorTheDeviceSurvives) {
+  for (Device* d : {cpu_device(), &emu()}) {
+    SCOPED_TRACE(d->name());
+    int64_t total = d->mem_get_info().second;
+    int64_t ooms = d->memory_stats().ooms;
+    Buffer huge(d, DType::Float32, 2 * total / 4 + 1024);  // twice the device's memory
+    try {
+      huge.ptr();
+      ADD_FAILURE() << "allocating twice the device's memory must fail";
+    } catch (const OutOfMemoryError& e) {
+      std::string m = e.what();
+      EXPECT_NE(m.find("out of memory"), std::string::npos) << m;
+      EXPECT_NE(m.find("Tried to allocate"), std::string::npos) << m;
+      EXPECT_NE(m.find(d->name()), std::string::npos) << m;
+    }
+    EXPECT_EQ(d->memory_stats().ooms, ooms + 1);
+    EXPECT_FALSE(huge.allocated());
+    // everything else still works
+    std::vector<float> a = values(64, 0.3f, 0.0f);
+    std::vector<float> got = compute_on(*d, [&](Device& dev) {
+      return Tensor::from_host(a.data(), {64}, DType::Float32, dev).unary(Op::Neg);
+    });
+    for (size_t i = 0; i < a.size(); i++) EXPECT_EQ(got[i], -a[i]);
+  }
+}
+
+TEST(DevicesDeathTest, EmulatedDeviceMemoryIsUnreachableFromTheHost) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  Buffer b(&emu(), DType::Float32, 16);
+  std::vector<float> ones(16, 1.0f);
+  b.copy_in(ones.data(), sizeof(float) * 16);  // through the device's copy: fine
+  std::vector<float> back(16);
+  b.copy_out(back.data(), sizeof(float) * 16);
+  EXPECT_EQ(back, ones);
+  volatile float* device_pointer = static_cast<float*>(b.ptr());
+  EXPECT_DEATH({ float v = device_pointer[0]; (void)v; }, "");  // a host read faults
+}

@@ -111,3 +111,100 @@ def test_autoload_entry_point(tmp_path):
     )
     assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     assert "AUTOLOAD_OK" in proc.stdout
+
+
+# ----------------------------------------------------------------------- which device computes
+
+
+def test_backend_and_properties():
+    requires_tiny()
+    backend = torch.tiny.get_backend()
+    assert backend in ("cpu", "cuda", "cuda-emu")
+    want = os.environ.get("TINY_DEVICE", "auto")
+    if want != "auto":
+        assert backend == want
+    p = torch.tiny.get_device_properties()
+    assert p.name and p.name == torch.tiny.get_device_name()
+    assert p.total_memory > 0 and p.multi_processor_count >= 1
+    if backend == "cpu":
+        assert p.vector_bits in (128, 256, 512)
+    else:
+        assert p.major >= 5 and p.arch == f"sm_{p.major}{p.minor}"
+        assert torch.tiny.get_device_capability() == (p.major, p.minor)
+    assert backend in repr(p)
+    with pytest.raises(RuntimeError, match="only tiny:0 exists"):
+        torch.tiny.get_device_properties(1)
+
+
+def _run(script, **env_vars):
+    env = dict(os.environ, **env_vars)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(script)], env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_tiny_device_chooses_the_backend():
+    requires_tiny()
+    script = """
+        import torch, torch_tiny
+        x = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+        y = ((x.to("tiny") * 2).exp().sum(1) - 1).cpu()
+        torch.testing.assert_close(y, (x * 2).exp().sum(1) - 1)
+        print("BACKEND", torch.tiny.get_backend())
+    """
+    emu = _run(script, TINY_DEVICE="cuda-emu")
+    assert emu.returncode == 0, emu.stderr
+    assert "BACKEND cuda-emu" in emu.stdout
+    bogus = _run(script, TINY_DEVICE="tpu")
+    assert bogus.returncode != 0 and "TINY_DEVICE must be cpu, cuda, cuda-emu or auto, not 'tpu'" in bogus.stderr
+    if torch.tiny.get_backend() != "cuda":  # no GPU here: asking for one says why
+        gpu = _run(script, TINY_DEVICE="cuda")
+        assert gpu.returncode != 0
+        assert "RuntimeError: tiny: TINY_DEVICE=cuda: " in gpu.stderr, gpu.stderr
+
+
+# ----------------------------------------------------------------------- memory
+
+
+def test_memory_statistics_follow_realized_tensors():
+    requires_tiny()
+    torch.tiny.synchronize()
+    torch.tiny.empty_cache()
+    base = torch.tiny.memory_allocated()
+    assert torch.tiny.memory_reserved() == base  # nothing cached after empty_cache
+    torch.tiny.reset_peak_memory_stats()
+    mib4 = 4 << 20
+    x = torch.randn(1024, 1024).to("tiny")  # copied in: 4 MiB on the device
+    assert torch.tiny.memory_allocated() == base + mib4
+    y = x * 2 + 1  # lazy: nothing computed, nothing allocated
+    assert torch.tiny.memory_allocated() == base + mib4
+    torch.tiny.synchronize()
+    assert torch.tiny.memory_allocated() == base + 2 * mib4
+    assert torch.tiny.max_memory_allocated() == base + 2 * mib4
+    del x, y
+    assert torch.tiny.memory_allocated() == base
+    assert torch.tiny.memory_reserved() == base + 2 * mib4  # freed blocks stay cached for reuse
+    stats = torch.tiny.memory_stats()
+    assert stats["allocated_bytes.all.current"] == base
+    assert stats["allocated_bytes.all.peak"] == base + 2 * mib4
+    torch.tiny.empty_cache()
+    assert torch.tiny.memory_reserved() == base
+    torch.tiny.reset_peak_memory_stats()
+    assert torch.tiny.max_memory_allocated() == base
+    free, total = torch.tiny.mem_get_info()
+    assert 0 <= free <= total == torch.tiny.get_device_properties().total_memory
+
+
+def test_out_of_memory_is_torch_out_of_memory_error():
+    requires_tiny()
+    keep = torch.arange(10, dtype=torch.float32).to("tiny") * 3
+    torch.tiny.synchronize()
+    ooms = torch.tiny.memory_stats()["num_ooms"]
+    total = torch.tiny.mem_get_info()[1]
+    huge = torch.ones(2 * total, dtype=torch.uint8, device="tiny")  # lazy until synchronized
+    with pytest.raises(torch.OutOfMemoryError, match="Tried to allocate"):
+        torch.tiny.synchronize()
+    assert torch.tiny.memory_stats()["num_ooms"] == ooms + 1
+    del huge
+    # the process and every other tensor survive
+    torch.testing.assert_close(keep.cpu(), torch.arange(10, dtype=torch.float32) * 3)
+    torch.testing.assert_close((keep + 1).sum().item(), 145.0)

@@ -24,10 +24,13 @@ class CMakeBuild(build_ext):
         build_dir = os.path.join(ROOT, "build")
         os.makedirs(build_dir, exist_ok=True)
         cfg = ["cmake", ROOT, f"-DPython3_EXECUTABLE={sys.executable}", "-DCMAKE_BUILD_TYPE=Release"]
-        if subprocess.call(["which", "ninja"], stdout=subprocess.DEVNULL) == 0:
+        # TINY_CPU_JIT=OFF (no LLVM: kernels run only on CUDA devices), TINY_BUILD_TESTS=OFF
+        options = [f"-D{name}={os.environ[name]}" for name in ("TINY_CPU_JIT", "TINY_BUILD_TESTS") if name in os.environ]
+        fresh = not os.path.exists(os.path.join(build_dir, "CMakeCache.txt"))
+        if fresh and subprocess.call(["which", "ninja"], stdout=subprocess.DEVNULL) == 0:
             cfg += ["-G", "Ninja"]
-        if not os.path.exists(os.path.join(build_dir, "CMakeCache.txt")):
-            subprocess.check_call(cfg, cwd=build_dir)
+        if fresh or options:
+            subprocess.check_call(cfg + options, cwd=build_dir)
         jobs = os.environ.get("TINY_BUILD_JOBS", "2")
         subprocess.check_call(["cmake", "--build", ".", "-j", jobs], cwd=build_dir)
         # CMake writes torch_tiny/_C*.so in the source tree; copy it where

@@ -2,14 +2,24 @@
 
 #include <cstdio>
 #include <mutex>
+#include <stdexcept>
 #include <unordered_map>
 
 #include "engine/codegen/cuda_program.h"
+#ifndef TINY_NO_CPU_JIT
 #include "engine/codegen/llvm_codegen.h"
+#endif
 #include "engine/runtime/counters.h"
 
 namespace tiny {
 
+#ifdef TINY_NO_CPU_JIT
+std::shared_ptr<Program> cpu_program(const Kernel& k) {
+  throw std::runtime_error("tiny: kernel " + k.name() +
+                           " cannot run on the CPU: this build has no CPU JIT (TINY_CPU_JIT=OFF); "
+                           "kernels run on a CUDA device (TINY_DEVICE=cuda or cuda-emu)");
+}
+#else
 std::shared_ptr<Program> cpu_program(const Kernel& k) {
   static std::mutex mu;
   static auto* cache = new std::unordered_map<std::string, std::shared_ptr<Program>>();
@@ -25,6 +35,7 @@ std::shared_ptr<Program> cpu_program(const Kernel& k) {
   cache->emplace(key, p);
   return p;
 }
+#endif
 
 std::vector<std::shared_ptr<Program>> device_programs(Device& device, const std::vector<Kernel>& kernels) {
   if (device.kind() == DeviceKind::Cpu) {

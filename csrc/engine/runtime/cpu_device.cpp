@@ -11,7 +11,9 @@
 #include "engine/runtime/buffer.h"
 #include "engine/runtime/counters.h"
 #include "engine/runtime/device.h"
+#ifndef TINY_NO_CPU_JIT
 #include "engine/runtime/llvm_jit.h"
+#endif
 #include "engine/runtime/thread_pool.h"
 
 namespace tiny {
@@ -60,10 +62,14 @@ class CpuDevice final : public Device {
   DeviceProperties properties() const override {
     DeviceProperties p;
     p.name = cpu_model_name();
+#ifdef TINY_NO_CPU_JIT
+    p.arch = "none (built without the CPU JIT)";
+#else
     const LLVMJit& jit = LLVMJit::get();
     p.arch = jit.cpu_name();
     const std::string& f = jit.cpu_features();
     p.vector_bits = f.find("+avx512f") != std::string::npos ? 512 : f.find("+avx") != std::string::npos ? 256 : 128;
+#endif
     p.multiprocessors = thread_pool().size();
     p.total_memory = host_memory().second;
     return p;

@@ -27,12 +27,24 @@ struct MetaOnly final : Meta {
   const at::Tensor& maybe_get_output(int64_t i) override {
     return given_.at(size_t(i));
   }
+#if __has_include(<ATen/core/Dimname.h>)
+  // torch with named tensors (2.11, on the GPU machines) also passes the output's names
+  void set_output_strided(int64_t i, c10::IntArrayRef sizes, c10::IntArrayRef, c10::TensorOptions o,
+                          at::DimnameList) override {
+    record(i, sizes, o);
+  }
+  void set_output_raw_strided(int64_t i, c10::IntArrayRef sizes, c10::IntArrayRef, c10::TensorOptions o,
+                              at::DimnameList) override {
+    record(i, sizes, o);
+  }
+#else
   void set_output_strided(int64_t i, c10::IntArrayRef sizes, c10::IntArrayRef, c10::TensorOptions o) override {
     record(i, sizes, o);
   }
   void set_output_raw_strided(int64_t i, c10::IntArrayRef sizes, c10::IntArrayRef, c10::TensorOptions o) override {
     record(i, sizes, o);
   }
+#endif
   tiny::Shape shape(size_t i = 0) const { return shapes.at(i); }
   c10::ScalarType dtype(size_t i = 0) const { return dtypes.at(i); }
 

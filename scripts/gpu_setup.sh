@@ -6,10 +6,6 @@
 #
 # Without LLVM the extension is built without the CPU JIT (TINY_CPU_JIT=OFF):
 # every kernel runs on the GPU, which is what tiny picks when one answers.
-# To build the CPU JIT too, unpack Debian's libllvm14 and llvm-14-dev packages
-# (and libz3-4 and libicu72, which libLLVM needs) into a folder and name it:
-#   for f in llvm-debs/*.deb; do dpkg -x "$f" /opt/llvm14; done
-#   TINY_LLVM_ROOT=/opt/llvm14 bash scripts/gpu_setup.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -19,22 +15,13 @@ import torch
 print(f"gpu_setup: torch {torch.__version__}, CUDA {torch.version.cuda}, GPU: {torch.cuda.is_available()}")
 EOF
 
-jit=OFF
-if [ -n "${TINY_LLVM_ROOT:-}" ]; then
-  config="$TINY_LLVM_ROOT/usr/lib/llvm-14/bin/llvm-config"
-  [ -x "$config" ] || { echo "gpu_setup: no $config" >&2; exit 1; }
-  export PATH="$TINY_LLVM_ROOT/usr/lib/llvm-14/bin:$PATH"
-  export LD_LIBRARY_PATH="$TINY_LLVM_ROOT/usr/lib/x86_64-linux-gnu:$TINY_LLVM_ROOT/usr/lib/llvm-14/lib:${LD_LIBRARY_PATH:-}"
-  jit=ON
-fi
-
-# a build folder from another machine or configuration is not reused
-if [ -f build/CMakeCache.txt ] && ! grep -q "TINY_CPU_JIT:BOOL=$jit" build/CMakeCache.txt; then rm -rf build; fi
+# a build folder configured with the CPU JIT is not reused
+if [ -f build/CMakeCache.txt ] && ! grep -q "TINY_CPU_JIT:BOOL=OFF" build/CMakeCache.txt; then rm -rf build; fi
 here=$(pwd -P)
 installed=$(cd / && TORCH_DEVICE_BACKEND_AUTOLOAD=0 $PY -c "import importlib.util as u; s = u.find_spec('torch_tiny'); print(s.submodule_search_locations[0] if s else '')" 2>/dev/null || true)
-export TINY_CPU_JIT=$jit TINY_BUILD_TESTS=OFF TINY_BUILD_JOBS=${TINY_BUILD_JOBS:-$(nproc)}
+export TINY_CPU_JIT=OFF TINY_BUILD_TESTS=OFF TINY_BUILD_JOBS=${TINY_BUILD_JOBS:-$(nproc)}
 if [ "$installed" != "$here/torch_tiny" ]; then
-  echo "gpu_setup: building and installing torch_tiny (CPU JIT: $jit)"
+  echo "gpu_setup: building and installing torch_tiny (without the CPU JIT)"
   TORCH_DEVICE_BACKEND_AUTOLOAD=0 $PY -m pip install -q --no-build-isolation --no-deps --no-index -e .
 else
   TORCH_DEVICE_BACKEND_AUTOLOAD=0 $PY setup.py -q build_ext --inplace >/dev/null

@@ -532,16 +532,17 @@ class Renderer {
   }
 
   // Stores (or combines) at a data-dependent flat index; out-of-range indices
-  // are skipped (the torch layer has checked them already).
+  // are skipped (the torch layer has checked them already). The index and the
+  // value are computed by every thread (a block reduction needs them all).
   void emit_scatter(const KernelOutput& o, const std::vector<Expr>& idx) {
     DType dt = k_.buffers[size_t(o.buffer)]->dtype();
     std::string at = eval(o.scatter_index.get(), idx, cnst(1));
+    std::string v = eval(o.value.get(), idx, cnst(1));
     std::string buf = "b" + std::to_string(o.buffer);
     line(std::string(block_ ? "if (threadIdx.x == 0 && " : "if (") + at + " >= 0LL && " + at + " < " +
          i64_literal(k_.buffers[size_t(o.buffer)]->numel()) + ") {");
     indent_++;
     memo_.emplace_back();  // values computed here do not exist after the block
-    std::string v = eval(o.value.get(), idx, cnst(1));
     if (o.accumulate) v = value(dt, combine(o.rop, from_mem(buf + "[" + at + "]", dt), v, dt));
     line(buf + "[" + at + "] = " + to_mem(v, dt) + ";");
     memo_.pop_back();

@@ -581,7 +581,7 @@ std::string cuda_emu_compile(const std::string& source, const std::vector<EmuKer
   std::string so = stem + ".so";
   struct stat st;
   if (stat(so.c_str(), &st) == 0) {
-    counters().disk_cache_hits++;
+    counters().disk_cache_hits += int64_t(kernels.size());  // counted per kernel, like compiles
     return kModulePrefix + so;
   }
   std::string cpp = stem + ".cpp", log = stem + ".log", tmp = so + ".tmp" + std::to_string(::getpid());

@@ -156,12 +156,19 @@ Choice choose() {
   } else if (want == "cuda" || want == "auto") {
     bool gpu = cuda_available(), compiler = nvrtc_available();
     if (gpu && compiler) c.device = cuda_device();
+#ifdef TINY_NO_CPU_JIT
+    else if (want == "auto") c.device = cuda_emu_device();  // no CPU JIT: the CPU cannot compile kernels
+#else
     else if (want == "auto") c.device = cpu_device();
+#endif
     else if (!gpu) c.error = "TINY_DEVICE=cuda: no usable GPU: " + cuda_info().reason;
     else c.error = "TINY_DEVICE=cuda: the GPU is there but NVRTC is not: " + nvrtc_info().reason;
   } else {
     c.error = "TINY_DEVICE must be cpu, cuda, cuda-emu or auto, not '" + want + "'";
   }
+  if (!c.device && c.error.empty())
+    c.error = "no device can run kernels: no usable GPU (" + cuda_info().reason +
+              "), no CPU JIT in this build, and the emulated GPU cannot run (" + cuda_emu_info().reason + ")";
   return c;
 }
 

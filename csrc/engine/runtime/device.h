@@ -125,7 +125,8 @@ Device* cpu_device();
 
 // The device tiny computes on, chosen once per process by TINY_DEVICE:
 // "cpu", "cuda" (error when no usable GPU, saying why), "cuda-emu"; unset or
-// "auto": CUDA when a usable GPU and NVRTC are there, else the CPU.
+// "auto": CUDA when a usable GPU and NVRTC are there, else the CPU (the
+// emulated GPU in a build without the CPU JIT).
 // Throws std::runtime_error for an unusable choice.
 // (One device per process: tiny:0. Several GPUs are not used yet.)
 Device& compute_device();

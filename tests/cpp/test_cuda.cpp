@@ -957,7 +957,7 @@ TEST(CudaEnv, MissingNvrtcSkipsCleanly) {
   // A bare environment: no TINY_NVRTC file, no HOME, no PATH with Python (the
   // loader path stays: the test binary needs it for LLVM).
   const char* ld = std::getenv("LD_LIBRARY_PATH");
-  std::string env = "env -i TINY_NVRTC=/nonexistent/libnvrtc.so.13 HOME=/nonexistent PATH=/usr/bin:/bin";
+  std::string env = "env -i TINY_NVRTC=/nonexistent/libnvrtc.so.13 HOME=/nonexistent TINY_NO_DISK_CACHE=1 PATH=/usr/bin:/bin";
   if (ld) env += " LD_LIBRARY_PATH=" + shell_quote(ld);
   auto [rc, out] = run_child(env, "CudaEnv.NvrtcFoundOrExplained:Cuda.Arange");
   EXPECT_EQ(rc, 0) << out;

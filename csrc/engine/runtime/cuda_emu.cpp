@@ -5,7 +5,6 @@
 #include <dlfcn.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <ucontext.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -34,8 +33,18 @@ using namespace cu;
 
 // Force-included before the rendered source: the CUDA dialect as C++, and the
 // launch entry points the emulator calls (tiny_emu_launch_<name>).
-const char* kShim = R"(#include <math.h>
-#include <string.h>
+const char* kShim = R"(// libm's functions, declared here: <math.h> in C++ takes 3x longer to parse than the rest
+extern "C" {
+#define TINY_LIBM1(n) double n(double) noexcept; float n##f(float) noexcept;
+#define TINY_LIBM2(n) double n(double, double) noexcept; float n##f(float, float) noexcept;
+TINY_LIBM1(exp) TINY_LIBM1(log) TINY_LIBM1(sin) TINY_LIBM1(cos) TINY_LIBM1(tan) TINY_LIBM1(sqrt) TINY_LIBM1(trunc)
+TINY_LIBM1(floor) TINY_LIBM1(ceil) TINY_LIBM1(rint) TINY_LIBM1(erf) TINY_LIBM1(erfc) TINY_LIBM1(tanh) TINY_LIBM1(asin)
+TINY_LIBM1(acos) TINY_LIBM1(atan) TINY_LIBM1(sinh) TINY_LIBM1(cosh) TINY_LIBM1(asinh) TINY_LIBM1(acosh)
+TINY_LIBM1(atanh) TINY_LIBM1(expm1) TINY_LIBM1(log1p) TINY_LIBM1(exp2) TINY_LIBM1(log2) TINY_LIBM1(log10)
+TINY_LIBM1(lgamma) TINY_LIBM1(fabs)
+TINY_LIBM2(fmod) TINY_LIBM2(pow) TINY_LIBM2(atan2) TINY_LIBM2(hypot) TINY_LIBM2(copysign)
+}
+#define memcpy __builtin_memcpy
 struct tiny_uint3 { unsigned x, y, z; };
 static thread_local tiny_uint3 threadIdx, blockIdx;
 static tiny_uint3 blockDim, gridDim;
@@ -123,10 +132,44 @@ using LaunchFn = void (*)(void**, unsigned, unsigned, const EmuEnv*);
 std::atomic<int64_t> n_launches{0}, n_captured{0}, n_graph_launches{0}, n_instantiations{0}, n_updates{0};
 std::atomic<bool> bad_address{false};  // a launch named memory that is not allocated
 
-// Fibers of the block an OS thread is running (cooperative kernels).
+// Fibers of the block an OS thread is running (cooperative kernels): a stack
+// per thread of the block, switched by tiny_fiber_switch, which saves the
+// callee-saved registers and the floating-point control words on the current
+// stack, stores its stack pointer in *from and resumes the stack `to` (about
+// 5 ns; glibc's swapcontext makes a system call each time).
+extern "C" void tiny_fiber_switch(void** from, void* to);
+asm(R"(
+  .text
+  .p2align 4
+  .type tiny_fiber_switch, @function
+tiny_fiber_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  subq $8, %rsp
+  stmxcsr (%rsp)
+  fnstcw 4(%rsp)
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  ldmxcsr (%rsp)
+  fldcw 4(%rsp)
+  addq $8, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size tiny_fiber_switch, .-tiny_fiber_switch
+)");
+
 struct Fibers {
-  ucontext_t main;
-  std::vector<ucontext_t> ctx;
+  void* main = nullptr;          // the scheduler's saved stack pointer
+  std::vector<void*> sp;         // each fiber's saved stack pointer
   std::vector<char*> stacks;
   std::vector<char> done;
   unsigned current = 0, block = 0;
@@ -140,36 +183,50 @@ struct Fibers {
 thread_local Fibers fibers;
 constexpr size_t kFiberStack = 64 << 10;
 
-void fiber_entry() {
+[[noreturn]] void fiber_entry() {
   Fibers& f = fibers;
   f.thread(f.arg, f.block, f.current);
-  f.done[f.current] = 1;  // returning resumes `main` through uc_link
+  f.done[f.current] = 1;
+  void* unused;
+  tiny_fiber_switch(&unused, f.main);  // never resumed
+  __builtin_unreachable();
+}
+
+// A fresh stack whose first switch "returns" into fiber_entry, as if called.
+void* fiber_stack(char* stack) {
+  uintptr_t top = (reinterpret_cast<uintptr_t>(stack) + kFiberStack) & ~uintptr_t(15);
+  auto* w = reinterpret_cast<uint64_t*>(top);
+  w[-1] = 0;                                             // fiber_entry's return address: none
+  w[-2] = reinterpret_cast<uint64_t>(&fiber_entry);      // popped by ret
+  for (int r = 3; r <= 8; r++) w[-r] = 0;                // rbp rbx r12 r13 r14 r15
+  uint32_t mxcsr;
+  uint16_t fpcw;
+  asm volatile("stmxcsr %0" : "=m"(mxcsr));
+  asm volatile("fnstcw %0" : "=m"(fpcw));
+  auto* ctl = reinterpret_cast<char*>(&w[-9]);           // the control words, as the switch saves them
+  std::memcpy(ctl, &mxcsr, 4);
+  std::memcpy(ctl + 4, &fpcw, 2);
+  return &w[-9];
 }
 
 void barrier() {
   Fibers& f = fibers;
-  if (f.active) swapcontext(&f.ctx[f.current], &f.main);
+  if (f.active) tiny_fiber_switch(&f.sp[f.current], f.main);
 }
 
 void run_cooperative_block(unsigned b, unsigned block, void (*thread)(void*, unsigned, unsigned), void* arg) {
   Fibers& f = fibers;
-  f.ctx.resize(block);
   while (f.stacks.size() < block) {
     char* s = static_cast<char*>(std::malloc(kFiberStack));
     if (!s) throw std::bad_alloc();
     f.stacks.push_back(s);
   }
+  f.sp.resize(block);
   f.done.assign(block, 0);
   f.block = b;
   f.thread = thread;
   f.arg = arg;
-  for (unsigned t = 0; t < block; t++) {
-    getcontext(&f.ctx[t]);
-    f.ctx[t].uc_stack.ss_sp = f.stacks[t];
-    f.ctx[t].uc_stack.ss_size = kFiberStack;
-    f.ctx[t].uc_link = &f.main;
-    makecontext(&f.ctx[t], fiber_entry, 0);
-  }
+  for (unsigned t = 0; t < block; t++) f.sp[t] = fiber_stack(f.stacks[t]);
   f.active = true;
   // Round robin: no thread passes barrier k before every thread has reached it.
   for (bool running = true; running;) {
@@ -177,7 +234,7 @@ void run_cooperative_block(unsigned b, unsigned block, void (*thread)(void*, uns
     for (unsigned t = 0; t < block; t++) {
       if (f.done[t]) continue;
       f.current = t;
-      swapcontext(&f.main, &f.ctx[t]);
+      tiny_fiber_switch(&f.main, f.sp[t]);
       running = true;
     }
   }
@@ -587,7 +644,7 @@ std::string cuda_emu_compile(const std::string& source, const std::vector<EmuKer
   std::string cpp = stem + ".cpp", log = stem + ".log", tmp = so + ".tmp" + std::to_string(::getpid());
   if (!write_file_atomic(cpp, tu)) throw std::runtime_error("tiny cuda-emu: cannot write " + cpp);
   std::string cmd = shell_quote(info.compiler) + " " + flags + " " + shell_quote(cpp) + " -o " + shell_quote(tmp) +
-                    " > " + shell_quote(log) + " 2>&1";
+                    " -lm > " + shell_quote(log) + " 2>&1";
   int rc = std::system(cmd.c_str());
   if (rc != 0 || std::rename(tmp.c_str(), so.c_str()) != 0) {
     std::string text;

@@ -849,6 +849,8 @@ TEST_F(Cuda, ReduceModeFollowsTheShape) {
     return render_cuda(s.kernels.back()).block_reduce;
   };
   EXPECT_TRUE(mode(row.expand({20000, 512}).reduce(ReduceOp::Sum, {1}, false)));   // rows: contiguous axis
+  Tensor window = input(DType::Float32, {1, 576}, 225);  // a 3x3 conv's 64-channel window, 200k outputs
+  EXPECT_FALSE(mode(window.expand({200704, 576}).reduce(ReduceOp::Sum, {1}, false)));  // enough threads
   EXPECT_FALSE(mode(col.expand({512, 20000}).reduce(ReduceOp::Sum, {0}, false)));  // many columns
   EXPECT_TRUE(mode(col.expand({512, 100}).reduce(ReduceOp::Sum, {0}, false)));     // few columns
   EXPECT_FALSE(mode(input(DType::Float32, {100000, 8}, 224).reduce(ReduceOp::Max, {1}, false)));  // short rows

@@ -10,18 +10,18 @@ of it; the CNN gets about 95% on held-out images after the default 300 steps of 
     python examples/mnist.py --device cpu     # the same on PyTorch's CPU backend
     python examples/mnist.py --steps 100 --batch 128
 
-Prints the loss on a progress bar (tqdm if installed), the kernels one training step
+Prints the loss on a tqdm progress bar, the kernels one training step
 runs on tiny (forward, loss, backward and Adam: one lazy graph, run when the loss is
 read), the time per step and the final test accuracy.
 """
 import argparse
 import math
-import sys
 import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from tqdm import tqdm
 
 # 5x7 bitmap digits, one string of 7 rows per digit.
 GLYPHS = [
@@ -111,35 +111,6 @@ def beautiful_mnist():
     )
 
 
-class Bar:
-    """A minimal progress bar (used when tqdm is not installed)."""
-
-    def __init__(self, total, width=30):
-        self.total, self.width, self.n, self.text, self.t0 = total, width, 0, "", time.perf_counter()
-
-    def set_description(self, text):
-        self.text = text
-
-    def update(self, k=1):
-        self.n += k
-        done = self.width * self.n // self.total
-        rate = self.n / max(time.perf_counter() - self.t0, 1e-9)
-        sys.stderr.write(f"\r{self.text} |{'#' * done}{'.' * (self.width - done)}| {self.n}/{self.total} "
-                         f"[{rate:.2f} it/s]")
-        sys.stderr.flush()
-
-    def close(self):
-        sys.stderr.write("\n")
-
-
-def progress(total):
-    try:
-        from tqdm import tqdm
-        return tqdm(total=total)
-    except ImportError:
-        return Bar(total)
-
-
 def accuracy(model, x, y, batch=1000):
     model.eval()
     correct = 0
@@ -186,7 +157,7 @@ def main():
         opt.step()
         return loss.item()  # runs the step's kernels
 
-    bar = progress(args.steps)
+    bar = tqdm(total=args.steps)
     kernels, times = [], []
     for i in range(args.steps):
         idx = torch.randint(0, x_train.shape[0], (args.batch,), generator=g).to(dev)

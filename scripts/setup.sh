@@ -24,7 +24,7 @@ if ! TORCH_DEVICE_BACKEND_AUTOLOAD=0 $PY -c "import torch, torchvision, sys; sys
   echo "setup: installing torch 2.14.1 and torchvision 0.29.1"
   $PY -m pip install -q torch==2.14.1 torchvision==0.29.1
 fi
-for mod in pytest numpy; do
+for mod in pytest numpy tqdm; do
   $PY -c "import $mod" 2>/dev/null || $PY -m pip install -q "$mod"
 done
 # expecttest and hypothesis are needed by PyTorch's OpInfo test database

@@ -1,9 +1,14 @@
 """``torch.tiny``: the device module PyTorch expects of a PrivateUse1 backend."""
+import time
+
 import torch
 
 from . import _C
 
 _current = 0
+# Read by torch.utils.checkpoint (as torch.cuda._initialized) to decide whether to save and
+# restore this device's RNG state around a recomputation: tiny is always initialized.
+_initialized = True
 
 
 def is_available() -> bool:
@@ -80,6 +85,15 @@ def get_rng_state(device="tiny") -> torch.Tensor:
 
 def set_rng_state(new_state: torch.Tensor, device="tiny") -> None:
     _default_generator().set_state(new_state)
+
+
+def get_rng_state_all() -> list:
+    return [get_rng_state(i) for i in range(device_count())]
+
+
+def set_rng_state_all(new_states) -> None:
+    for i, state in enumerate(new_states):
+        set_rng_state(state, i)
 
 
 def is_initialized() -> bool:
@@ -203,3 +217,106 @@ def mem_get_info(device=None) -> tuple:
     """(free, total) bytes of the device's memory (the host's, on the CPU)."""
     _check_index(device)
     return tuple(_C._mem_get_info())
+
+
+# ---------------------------------------------------------------- streams and events
+# tiny orders its work itself (one lazy graph, one device queue): a Stream is that
+# queue, and an Event marks a point in it. Recording an event runs what is pending
+# and waits for the device, so elapsed_time measures the work between two events.
+
+
+class Stream:
+    """The device's one queue, shaped like ``torch.cuda.Stream``."""
+
+    def __init__(self, device=None, priority: int = 0, **kwargs):
+        _check_index(device)
+        self.device = torch.device("tiny", 0)
+        self.priority = priority
+
+    def synchronize(self) -> None:
+        synchronize()
+
+    def query(self) -> bool:
+        synchronize()
+        return True
+
+    def wait_event(self, event) -> None:
+        pass  # one queue: work recorded before the event is already ahead of this stream's
+
+    def wait_stream(self, stream) -> None:
+        pass
+
+    def record_event(self, event=None):
+        event = event if event is not None else Event()
+        event.record(self)
+        return event
+
+    def __eq__(self, other):
+        return isinstance(other, Stream)
+
+    def __hash__(self):
+        return hash("tiny-stream")
+
+    def __repr__(self):
+        return "<torch.tiny.Stream device=tiny:0>"
+
+
+_STREAM = None
+
+
+def default_stream(device=None) -> Stream:
+    global _STREAM
+    if _STREAM is None:
+        _STREAM = Stream(device)
+    return _STREAM
+
+
+def current_stream(device=None) -> Stream:
+    return default_stream(device)
+
+
+def set_stream(stream) -> None:
+    pass
+
+
+class stream:
+    """Context manager selecting a stream (there is one)."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def __enter__(self):
+        return self.stream
+
+    def __exit__(self, *args):
+        return False
+
+
+class Event:
+    """A point in tiny's work, shaped like ``torch.cuda.Event``."""
+
+    def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
+        self.enable_timing = enable_timing
+        self._time = None
+
+    def record(self, stream=None) -> None:
+        synchronize()  # everything before this point has run
+        self._time = time.perf_counter()
+
+    def wait(self, stream=None) -> None:
+        pass
+
+    def query(self) -> bool:
+        return self._time is not None
+
+    def synchronize(self) -> None:
+        if self._time is None:
+            raise RuntimeError("tiny: Event.synchronize() on an event that was not recorded")
+
+    def elapsed_time(self, end_event) -> float:
+        """Milliseconds from this event to ``end_event`` (both recorded with enable_timing=True)."""
+        if not (self.enable_timing and end_event.enable_timing):
+            raise ValueError("Both events must be created with argument 'enable_timing=True'.")
+        if self._time is None or end_event._time is None:
+            raise RuntimeError("Both events must be recorded before calculating elapsed time.")
+        return (end_event._time - self._time) * 1000.0

@@ -208,6 +208,22 @@ at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
 
 at::Tensor& zero_impl(at::Tensor& self) { return fill_scalar(self, 0); }
 
+// Whether `self.data = from` may swap the tensor's contents in place (a
+// TensorImpl shallow copy), as it may between CPU and CUDA tensors: then
+// `module.to("tiny")` keeps its Parameter objects (tied weights stay tied, an
+// optimizer made before the move keeps training the model). Both must be
+// plain dense tensors of the CPU or tiny.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  auto dense_cpu_or_tiny = [](const at::Tensor& t) {
+    c10::DispatchKeySet ks = t.key_set();
+    return ks.has(c10::DispatchKey::Dense) &&
+           (t.device().type() == c10::DeviceType::CPU || t.device().type() == c10::DeviceType::PrivateUse1) &&
+           t.unsafeGetTensorImpl()->layout() == c10::kStrided;
+  };
+  if (dense_cpu_or_tiny(self) && dense_cpu_or_tiny(from)) return true;
+  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set());
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -230,6 +246,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("fill_.Scalar", fill_scalar);
   m.impl("fill_.Tensor", fill_tensor);
   m.impl("zero_", zero_impl);
+  m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
 }
 
 }  // namespace torch_tiny

@@ -17,9 +17,14 @@
 // unique's output size depends on the data: host path (a sync point).
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/BucketizationUtils.h>
+#include <ATen/native/Resize.h>
 #include <ATen/native/TypeProperties.h>
 #include <ATen/ops/_unique.h>
 #include <ATen/ops/_unique2.h>
+#include <ATen/ops/eq.h>
+#include <ATen/ops/isin_meta.h>
+#include <ATen/ops/result_type.h>
+#include <ATen/ops/searchsorted.h>
 #include <ATen/ops/kthvalue.h>
 #include <ATen/ops/sort.h>
 #include <ATen/ops/sort_meta.h>
@@ -370,6 +375,61 @@ at::Tensor bucketize_scalar(const c10::Scalar& self, const at::Tensor& boundarie
   return tiny_bucketize(tiny_scalar(self), boundaries, out_int32, right);
 }
 
+// ---------------------------------------------------------------- isin
+
+// elements[i] in test_elements, compared in their common dtype (NaN is in
+// nothing): a fused compare-and-any over the test set when the pairs are few,
+// else a binary search of each element in the sorted test set; both lazy.
+at::Tensor isin_value(const at::Tensor& elements, const at::Tensor& test, bool invert) {
+  c10::ScalarType common = at::result_type(elements, test);
+  at::Tensor e = elements.to(common), t = test.to(common).reshape({-1});
+  at::Tensor found;
+  if (t.numel() <= 1 || elements.numel() * t.numel() <= (int64_t(1) << 24)) {
+    found = at::eq(e.unsqueeze(-1), t).any(-1);
+  } else {
+    at::Tensor sorted = std::get<0>(at::sort(t));
+    at::Tensor flat = e.reshape({-1});
+    at::Tensor pos = at::searchsorted(sorted, flat).clamp_max(t.numel() - 1);
+    found = at::eq(sorted.index_select(0, pos), flat).reshape(elements.sizes());
+  }
+  return invert ? found.logical_not() : found;
+}
+
+at::Tensor& isin_into(const at::Tensor& value, at::Tensor& out) {
+  TORCH_CHECK(out.scalar_type() == c10::kBool, "Expected out tensor to have dtype Bool, but got ", out.scalar_type(),
+              " instead");
+  at::native::resize_output(out, value.sizes());
+  return out.copy_(value);
+}
+
+at::Tensor isin_tt(const at::Tensor& elements, const at::Tensor& test, bool assume_unique, bool invert) {
+  MetaOnly<at::meta::structured_isin_Tensor_Tensor>().meta(elements, test, assume_unique, invert);
+  return isin_value(elements, test, invert);
+}
+at::Tensor& isin_tt_out(const at::Tensor& elements, const at::Tensor& test, bool assume_unique, bool invert,
+                        at::Tensor& out) {
+  MetaOnly<at::meta::structured_isin_Tensor_Tensor>({out}).meta(elements, test, assume_unique, invert);
+  return isin_into(isin_value(elements, test, invert), out);
+}
+at::Tensor isin_ts(const at::Tensor& elements, const c10::Scalar& test, bool assume_unique, bool invert) {
+  MetaOnly<at::meta::structured_isin_Tensor_Scalar>().meta(elements, test, assume_unique, invert);
+  return isin_value(elements, tiny_scalar(test), invert);
+}
+at::Tensor& isin_ts_out(const at::Tensor& elements, const c10::Scalar& test, bool assume_unique, bool invert,
+                        at::Tensor& out) {
+  MetaOnly<at::meta::structured_isin_Tensor_Scalar>({out}).meta(elements, test, assume_unique, invert);
+  return isin_into(isin_value(elements, tiny_scalar(test), invert), out);
+}
+at::Tensor isin_st(const c10::Scalar& element, const at::Tensor& test, bool assume_unique, bool invert) {
+  MetaOnly<at::meta::structured_isin_Scalar_Tensor>().meta(element, test, assume_unique, invert);
+  return isin_value(tiny_scalar(element), test, invert);
+}
+at::Tensor& isin_st_out(const c10::Scalar& element, const at::Tensor& test, bool assume_unique, bool invert,
+                        at::Tensor& out) {
+  MetaOnly<at::meta::structured_isin_Scalar_Tensor>({out}).meta(element, test, assume_unique, invert);
+  return isin_into(isin_value(tiny_scalar(element), test, invert), out);
+}
+
 // ---------------------------------------------------------------- unique (host)
 
 at::Tensor up(const at::Tensor& host) {
@@ -411,6 +471,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("bucketize.Tensor", tiny_bucketize);
   m.impl("bucketize.Tensor_out", bucketize_out);
   m.impl("bucketize.Scalar", bucketize_scalar);
+  m.impl("isin.Tensor_Tensor", isin_tt);
+  m.impl("isin.Tensor_Tensor_out", isin_tt_out);
+  m.impl("isin.Tensor_Scalar", isin_ts);
+  m.impl("isin.Tensor_Scalar_out", isin_ts_out);
+  m.impl("isin.Scalar_Tensor", isin_st);
+  m.impl("isin.Scalar_Tensor_out", isin_st_out);
   m.impl("_unique2", unique2);
   m.impl("_unique", unique1);
   m.impl("unique_dim", unique_dim);

@@ -20,14 +20,16 @@ void realize_nodes(const std::vector<NodeRef>& nodes, Device& device) {
   if (todo.empty()) return;
   auto t0 = std::chrono::steady_clock::now();
   int level = debug_level();
-  static auto* cache = new std::unordered_map<std::string, std::shared_ptr<CachedSchedule>>();
+  // one schedule cache per device (a process may use several: tests)
+  static auto* caches =
+      new std::unordered_map<const Device*, std::unordered_map<std::string, std::shared_ptr<CachedSchedule>>>();
+  auto* cache = &(*caches)[&device];
   GraphShape shape = graph_shape(todo);
   for (auto& b : shape.inputs)
     if (b->device() != &device)
       throw std::logic_error("tiny engine: a buffer on " + b->device()->name() + " is read by a schedule on " +
                              device.name());
-  std::string key = device.name() + "|" + shape.key;  // one process may use several devices (tests)
-  auto hit = cache->find(key);
+  auto hit = cache->find(shape.key);
   if (hit != cache->end()) {
     counters().schedule_cache_hits++;
     auto t1 = std::chrono::steady_clock::now();
@@ -68,7 +70,7 @@ void realize_nodes(const std::vector<NodeRef>& nodes, Device& device) {
   }
   counters().kernel_ns += kernel_ns;
   if (cache->size() > 4096) cache->clear();  // bound the memory of programs that change every time
-  if (auto c = CachedSchedule::record(shape, sched, programs)) cache->emplace(key, c);
+  if (auto c = CachedSchedule::record(shape, sched, programs)) cache->emplace(shape.key, c);
   for (auto& [node, buf] : sched.realized) node->set_realized(buf);
   for (auto& n : todo)
     if (!n->realized()) throw std::logic_error("tiny engine: schedule left a target unrealized: " + n->str());

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "engine/schedule/trace.h"
 #include "torch/storage_cell.h"
 #include "torch/tensor_value.h"
 
@@ -26,6 +27,7 @@ HostIndex host_index(const at::Tensor& index) {
   // The bounds check needs the values: compute them now (a sync point when
   // the index is still lazy) and copy them to the host.
   h.keep = at::empty({h.numel}, at::TensorOptions().dtype(at::kLong));
+  tiny::RealizeCause cause("index values checked on the host (bounds, negative indices)");
   h.value.copy_to_host(h.keep.data_ptr());
   h.data = h.keep.data_ptr<int64_t>();
   return h;

@@ -83,6 +83,7 @@ bool is_stored(const T& t) {
 // `y` is `x` padded (or `x` itself).
 T stored_operand(const T& y, const T& x) {
   if (y.numel() < kStoreOperandFrom || (y.shape() == x.shape() && is_stored(x))) return y;
+  TinyOp op("convolution (its operand is stored)");  // names the realize reason
   return y.contiguous();
 }
 

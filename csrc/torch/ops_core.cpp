@@ -15,6 +15,7 @@
 #include <ATen/ops/_reshape_alias_native.h>
 #include <torch/library.h>
 
+#include "engine/schedule/trace.h"
 #include "torch/elementwise.h"
 #include "torch/ops_util.h"
 #include "torch/storage_cell.h"
@@ -135,6 +136,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     return copy_from(wrap(read(plain).unary(tiny::Op::Neg), self.scalar_type()), dst, non_blocking);
   }
   if (dst.device().type() == c10::DeviceType::CPU) {
+    tiny::RealizeCause cause("a copy to the host: .cpu() / .tolist() / .numpy() / printing");
     if (is_storage_only(self.scalar_type())) {
       // through a host tensor of self's dtype, copied as its engine view
       at::Tensor plain = strip_math_bits(self);
@@ -185,6 +187,7 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 c10::Scalar local_scalar_dense(const at::Tensor& self) {
   TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(), " elements cannot be converted to Scalar");
   at::Tensor host = at::empty(self.sizes(), self.options().device(c10::kCPU));
+  tiny::RealizeCause cause(".item() / bool() / int() / float()");
   copy_to_cpu(self, host);
   return host.item();
 }

@@ -6,6 +6,7 @@
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
+#include "engine/schedule/trace.h"
 #include "torch/elementwise.h"
 #include "torch/ops_util.h"
 #include "torch/pointwise.h"
@@ -266,6 +267,7 @@ bool equal(const at::Tensor& a, const at::Tensor& b) {
     eq = reduce_keep(eq, ReduceOp::All, reduce_axes(a, std::nullopt)).reshape({});
   }
   bool result = false;
+  tiny::RealizeCause cause("torch.equal");
   synchronize();
   eq.copy_to_host(&result);
   return result;

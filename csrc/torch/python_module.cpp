@@ -4,6 +4,7 @@
 
 #include "engine/runtime/counters.h"
 #include "engine/runtime/device.h"
+#include "engine/schedule/trace.h"
 #include "torch/generator.h"
 #include "torch/tensor_value.h"
 
@@ -56,14 +57,99 @@ pybind11::dict memory_stats() {
   return d;
 }
 
+pybind11::list shape_list(const tiny::Shape& s) {
+  pybind11::list l;
+  for (auto d : s) l.append(d);
+  return l;
+}
+
+// The trace recorded since _trace_start, as plain Python data: kernel
+// descriptions once each ("infos"), runs referring to them by index.
+pybind11::dict trace_dict(const tiny::TraceLog& log) {
+  pybind11::list infos, kernels, schedules;
+  std::unordered_map<const tiny::KernelInfo*, int> info_index;
+  auto operands = [](const std::vector<tiny::KernelInfo::Operand>& ops, const std::vector<uint64_t>& ids) {
+    pybind11::list l;
+    for (size_t i = 0; i < ops.size(); i++) {
+      pybind11::dict d;
+      d["buffer"] = ids[i];
+      d["dtype"] = tiny::dtype_name(ops[i].dtype);
+      d["shape"] = shape_list(ops[i].shape);
+      l.append(d);
+    }
+    return l;
+  };
+  for (auto& k : log.kernels) {
+    auto [it, fresh] = info_index.emplace(k.info.get(), int(info_index.size()));
+    if (fresh) {
+      const tiny::KernelInfo& i = *k.info;
+      pybind11::dict d;
+      d["name"] = i.name;
+      d["reason"] = i.reason;
+      d["ops"] = i.ops;
+      d["modules"] = i.modules;
+      d["shape"] = shape_list(i.shape);
+      d["flops"] = i.flops;
+      d["bytes_read"] = i.bytes_read;
+      d["bytes_written"] = i.bytes_written;
+      infos.append(d);
+    }
+    pybind11::dict d;
+    d["info"] = it->second;
+    d["inputs"] = operands(k.info->inputs, k.input_ids);
+    d["outputs"] = operands(k.info->outputs, k.output_ids);
+    d["start_ns"] = k.start_ns;
+    d["duration_ns"] = k.duration_ns;
+    d["schedule"] = k.schedule;
+    kernels.append(d);
+  }
+  for (auto& s : log.schedules) {
+    pybind11::dict d;
+    d["device"] = s.device;
+    d["cause"] = s.cause;
+    d["cached"] = s.cached;
+    d["miss"] = s.miss;
+    d["start_ns"] = s.start_ns;
+    d["schedule_ns"] = s.schedule_ns;
+    d["compile_ns"] = s.compile_ns;
+    d["end_ns"] = s.end_ns;
+    d["first_kernel"] = s.first_kernel;
+    d["kernels"] = s.kernels;
+    schedules.append(d);
+  }
+  pybind11::dict r;
+  r["infos"] = infos;
+  r["kernels"] = kernels;
+  r["schedules"] = schedules;
+  return r;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_tiny native extension";
   m.def("_synchronize", [] {
     pybind11::gil_scoped_release nogil;
+    tiny::RealizeCause cause("torch.tiny.synchronize()");
     torch_tiny::synchronize();
   });
+  m.def("_trace_start", [] {
+    std::lock_guard<std::recursive_mutex> g(tiny::engine_mutex());
+    tiny::start_trace();
+  });
+  m.def("_trace_stop", [] {
+    tiny::TraceLog log;
+    {
+      pybind11::gil_scoped_release nogil;
+      std::lock_guard<std::recursive_mutex> g(tiny::engine_mutex());
+      log = tiny::stop_trace();
+    }
+    return trace_dict(log);
+  });
+  m.def("_tracing", [] { return tiny::tracing(); });
+  m.def("_trace_clock_ns", [] { return tiny::trace_clock_ns(); });
+  // The module path copied onto the nodes this thread makes ("" for none).
+  m.def("_set_scope", [](const std::string& path) { tiny::set_scope(path); });
   m.def("_counters", &counters_dict);
   m.def("_backend", [] { return std::string(tiny::device_kind_name(tiny::compute_device().kind())); });
   m.def("_device_properties", &device_properties);

@@ -103,7 +103,7 @@ std::string Kernel::name() const {
 std::string Kernel::origins() const {
   std::set<std::string> names;
   walk(*this, [&](const Node* n, bool load) {
-    if (!load && !n->origin.empty()) names.insert(n->origin);
+    if (!load && *n->origin) names.insert(n->origin);
   });
   std::string s;
   for (auto& n : names) s += (s.empty() ? "" : ",") + n;

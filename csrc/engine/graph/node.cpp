@@ -3,6 +3,7 @@
 #include <cstring>
 #include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace tiny {
 namespace {
@@ -57,6 +58,7 @@ Table& table() {
 }
 
 thread_local const char* g_origin = "";
+thread_local const std::string* g_scope = nullptr;
 
 }  // namespace
 
@@ -67,6 +69,19 @@ std::recursive_mutex& engine_mutex() {
 
 void set_origin(const char* origin) { g_origin = origin ? origin : ""; }
 const char* current_origin() { return g_origin; }
+
+void set_scope(const std::string& path) {
+  if (path.empty()) {
+    g_scope = nullptr;
+    return;
+  }
+  static std::mutex* m = new std::mutex();
+  static auto* paths = new std::unordered_set<std::string>();  // never freed: nodes point into it
+  std::lock_guard<std::mutex> g(*m);
+  g_scope = &*paths->insert(path).first;
+}
+void set_scope(const std::string* interned) { g_scope = interned; }
+const std::string* current_scope() { return g_scope; }
 
 BufferRef Node::realized() const {
   if (op == Op::Buffer) return args.buffer;
@@ -96,6 +111,7 @@ NodeRef make_node(Op op, DType dtype, Shape shape, std::vector<NodeRef> src, Nod
   n->args = std::move(args);
   n->hash = h;
   n->origin = g_origin;
+  n->scope = g_scope;
   if (++t.inserts_since_sweep > 4 * (t.map.size() + 1024)) t.sweep();
   t.map.emplace(h, n);
   return n;

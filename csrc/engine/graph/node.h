@@ -37,8 +37,10 @@ struct Node {
   mutable std::vector<NodeRef> src;  // cleared once realized (see below)
   NodeArgs args;
   size_t hash = 0;
-  // Torch ops this node came from (for debug output); set by the caller.
-  std::string origin;
+  // Where the node came from, for debug tools: the torch op and the module
+  // path (nullptr: none) current when it was made (see set_origin, set_scope).
+  const char* origin = "";
+  const std::string* scope = nullptr;
 
   // Once a schedule has computed this value, it lives here and the sources
   // are dropped. The value never changes; this only caches where it is.
@@ -59,8 +61,14 @@ NodeRef make_node(Op op, DType dtype, Shape shape, std::vector<NodeRef> src, Nod
 // The engine's one lock: graph building and scheduling happen under it, from
 // any thread (autograd runs backward on its own thread).
 std::recursive_mutex& engine_mutex();
-// A label copied onto nodes made while it is set (the torch op being run).
+// A label copied onto nodes made while it is set (the torch op being run); a
+// string with static storage (a literal).
 void set_origin(const char* origin);
 const char* current_origin();
+// The module path ("layer1.0.bn1") copied onto nodes made on this thread while
+// it is set. Paths are interned: a node holds a pointer, not a copy.
+void set_scope(const std::string& path);  // "" clears it
+void set_scope(const std::string* interned);
+const std::string* current_scope();
 
 }  // namespace tiny

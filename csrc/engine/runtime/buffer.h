@@ -1,6 +1,7 @@
 // A Buffer is device memory holding `numel` elements of one dtype. The engine
 // allocates it when a kernel first writes it and frees it with the last owner.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <memory>
 
@@ -12,10 +13,10 @@ class Device;
 
 class Buffer {
  public:
-  Buffer(Device* device, DType dtype, int64_t numel) : device_(device), dtype_(dtype), numel_(numel) {}
+  Buffer(Device* device, DType dtype, int64_t numel) : device_(device), dtype_(dtype), numel_(numel), id_(next_id()) {}
   // The same memory as `base`, seen as another dtype (a bitcast of a flat buffer).
   Buffer(std::shared_ptr<Buffer> base, DType dtype, int64_t numel)
-      : device_(base->device()), dtype_(dtype), numel_(numel), base_(std::move(base)) {}
+      : device_(base->device()), dtype_(dtype), numel_(numel), id_(next_id()), base_(std::move(base)) {}
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -24,6 +25,8 @@ class Buffer {
   DType dtype() const { return dtype_; }
   int64_t numel() const { return numel_; }
   size_t nbytes() const { return size_t(numel_) * itemsize(dtype_); }
+  // Unique in the process (addresses are reused): names buffers in traces.
+  uint64_t id() const { return id_; }
   bool allocated() const { return ptr_ != nullptr; }
   // The buffer that owns the memory (itself unless this is an alias).
   const Buffer* owner() const { return base_ ? base_->owner() : this; }
@@ -34,9 +37,14 @@ class Buffer {
   void copy_out(void* dst, size_t nbytes, size_t offset = 0);
 
  private:
+  static uint64_t next_id() {
+    static std::atomic<uint64_t> last{0};
+    return ++last;
+  }
   Device* device_;
   DType dtype_;
   int64_t numel_;
+  uint64_t id_;
   void* ptr_ = nullptr;
   std::shared_ptr<Buffer> base_;
 };

@@ -9,6 +9,7 @@
 #include "engine/runtime/counters.h"
 #include "engine/schedule/schedule_cache.h"
 #include "engine/schedule/scheduler.h"
+#include "engine/schedule/trace.h"
 
 namespace tiny {
 
@@ -29,15 +30,32 @@ void realize_nodes(const std::vector<NodeRef>& nodes, Device& device) {
     if (b->device() != &device)
       throw std::logic_error("tiny engine: a buffer on " + b->device()->name() + " is read by a schedule on " +
                              device.name());
+  auto ns_since = [&](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(t - t0).count();
+  };
+  bool trace = tracing();
+  TracedSchedule traced;
+  if (trace) {
+    traced.device = device.name();
+    traced.cause = current_realize_cause();
+    traced.start_ns = trace_clock_ns();
+  }
   auto hit = cache->find(shape.key);
   if (hit != cache->end()) {
     counters().schedule_cache_hits++;
     auto t1 = std::chrono::steady_clock::now();
-    int64_t ns = hit->second->replay(shape, device);
+    int traced_index = -1;
+    if (trace) {
+      traced.cached = true;
+      traced.schedule_ns = ns_since(t1);
+      traced_index = trace_schedule(traced);
+    }
+    int64_t ns = hit->second->replay(shape, device, traced_index);
+    if (trace) trace_schedule_end(traced_index);
     counters().kernel_ns += ns;
     if (level >= 1)
       std::fprintf(stderr, "tiny: schedule %zu kernels (cached), lookup %.3f ms, run %.3f ms\n",
-                   hit->second->kernel_count(), std::chrono::duration<double, std::milli>(t1 - t0).count(), ns / 1e6);
+                   hit->second->kernel_count(), ns_since(t1) / 1e6, ns / 1e6);
     return;
   }
   Schedule sched = create_schedule(todo, device);
@@ -46,7 +64,18 @@ void realize_nodes(const std::vector<NodeRef>& nodes, Device& device) {
 
   // Compile everything first: codegen walks the graph, which realizing frees.
   std::vector<std::shared_ptr<Program>> programs = device_programs(device, sched.kernels);
+  std::vector<std::shared_ptr<const KernelInfo>> infos;
+  for (auto& k : sched.kernels) infos.push_back(std::make_shared<KernelInfo>(kernel_info(k)));
   auto t1 = std::chrono::steady_clock::now();
+  int traced_index = -1;
+  if (trace) {
+    traced.schedule_ns = ns_since(ts);
+    traced.compile_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - ts).count();
+    std::vector<const std::string*> keys;
+    for (auto& [key, c] : *cache) keys.push_back(&key);
+    traced.miss = describe_graph_miss(shape.key, keys);
+    traced_index = trace_schedule(traced);
+  }
 
   int64_t kernel_ns = 0;
   for (size_t i = 0; i < sched.kernels.size(); i++) {
@@ -55,22 +84,27 @@ void realize_nodes(const std::vector<NodeRef>& nodes, Device& device) {
     for (auto& b : k.buffers) args.push_back(b->ptr());
     std::vector<uint64_t> params = k.launch_params();
     args.push_back(params.data());
-    auto ks = std::chrono::steady_clock::now();
+    int64_t ks = trace_clock_ns();
     device.launch(*programs[i], args.data());
-    if (level >= 2) device.synchronize();  // so the time is the kernel's, not its launch's
-    auto ke = std::chrono::steady_clock::now();
-    int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(ke - ks).count();
-    kernel_ns += ns;
+    if (level >= 2 || trace) device.synchronize();  // so the time is the kernel's, not its launch's
+    int64_t ke = trace_clock_ns();
+    kernel_ns += ke - ks;
     counters().kernels++;
-    counters().flops += k.flops();
+    counters().flops += infos[i]->flops;
+    if (trace) {
+      std::vector<const Buffer*> kbufs;
+      for (auto& b : k.buffers) kbufs.push_back(b.get());
+      trace_kernel(traced_index, infos[i], kbufs, ks, ke);
+    }
     if (level >= 2)
-      std::fprintf(stderr, "tiny: kernel %3zu %-24s %9.3f ms  reason: %s  ops: %s\n", i, k.name().c_str(), ns / 1e6,
-                   k.reason.c_str(), k.origins().c_str());
+      std::fprintf(stderr, "tiny: kernel %3zu %-24s %9.3f ms  reason: %s  ops: %s\n", i, infos[i]->name.c_str(),
+                   (ke - ks) / 1e6, infos[i]->reason.c_str(), infos[i]->ops.c_str());
     if (level >= 3) std::fprintf(stderr, "%s", k.ast().c_str());
   }
+  if (trace) trace_schedule_end(traced_index);
   counters().kernel_ns += kernel_ns;
   if (cache->size() > 4096) cache->clear();  // bound the memory of programs that change every time
-  if (auto c = CachedSchedule::record(shape, sched, programs)) cache->emplace(shape.key, c);
+  if (auto c = CachedSchedule::record(shape, sched, programs, infos)) cache->emplace(shape.key, c);
   for (auto& [node, buf] : sched.realized) node->set_realized(buf);
   for (auto& n : todo)
     if (!n->realized()) throw std::logic_error("tiny engine: schedule left a target unrealized: " + n->str());

@@ -52,7 +52,8 @@ GraphShape graph_shape(const std::vector<NodeRef>& targets) {
 }
 
 std::shared_ptr<CachedSchedule> CachedSchedule::record(const GraphShape& g, const Schedule& s,
-                                                       const std::vector<std::shared_ptr<Program>>& programs) {
+                                                       const std::vector<std::shared_ptr<Program>>& programs,
+                                                       const std::vector<std::shared_ptr<const KernelInfo>>& infos) {
   auto c = std::make_shared<CachedSchedule>();
   std::unordered_map<const Buffer*, int> slot_of;
   for (size_t i = 0; i < g.inputs.size(); i++) {
@@ -92,16 +93,13 @@ std::shared_ptr<CachedSchedule> CachedSchedule::record(const GraphShape& g, cons
       if (it == pos.end()) return nullptr;
       step.launch_nodes.push_back(it->second);
     }
-    step.name = kern.name();
-    step.reason = kern.reason;
-    step.origins = kern.origins();
-    step.flops = kern.flops();
+    step.info = infos[k];
     c->kernels_.push_back(std::move(step));
   }
   return c;
 }
 
-int64_t CachedSchedule::replay(const GraphShape& g, Device& device) {
+int64_t CachedSchedule::replay(const GraphShape& g, Device& device, int trace) {
   std::vector<BufferRef> bufs(slots_.size());
   for (size_t i = 0; i < slots_.size(); i++) {
     const Slot& s = slots_[i];
@@ -121,16 +119,22 @@ int64_t CachedSchedule::replay(const GraphShape& g, Device& device) {
   }
   int level = debug_level();
   int64_t total = 0;
-  if (level >= 2) {  // one by one, each timed to its end
+  if (level >= 2 || trace >= 0) {  // one by one, each timed to its end
     for (size_t k = 0; k < kernels_.size(); k++) {
-      auto t0 = std::chrono::steady_clock::now();
+      const Step& step = kernels_[k];
+      int64_t t0 = trace_clock_ns();
       device.launch(*steps[k].program, steps[k].args.data());
       device.synchronize();
-      int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
-      total += ns;
-      const Step& step = kernels_[k];
-      std::fprintf(stderr, "tiny: kernel %3zu %-24s %9.3f ms  reason: %s  ops: %s  (cached schedule)\n", k,
-                   step.name.c_str(), ns / 1e6, step.reason.c_str(), step.origins.c_str());
+      int64_t t1 = trace_clock_ns();
+      total += t1 - t0;
+      if (trace >= 0) {
+        std::vector<const Buffer*> kbufs;
+        for (int slot : step.slots) kbufs.push_back(bufs[size_t(slot)].get());
+        trace_kernel(trace, step.info, kbufs, t0, t1);
+      }
+      if (level >= 2)
+        std::fprintf(stderr, "tiny: kernel %3zu %-24s %9.3f ms  reason: %s  ops: %s  (cached schedule)\n", k,
+                     step.info->name.c_str(), (t1 - t0) / 1e6, step.info->reason.c_str(), step.info->ops.c_str());
     }
   } else {
     auto t0 = std::chrono::steady_clock::now();
@@ -139,7 +143,7 @@ int64_t CachedSchedule::replay(const GraphShape& g, Device& device) {
   }
   for (auto& step : kernels_) {
     counters().kernels++;
-    counters().flops += step.flops;
+    counters().flops += step.info->flops;
   }
   for (auto& [p, slot] : realized_) g.order[size_t(p)]->set_realized(bufs[size_t(slot)]);
   return total;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/schedule/scheduler.h"
+#include "engine/schedule/trace.h"
 #include "engine/runtime/device.h"
 
 namespace tiny {
@@ -24,11 +25,13 @@ class CachedSchedule {
  public:
   // nullopt-like: nullptr when the schedule uses buffers it cannot name.
   static std::shared_ptr<CachedSchedule> record(const GraphShape& g, const Schedule& s,
-                                                const std::vector<std::shared_ptr<Program>>& programs);
+                                                const std::vector<std::shared_ptr<Program>>& programs,
+                                                const std::vector<std::shared_ptr<const KernelInfo>>& infos);
   // Runs the schedule for a graph of the same shape on `device`; returns the
   // kernel time in ns. From the second replay on, the device may keep the
-  // launch sequence in a faster form (a CUDA graph).
-  int64_t replay(const GraphShape& g, Device& device);
+  // launch sequence in a faster form (a CUDA graph). `trace`: the traced
+  // schedule it records its kernels in, or -1.
+  int64_t replay(const GraphShape& g, Device& device, int trace = -1);
   size_t kernel_count() const { return kernels_.size(); }
 
  private:
@@ -42,8 +45,7 @@ class CachedSchedule {
     std::shared_ptr<Program> program;
     std::vector<int> slots;       // one per kernel buffer
     std::vector<int> launch_nodes;  // positions in the graph order, in the kernel's launch_nodes() order
-    std::string name, reason, origins;
-    int64_t flops;
+    std::shared_ptr<const KernelInfo> info;
   };
   std::vector<Slot> slots_;
   std::vector<Step> kernels_;

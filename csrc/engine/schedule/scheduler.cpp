@@ -101,9 +101,15 @@ struct Planner {
     }
     for (const Node* n : order) {
       if (roots.count(n)) continue;
-      if (n->op == Op::Contiguous) roots[n] = "contiguous";
-      else if (n->op == Op::Write) roots[n] = "partial write";
-      else if (n->op == Op::Scatter) roots[n] = "scatter";
+      std::string asked = *n->origin ? std::string(", asked by ") + n->origin : "";
+      if (n->op == Op::Contiguous)
+        roots[n] = "contiguous copy of " + std::to_string(n->numel()) + " elements" + asked;
+      else if (n->op == Op::Write)
+        roots[n] = "partial write of " + std::to_string(n->src[1]->numel()) + " of a storage's " +
+                   std::to_string(n->numel()) + " elements" + asked;
+      else if (n->op == Op::Scatter)
+        roots[n] = "scatter of " + std::to_string(n->src[2]->numel()) + " values into " + std::to_string(n->numel()) +
+                   " elements" + asked;
       else if (is_size_changing_bitcast(n)) roots[n] = "bitcast to another itemsize";
     }
     for (const Node* n : order)

@@ -5,7 +5,7 @@ run since; host<->device copies are counted apart (``copy_count()``).
 ``with count_kernels() as c:`` synchronizes on exit and leaves the number of
 kernels run inside the block in ``c.kernels``.
 """
-from . import _C
+from .. import _C
 
 
 def counters() -> dict:

@@ -50,6 +50,6 @@ setup(
     ext_modules=[CMakeExtension("torch_tiny._C")],
     cmdclass={"build_ext": CMakeBuild},
     python_requires=">=3.10",
-    install_requires=["torch>=2.11", "tqdm"],
+    install_requires=["torch>=2.11", "tqdm", "graphviz"],
     entry_points={"torch.backends": ["torch_tiny = torch_tiny:_autoload"]},
 )

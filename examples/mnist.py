@@ -9,6 +9,7 @@ of it; the CNN gets about 95% on held-out images after the default 300 steps of 
     python examples/mnist.py                  # 300 steps on tiny
     python examples/mnist.py --device cpu     # the same on PyTorch's CPU backend
     python examples/mnist.py --steps 100 --batch 128
+    python examples/mnist.py --steps 3 --report mnist.html   # what each step runs, and why
 
 Prints the loss on a tqdm progress bar, the kernels one training step
 runs on tiny (forward, loss, backward and Adam: one lazy graph, run when the loss is
@@ -130,6 +131,8 @@ def main():
     ap.add_argument("--train-size", type=int, default=30000)
     ap.add_argument("--test-size", type=int, default=5000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--report", metavar="HTML", help="trace the first 3 training steps (tiny only): print the "
+                    "trace's summary and write its HTML report here")
     args = ap.parse_args()
     if args.device.startswith("tiny"):
         import torch_tiny  # noqa: F401  (registers the device)
@@ -159,6 +162,7 @@ def main():
 
     bar = tqdm(total=args.steps)
     kernels, times = [], []
+    trace = debug.trace(steps=3).start() if args.report and debug is not None else None
     for i in range(args.steps):
         idx = torch.randint(0, x_train.shape[0], (args.batch,), generator=g).to(dev)
         t = time.perf_counter()
@@ -172,6 +176,11 @@ def main():
         bar.set_description(f"loss {loss:6.3f}" + (f" kernels/step {kernels[-1]}" if kernels else ""))
         bar.update(1)
     bar.close()
+    if trace is not None:
+        trace.stop()
+        trace.summary()
+        trace.save_html(args.report)
+        print(f"wrote {args.report}")
 
     acc = accuracy(model, x_test, y_test)
     steady = sorted(times[1:] or times)[len(times[1:] or times) // 2]

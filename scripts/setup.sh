@@ -6,9 +6,9 @@ cd "$(dirname "$0")/.."
 
 PY=${PYTHON:-python3}
 
-# --- Debian packages: LLVM 14 (the CPU JIT), GoogleTest, build tools
+# --- Debian packages: LLVM 14 (the CPU JIT), GoogleTest, build tools, Graphviz (debug reports)
 need=()
-for pkg in llvm-14-dev libgtest-dev cmake ninja-build g++; do
+for pkg in llvm-14-dev libgtest-dev cmake ninja-build g++ graphviz; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 command -v ccache >/dev/null 2>&1 || need+=(ccache)
@@ -24,7 +24,7 @@ if ! TORCH_DEVICE_BACKEND_AUTOLOAD=0 $PY -c "import torch, torchvision, sys; sys
   echo "setup: installing torch 2.14.1 and torchvision 0.29.1"
   $PY -m pip install -q torch==2.14.1 torchvision==0.29.1
 fi
-for mod in pytest numpy tqdm; do
+for mod in pytest numpy tqdm graphviz; do
   $PY -c "import $mod" 2>/dev/null || $PY -m pip install -q "$mod"
 done
 # expecttest and hypothesis are needed by PyTorch's OpInfo test database

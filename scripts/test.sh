@@ -5,6 +5,13 @@ cd "$(dirname "$0")/.."
 # On a GPU machine (TINY_DEVICE=cuda): built from what is there, without LLVM or GoogleTest.
 if [ "${TINY_DEVICE:-}" = cuda ]; then bash scripts/gpu_setup.sh || exit 1; else bash scripts/setup.sh || exit 1; fi
 PY=${PYTHON:-python3}
+# Headless Chromium renders the debug HTML report in its test (where a package registry is).
+if [ "${TINY_DEVICE:-}" != cuda ] && ! command -v chromium >/dev/null 2>&1; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null 2>&1 ||
+    { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null; } ||
+    echo "test.sh: could not install chromium; the HTML report test will skip its rendering check"
+fi
 
 gtest_rc=0
 if [ "${TINY_DEVICE:-}" = cuda ] && [ ! -x build/tiny_engine_tests ]; then
@@ -21,7 +28,7 @@ pytest_rc=$?
 
 # The CUDA path end to end without a GPU: the emulated device (rendered CUDA C built
 # for the host) runs the device, elementwise, reduction, view, indexing, conv,
-# batch-norm, optimizer, client-code and model tests with the kernel counts the CPU has
+# batch-norm, optimizer, client-code, model and trace tests with the kernel counts the CPU has
 # (the emulator is slow: the big torchvision models, the resnet18 training run and the
 # 16-bit variance sweeps stay on the CPU run; the engine tests cover every op and dtype).
 emu_rc=0
@@ -30,6 +37,7 @@ if [ -z "${TINY_DEVICE:-}" ] && [ $# -eq 0 ]; then
   TINY_DEVICE=cuda-emu TINY_STRICT=1 $PY -m pytest -q -p no:cacheprovider \
     tests/test_device.py tests/test_unary.py tests/test_reductions.py tests/test_views.py tests/test_indexing.py \
     tests/test_conv.py tests/test_batchnorm.py tests/test_optim.py tests/test_client_code.py tests/test_models.py \
+    tests/test_debug_trace.py \
     -k "not (densenet or efficientnet or mobilenet or vgg or resnet50 or sgd_training or (var_std and 16))"
   emu_rc=$?
 fi

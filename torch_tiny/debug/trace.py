@@ -270,6 +270,14 @@ class trace:
         self._module_classes: dict = {}
 
     def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop(synchronize=exc[0] is None)
+        return False
+
+    def start(self):
+        """Starts recording (what ``with`` does); ``stop()`` ends it."""
         global _active
         with _active_lock:
             if _active is not None:
@@ -280,10 +288,6 @@ class trace:
         self.recording = True
         self._scopes.install()
         return self
-
-    def __exit__(self, *exc):
-        self.stop(synchronize=exc[0] is None)
-        return False
 
     def step(self):
         """Marks the start of a step (for loops that call no module)."""

@@ -94,6 +94,10 @@ std::shared_ptr<CachedSchedule> CachedSchedule::record(const GraphShape& g, cons
       step.launch_nodes.push_back(it->second);
     }
     step.info = infos[k];
+    for (const Node* n : kernel_work(kern)) {
+      auto it = pos.find(n);
+      if (it != pos.end()) step.work.push_back(it->second);
+    }
     c->kernels_.push_back(std::move(step));
   }
   return c;
@@ -130,7 +134,11 @@ int64_t CachedSchedule::replay(const GraphShape& g, Device& device, int trace) {
       if (trace >= 0) {
         std::vector<const Buffer*> kbufs;
         for (int slot : step.slots) kbufs.push_back(bufs[size_t(slot)].get());
-        trace_kernel(trace, step.info, kbufs, t0, t1);
+        std::vector<const Node*> work;
+        for (int p : step.work) work.push_back(g.order[size_t(p)]);
+        auto info = std::make_shared<KernelInfo>(*step.info);
+        info->modules = modules_of(work);
+        trace_kernel(trace, info, kbufs, t0, t1);
       }
       if (level >= 2)
         std::fprintf(stderr, "tiny: kernel %3zu %-24s %9.3f ms  reason: %s  ops: %s  (cached schedule)\n", k,

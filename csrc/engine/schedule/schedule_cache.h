@@ -46,6 +46,9 @@ class CachedSchedule {
     std::vector<int> slots;       // one per kernel buffer
     std::vector<int> launch_nodes;  // positions in the graph order, in the kernel's launch_nodes() order
     std::shared_ptr<const KernelInfo> info;
+    // positions in the graph order of the kernel's work (kernel_work): a traced
+    // replay names the modules of the nodes it runs for, not of the first graph's
+    std::vector<int> work;
   };
   std::vector<Slot> slots_;
   std::vector<Step> kernels_;

@@ -12,28 +12,24 @@
 
 namespace tiny {
 
-KernelInfo kernel_info(const Kernel& k) {
-  KernelInfo info;
-  info.name = k.name();
-  info.reason = k.reason;
-  info.ops = k.origins();
-  info.shape = k.shape;
-  info.flops = k.flops();
-  std::set<std::string> modules;
-  // input buffer -> (shape seen, bytes it reads at most)
-  std::map<int, std::pair<Shape, int64_t>> seen_inputs;
-  // Whether a node reads data (a load or random numbers): only such nodes are
-  // work of the module that made them. Constant expressions and views are
-  // hash-consed, so one node serves every module that builds the same one.
+namespace {
+
+// Walks a kernel's expressions once: the buffers it reads (input buffer ->
+// (shape seen, elements read at most)) and its work, the nodes that count for
+// the module that made them: those that read data (a load or random numbers)
+// and are not views. Constant expressions and views are hash-consed, so one
+// such node serves every module that builds the same one.
+void walk_kernel(const Kernel& k, std::map<int, std::pair<Shape, int64_t>>* inputs, std::vector<const Node*>* work) {
   std::unordered_map<const Node*, bool> reads_data;
+  auto note_input = [&](int buffer, const Shape& shape, int64_t elements) {
+    if (!inputs) return;
+    auto& in = (*inputs)[buffer];
+    if (in.first.empty()) in.first = shape;
+    in.second = std::max(in.second, elements);
+  };
   std::function<bool(const Node*)> visit = [&](const Node* n) -> bool {
     auto done = reads_data.find(n);
     if (done != reads_data.end()) return done->second;
-    auto note_input = [&](int buffer, const Shape& shape, int64_t elements) {
-      auto& in = seen_inputs[buffer];
-      if (in.first.empty()) in.first = shape;
-      in.second = std::max(in.second, elements);
-    };
     bool data = false;
     auto load = k.loads.find(n);
     if (load != k.loads.end()) {
@@ -47,7 +43,7 @@ KernelInfo kernel_info(const Kernel& k) {
     } else {
       data = n->op == Op::Rand;
       for (auto& s : n->src) data |= visit(s.get());
-      if (data && n->scope && n->op != Op::View && n->op != Op::Contiguous) modules.insert(*n->scope);
+      if (data && n->op != Op::View && n->op != Op::Contiguous) work->push_back(n);
     }
     reads_data[n] = data;
     return data;
@@ -56,7 +52,34 @@ KernelInfo kernel_info(const Kernel& k) {
     visit(o.value.get());
     if (o.scatter_index) visit(o.scatter_index.get());
   }
-  info.modules.assign(modules.begin(), modules.end());
+}
+
+}  // namespace
+
+std::vector<const Node*> kernel_work(const Kernel& k) {
+  std::vector<const Node*> work;
+  walk_kernel(k, nullptr, &work);
+  return work;
+}
+
+std::vector<std::string> modules_of(const std::vector<const Node*>& work) {
+  std::set<std::string> modules;
+  for (const Node* n : work)
+    if (n->scope) modules.insert(*n->scope);
+  return {modules.begin(), modules.end()};
+}
+
+KernelInfo kernel_info(const Kernel& k) {
+  KernelInfo info;
+  info.name = k.name();
+  info.reason = k.reason;
+  info.ops = k.origins();
+  info.shape = k.shape;
+  info.flops = k.flops();
+  std::map<int, std::pair<Shape, int64_t>> seen_inputs;
+  std::vector<const Node*> work;
+  walk_kernel(k, &seen_inputs, &work);
+  info.modules = modules_of(work);
   for (auto& [b, in] : seen_inputs) {
     const Buffer& buf = *k.buffers[size_t(b)];
     info.inputs.push_back({b, buf.dtype(), in.first});

@@ -28,6 +28,10 @@ struct KernelInfo {
   std::vector<Operand> inputs, outputs;
 };
 KernelInfo kernel_info(const Kernel& k);
+// The nodes whose module counts as the kernel's: work that reads data (not
+// views, not constant expressions, which are shared by hash-consing).
+std::vector<const Node*> kernel_work(const Kernel& k);
+std::vector<std::string> modules_of(const std::vector<const Node*>& work);  // their module paths, sorted
 
 struct TracedKernel {
   std::shared_ptr<const KernelInfo> info;

@@ -128,7 +128,7 @@ def summary(t: Trace, top: int = 10) -> str:
     w(f"  {'#':>4} {'step':>4} {'kernel':<20} {'ms':>8} {'MB':>7}  {'module':<24} why / ops")
     for k in sorted(t.kernels, key=lambda k: -k.duration_us)[:top]:
         w(f"  {k.index:>4} {k.step:>4} {_short(k.name, 20):<20} {_ms(k.duration_us):>8} "
-          f"{_mb(k.bytes_read + k.bytes_written):>7}  {_short(t.display_module(k.module), 24):<24} "
+          f"{_mb(k.bytes_read + k.bytes_written):>7}  {_short(t.describe_module(k.module), 24):<24} "
           f"{_short(k.why, 60)} / {_short(','.join(k.ops), 40)}")
     w("")
     w("why kernels store their outputs (realize reasons, by count)")
@@ -195,10 +195,10 @@ def schedule_graph(t: Trace, step: int | None = None):
                    style="dashed", color="#999999")
             for k in ks:
                 label = [f"{k.name}  {_ms(k.duration_us)} ms", _short(",".join(k.ops), 40),
-                         _short(t.display_module(k.module), 40), _short(k.why, 44)]
+                         _short(t.describe_module(k.module), 40), _short(k.why, 44)]
                 if earlier.get(k.index):
                     label.append(f"+{earlier[k.index]} inputs from before the step")
-                tip = (f"kernel {k.index}: {k.name}\nmodule: {t.display_module(k.module)}\nwhy: {k.why}\n"
+                tip = (f"kernel {k.index}: {k.name}\nmodule: {t.describe_module(k.module)}\nwhy: {k.why}\n"
                        f"ops: {', '.join(k.ops)}\ninputs: {' '.join(_shape(o.dtype, o.shape) for o in k.inputs)}\n"
                        f"outputs: {' '.join(_shape(o.dtype, o.shape) for o in k.outputs)}\n"
                        f"time: {_ms(k.duration_us)} ms, read {_mb(k.bytes_read)} MB, "
@@ -281,7 +281,7 @@ def save_html(t: Trace, path: str, max_graph_steps: int = 4) -> None:
     parts.append("<h2>All kernels</h2>")
     parts.append(_table(
         ["#", "step", "kernel", "ms", "module", "why", "ops", "inputs", "outputs", "MB r/w", "MFLOP"],
-        [(k.index, k.step, esc(k.name), num(_ms(k.duration_us)), esc(t.display_module(k.module)), esc(k.why),
+        [(k.index, k.step, esc(k.name), num(_ms(k.duration_us)), esc(t.describe_module(k.module)), esc(k.why),
           esc(", ".join(k.ops)), esc(" ".join(_shape(o.dtype, o.shape) for o in k.inputs)),
           esc(" ".join(_shape(o.dtype, o.shape) for o in k.outputs)),
           num(f"{_mb(k.bytes_read)}/{_mb(k.bytes_written)}"), num(f"{k.flops / 1e6:.2f}")) for k in t.kernels]))

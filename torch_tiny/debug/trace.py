@@ -143,6 +143,12 @@ class Trace:
             return path[len(self.root_name) + 1:]
         return path
 
+    def describe_module(self, path: str) -> str:
+        """`layer1.0.bn1 (BatchNorm2d)`."""
+        cls = self.module_classes.get(path)
+        name = self.display_module(path)
+        return f"{name} ({cls})" if cls and cls != name else name
+
     # --- reports (report.py)
     def summary(self, top: int = 10, file=None) -> str:
         from .report import summary
@@ -294,7 +300,7 @@ class trace:
         if self.recording:
             self._step_marks.append(_C._trace_clock_ns())
             if self.max_steps is not None and len(self._step_marks) > self.max_steps:
-                self.stop()
+                self.stop(synchronize=False)  # what is pending now belongs to the next step
 
     def stop(self, synchronize: bool = True):
         global _active

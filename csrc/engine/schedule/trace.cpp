@@ -186,39 +186,53 @@ void trace_schedule_end(int schedule) { state().log.schedules[size_t(schedule)].
 std::string describe_graph_miss(const std::string& key, const std::vector<const std::string*>& cached) {
   if (cached.empty()) return "first graph on this device";
   // Nodes compared without their sources (positions shift when one node is
-  // added), as multisets: the closest cached graph has the fewest unmatched.
-  auto nodes = [](const std::string& k) {
-    std::vector<std::string> e = split_entries(k);
-    e.pop_back();  // targets and inputs
-    std::multiset<std::string> m;
-    for (auto& x : e) m.insert(without_sources(x));
-    return std::make_pair(e, m);
+  // added), as multisets. The closest cached graph has the fewest unmatched
+  // ops, then the fewest unmatched nodes (a new shape changes every node, not
+  // the ops).
+  struct Nodes {
+    std::vector<std::string> list;
+    std::multiset<std::string> plain, ops;
   };
-  auto [mine_list, mine] = nodes(key);
-  std::multiset<std::string> best;
-  size_t best_cost = SIZE_MAX;
-  for (const std::string* c : cached) {
-    auto theirs = nodes(*c).second;
+  auto nodes = [](const std::string& k) {
+    Nodes n;
+    n.list = split_entries(k);
+    n.list.pop_back();  // targets and inputs
+    for (auto& x : n.list) {
+      n.plain.insert(without_sources(x));
+      n.ops.insert(first_word(x));
+    }
+    return n;
+  };
+  auto unmatched = [](const std::multiset<std::string>& a, const std::multiset<std::string>& b) {
     std::vector<std::string> extra, missing;
-    std::set_difference(mine.begin(), mine.end(), theirs.begin(), theirs.end(), std::back_inserter(extra));
-    std::set_difference(theirs.begin(), theirs.end(), mine.begin(), mine.end(), std::back_inserter(missing));
-    size_t cost = extra.size() + missing.size();
+    std::set_difference(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(extra));
+    std::set_difference(b.begin(), b.end(), a.begin(), a.end(), std::back_inserter(missing));
+    return extra.size() + missing.size();
+  };
+  Nodes mine_nodes = nodes(key);
+  const std::vector<std::string>& mine_list = mine_nodes.list;
+  const std::multiset<std::string>& mine = mine_nodes.plain;
+  std::multiset<std::string> best;
+  std::pair<size_t, size_t> best_cost{SIZE_MAX, SIZE_MAX};
+  for (const std::string* c : cached) {
+    Nodes theirs = nodes(*c);
+    std::pair<size_t, size_t> cost{unmatched(mine_nodes.ops, theirs.ops), unmatched(mine, theirs.plain)};
     if (cost < best_cost) {
       best_cost = cost;
-      best = std::move(theirs);
+      best = std::move(theirs.plain);
     }
   }
   std::vector<std::string> missing;
   std::set_difference(best.begin(), best.end(), mine.begin(), mine.end(), std::back_inserter(missing));
   // the first of this graph's nodes (in order) the cached graph lacks
-  std::multiset<std::string> unmatched = best;
+  std::multiset<std::string> left = best;
   const std::string* first_new = nullptr;  // a constant only matters when nothing else is new
   size_t added = 0;
   for (auto& e : mine_list) {
     std::string plain = without_sources(e);
-    auto it = unmatched.find(plain);
-    if (it != unmatched.end()) {
-      unmatched.erase(it);
+    auto it = left.find(plain);
+    if (it != left.end()) {
+      left.erase(it);
       continue;
     }
     added++;

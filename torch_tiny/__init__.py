@@ -22,10 +22,13 @@ if torch._C._get_privateuse1_backend_name() != "tiny":
 from . import _C  # noqa: E402  (registers the kernels)
 from . import device as _device_module  # noqa: E402
 from . import debug  # noqa: E402,F401
+from . import distributed  # noqa: E402
+
+distributed.register()
 
 if not hasattr(torch, "tiny"):
     torch._register_device_module("tiny", _device_module)
     torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
 
 
-__all__ = ["debug"]
+__all__ = ["debug", "distributed"]

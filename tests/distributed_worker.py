@@ -1,7 +1,6 @@
 """One rank of tests/test_distributed.py: collectives and a DDP training run on one
-device ("tiny" or "cpu"), results written as JSON. Usage: rank world port device out.json"""
+device ("tiny" or "cpu"), results written as JSON. Usage: rank world store_file device out.json"""
 import json
-import os
 import sys
 from datetime import timedelta
 
@@ -11,12 +10,11 @@ import torch.nn as nn
 
 import torch_tiny  # noqa: F401
 
-rank, world, port, dev, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
-os.environ["MASTER_ADDR"] = "127.0.0.1"
-os.environ["MASTER_PORT"] = port
+rank, world, store_file, dev, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 # tiny: no backend named, as a user of cuda names none (the default for the device is "tiny")
-dist.init_process_group(None if dev == "tiny" else "gloo", rank=rank, world_size=world,
-                        timeout=timedelta(seconds=60))
+# rendezvous through a file: no port to race other processes for
+dist.init_process_group(None if dev == "tiny" else "gloo", init_method="file://" + store_file, rank=rank,
+                        world_size=world, timeout=timedelta(seconds=60))
 res = {"backend": dist.group.WORLD.name()}
 
 t = torch.arange(6.0).reshape(2, 3).to(dev) * (rank + 1)

@@ -252,20 +252,23 @@ def test_cause_names_what_forced_the_realize():
     assert y.device.type == "tiny"
 
 
-def test_cache_miss_names_a_new_view_offset():
+def test_cache_hits_and_misses():
     x = torch.randn(64, 16).to("tiny")
     w = torch.randn(16, 8).to("tiny")
     torch.tiny.synchronize()
     (x[0:8] @ w).sum().item()
     with debug.trace() as t:
-        (x[0:8] @ w).sum().item()   # the same graph: a cache hit
-        (x[8:16] @ w).sum().item()  # another offset: a new schedule
-        (x[0:4] @ w).sum().item()   # another shape
-    assert t.schedules[0].cached and t.schedules[0].miss == ""
-    assert not t.schedules[1].cached
-    assert t.schedules[1].miss.startswith("a new view offset"), t.schedules[1].miss
-    assert "off=128" in t.schedules[1].miss
-    assert t.schedules[2].miss.startswith("a new shape"), t.schedules[2].miss
+        (x[0:8] @ w).sum().item()          # the same graph: a cache hit
+        (x[8:16] @ w).sum().item()         # a window of stored x elsewhere: the same graph too
+        ((x * 2)[8:16] @ w).sum().item()   # a window of a computed value: the offset is in the graph
+        ((x * 2)[16:24] @ w).sum().item()  # so another offset is a new schedule
+        (x[0:4] @ w).sum().item()          # another shape
+    s = t.schedules
+    assert [r.cached for r in s] == [True, True, False, False, False]
+    assert s[0].miss == "" and s[1].miss == ""
+    assert s[3].miss.startswith("a new view offset"), s[3].miss
+    assert "off=256" in s[3].miss
+    assert s[4].miss.startswith("a new shape"), s[4].miss
 
 
 def test_nested_traces_are_refused():

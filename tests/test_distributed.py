@@ -3,7 +3,6 @@
 the same run on the CPU over Gloo."""
 import json
 import os
-import socket
 import subprocess
 import sys
 
@@ -19,17 +18,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 WORLD = 2
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return str(s.getsockname()[1])
-
-
 def _run(dev, tmp_path):
-    port = _free_port()
+    store = str(tmp_path / f"{dev}.store")
     outs = [tmp_path / f"{dev}{r}.json" for r in range(WORLD)]
     env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
-    procs = [subprocess.Popen([sys.executable, os.path.join(HERE, "distributed_worker.py"), str(r), str(WORLD), port,
+    procs = [subprocess.Popen([sys.executable, os.path.join(HERE, "distributed_worker.py"), str(r), str(WORLD), store,
                                dev, str(outs[r])], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for r in range(WORLD)]
     logs = []

@@ -194,7 +194,7 @@ Memory run_on(Device& dev, const Schedule& sched, const Memory& before, const Cu
   }
   for (size_t i = 0; i < ks.size(); i++) {
     std::vector<void*> args;
-    for (auto& b : ks[i]->buffers) args.push_back(mem.at(b->owner()));
+    for (auto& b : ks[i]->buffers) args.push_back(static_cast<char*>(mem.at(b->owner())) + b->owner_offset());
     std::vector<uint64_t> params = ks[i]->launch_params();
     args.push_back(params.data());
     dev.launch(*programs[i], args.data());
@@ -291,7 +291,7 @@ class CudaCheck {
       std::string what = labels_[ti] + " " + dtype_name(buf->dtype()) + shape_str(t.shape());
       // an alias (bitcast) starts where its owner starts
       for (auto& [mode, mem] : results) {
-        std::string diff = compare(want, mem.at(buf->owner()).data(), buf->dtype(), buf->numel(), targets_[ti].second);
+        std::string diff = compare(want, mem.at(buf->owner()).data() + buf->owner_offset(), buf->dtype(), buf->numel(), targets_[ti].second);
         EXPECT_EQ(diff, "") << what << " " << mode << "\n" << kernels_text();
       }
     }

@@ -809,3 +809,44 @@ TEST(ViewsEngine, MaskSplitConvolutionWindows) {
     }
   }
 }
+
+// A view reading part of stored data reads an alias of that part: windows at
+// other offsets (batch slices, flipped and padded windows, negative strides)
+// compute what the CPU reference says and reuse one schedule and its programs.
+TEST(ViewsEngine, WindowsOfStoredDataReuseTheSchedule) {
+  const int64_t rows = 37, cols = 11;
+  std::vector<float> host(size_t(rows * cols));
+  for (size_t i = 0; i < host.size(); i++) host[i] = float(i % 97) * 0.25f - 7.0f;
+  Tensor x = Tensor::from_host(host.data(), {rows * cols}, DType::Float32);
+  auto batch = [&](int64_t lo, int64_t n) {  // rows [lo, lo+n), flipped, padded by one column, times a row index
+    Tensor w = x.as_strided({n, cols}, {cols, 1}, lo * cols).flip({false, true}).pad({{0, 0}, {1, 0}});
+    return w.binary(Op::Mul, Tensor::arange(cols + 1, Scalar::from_int(1), Scalar::from_int(1), DType::Float32)
+                                 .reshape({1, cols + 1})
+                                 .expand({n, cols + 1}))
+        .reduce(ReduceOp::Sum, {1}, false);
+  };
+  auto reference = [&](int64_t lo, int64_t n) {
+    std::vector<float> r(size_t(n), 0.0f);
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t j = 1; j <= cols; j++) r[size_t(i)] += host[size_t((lo + i) * cols + (cols - j))] * float(j + 1);
+    return r;
+  };
+  std::vector<float> out(5);
+  batch(0, 5).copy_to_host(out.data());  // schedules and compiles
+  int64_t schedules = counters().schedules, compiles = counters().compiles;
+  for (int64_t lo : {5, 17, 32, 1}) {
+    batch(lo, 5).copy_to_host(out.data());
+    std::vector<float> want = reference(lo, 5);
+    for (int i = 0; i < 5; i++) EXPECT_FLOAT_EQ(out[size_t(i)], want[size_t(i)]) << "rows from " << lo << ", " << i;
+  }
+  EXPECT_EQ(counters().schedules, schedules);  // every offset replayed the first schedule
+  EXPECT_EQ(counters().compiles, compiles);
+  // a reversed window (negative stride) and one reaching the last element
+  std::vector<float> rev(4);
+  x.as_strided({4}, {-cols}, (rows - 1) * cols).copy_to_host(rev.data());
+  for (int i = 0; i < 4; i++) EXPECT_EQ(rev[size_t(i)], host[size_t((rows - 1 - i) * cols)]);
+  // two windows of one buffer in one kernel
+  std::vector<float> diff(6);
+  x.as_strided({6}, {1}, 1).binary(Op::Sub, x.as_strided({6}, {1}, 0)).copy_to_host(diff.data());
+  for (int i = 0; i < 6; i++) EXPECT_EQ(diff[size_t(i)], host[size_t(i + 1)] - host[size_t(i)]);
+}

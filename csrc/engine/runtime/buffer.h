@@ -14,9 +14,15 @@ class Device;
 class Buffer {
  public:
   Buffer(Device* device, DType dtype, int64_t numel) : device_(device), dtype_(dtype), numel_(numel), id_(next_id()) {}
-  // The same memory as `base`, seen as another dtype (a bitcast of a flat buffer).
-  Buffer(std::shared_ptr<Buffer> base, DType dtype, int64_t numel)
-      : device_(base->device()), dtype_(dtype), numel_(numel), id_(next_id()), base_(std::move(base)) {}
+  // The memory of `base` from byte `byte_offset` on, seen as `numel` elements
+  // of `dtype`: a bitcast of a flat buffer, or a window of it.
+  Buffer(std::shared_ptr<Buffer> base, DType dtype, int64_t numel, size_t byte_offset = 0)
+      : device_(base->device()),
+        dtype_(dtype),
+        numel_(numel),
+        id_(next_id()),
+        byte_offset_(byte_offset),
+        base_(std::move(base)) {}
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -31,6 +37,8 @@ class Buffer {
   // The buffer that owns the memory (itself unless this is an alias).
   const Buffer* owner() const { return base_ ? base_->owner() : this; }
   const std::shared_ptr<Buffer>& base() const { return base_; }
+  // Where this buffer starts in its owner's memory, in bytes.
+  size_t owner_offset() const { return base_ ? base_->owner_offset() + byte_offset_ : 0; }
   void* ptr();  // allocates on first use
   // Copy bytes between host memory and this buffer (host side of copies).
   void copy_in(const void* src, size_t nbytes, size_t offset = 0);
@@ -45,6 +53,7 @@ class Buffer {
   DType dtype_;
   int64_t numel_;
   uint64_t id_;
+  size_t byte_offset_ = 0;  // into base_
   void* ptr_ = nullptr;
   std::shared_ptr<Buffer> base_;
 };

@@ -129,7 +129,7 @@ Buffer::~Buffer() {
 }
 
 void* Buffer::ptr() {
-  if (base_) return base_->ptr();
+  if (base_) return static_cast<char*>(base_->ptr()) + byte_offset_;
   if (!ptr_) ptr_ = device_->alloc(nbytes());
   return ptr_;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <unordered_map>
 
 #include "engine/runtime/device.h"
 #include "engine/schedule/realize.h"
@@ -130,10 +131,64 @@ Tensor Tensor::bitcast(DType dt) const {
 
 namespace {
 
+// The elements [lo, lo + n) of stored buffer `base` as a buffer of their own,
+// one per window (so equal windows are one graph leaf).
+BufferRef window_alias(const BufferRef& base, int64_t lo, int64_t n) {
+  struct Key {
+    const Buffer* base;
+    int64_t lo, n;
+    bool operator==(const Key& o) const { return base == o.base && lo == o.lo && n == o.n; }
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const {
+      return std::hash<const void*>()(k.base) ^ (std::hash<int64_t>()(k.lo) * 31) ^ (std::hash<int64_t>()(k.n) * 131);
+    }
+  };
+  // A live alias keeps its base alive, so a live entry's base pointer is that base.
+  static auto* windows = new std::unordered_map<Key, std::weak_ptr<Buffer>, KeyHash>();
+  std::lock_guard<std::recursive_mutex> g(engine_mutex());
+  Key key{base.get(), lo, n};
+  auto it = windows->find(key);
+  if (it != windows->end())
+    if (BufferRef alive = it->second.lock()) return alive;
+  if (windows->size() > 4096)
+    for (auto e = windows->begin(); e != windows->end();) e = e->second.expired() ? windows->erase(e) : std::next(e);
+  auto alias = std::make_shared<Buffer>(base, base->dtype(), n, size_t(lo) * itemsize(base->dtype()));
+  (*windows)[key] = alias;
+  return alias;
+}
+
+// A view reading only part of stored data reads an alias of just that part:
+// a graph that differs only in where the part starts (a batch slice, a
+// rolling window) then has the same key, so its schedule and programs are
+// reused with the start passed as the alias's address. Returns false when the
+// view reads the whole buffer (or nothing).
+bool window_of_stored(const NodeRef& base, const ShapeTracker& st, NodeRef* window, ShapeTracker* rebased) {
+  BufferRef buf = base->realized();
+  if (!buf || buf->dtype() != base->dtype || buf->numel() != base->numel()) return false;
+  std::vector<View> views = st.views();
+  View& inner = views.front();  // indexes the buffer's elements
+  int64_t lo = inner.offset, hi = inner.offset;
+  for (size_t d = 0; d < inner.shape.size(); d++) {
+    if (inner.shape[d] == 0) return false;
+    int64_t span = (inner.shape[d] - 1) * inner.strides[d];
+    (span < 0 ? lo : hi) += span;
+  }
+  hi += 1;
+  if (lo < 0 || hi > buf->numel() || (lo == 0 && hi == buf->numel())) return false;
+  inner = View::make(inner.shape, inner.strides, inner.offset - lo, inner.mask);
+  *window = Tensor::from_buffer(window_alias(buf, lo, hi - lo), {hi - lo}).node();
+  *rebased = ShapeTracker(std::move(views));
+  return true;
+}
+
 // `st` (over base's row-major elements) as a tensor: the base itself when it
 // is the identity, a constant when the base is one and nothing is masked.
 Tensor view_over(const NodeRef& base, const ShapeTracker& st) {
   if (st.is_contiguous() && st.shape() == base->shape) return Tensor(base);
+  NodeRef window;
+  ShapeTracker rebased;
+  if (window_of_stored(base, st, &window, &rebased)) return view_over(window, rebased);
   if (base->op == Op::Const || base->op == Op::Param) {
     bool masked = false;
     for (auto& v : st.views()) masked |= bool(v.mask);

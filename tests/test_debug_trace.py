@@ -19,7 +19,6 @@ from conftest import IS_TINY
 if not IS_TINY:
     pytest.skip("tiny-specific tests (torch_tiny.debug)", allow_module_level=True)
 
-import torch_tiny  # noqa: E402
 from torch_tiny import debug  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))

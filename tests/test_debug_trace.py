@@ -214,8 +214,8 @@ PATTERN = {
     "scatter": r"(scatter of \d+ values into \d+ elements|requested by)",
     "copy of the base of a scatter": r"copy of the base of a scatter",
     "source of a bitcast to another itemsize": r"source of a bitcast to another itemsize",
-    "reduce would be computed": r"reduce would be computed \d+x per element",
-    "expensive value would be computed": r"expensive value would be computed \d+x per element",
+    "reduce would be computed": r"reduce would be computed \d+(\.\d)?x per element",
+    "expensive value would be computed": r"expensive value would be computed \d+(\.\d)?x per element",
     "reduce inside another reduce's loop": r"reduce inside another reduce's loop",
 }
 

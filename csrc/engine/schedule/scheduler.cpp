@@ -1,6 +1,7 @@
 #include "engine/schedule/scheduler.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <unordered_set>
@@ -262,11 +263,14 @@ void realize_repeated_reduces(Planner& p, const std::vector<const Node*>& order)
     for (auto* n : repeated) {
       bool inside = false;
       for (auto* outer : enclosing[n]) inside |= rep.count(outer) > 0;
-      if (!inside)
+      if (!inside) {
+        double times = evals[n] / double(std::max<int64_t>(1, n->numel()));
+        char count[32];  // 1.5x, 64x
+        std::snprintf(count, sizeof count, times < 10 ? "%.1fx" : "%.0fx", times);
         p.roots[n] = nested.count(n) ? std::string("reduce inside another reduce's loop (its own kernel is tiled and threaded)") :
-                     std::string(n->op == Op::Reduce ? "reduce" : "expensive value") + " would be computed " +
-                     std::to_string(int64_t(evals[n] / double(std::max<int64_t>(1, n->numel())))) +
-                     "x per element if fused (read through a broadcast or by several kernels)";
+                     std::string(n->op == Op::Reduce ? "reduce" : "expensive value") + " would be computed " + count +
+                     " per element if fused (read through a broadcast or by several kernels)";
+      }
     }
   }
 }

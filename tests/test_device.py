@@ -1,5 +1,6 @@
 """The "tiny" device: registration, torch.tiny module, generated methods, autoload."""
 
+import gc
 import os
 import subprocess
 import sys
@@ -208,3 +209,29 @@ def test_out_of_memory_is_torch_out_of_memory_error():
     # the process and every other tensor survive
     torch.testing.assert_close(keep.cpu(), torch.arange(10, dtype=torch.float32) * 3)
     torch.testing.assert_close((keep + 1).sum().item(), 145.0)
+
+
+def test_pin_memory_as_on_cuda():
+    """pin_memory() gives host memory from tiny's pinned allocator (page-locked on a GPU):
+    is_pinned() says so, copies to tiny from it carry the values, DataLoader pins batches."""
+    t = torch.arange(7000, dtype=torch.float32).reshape(1000, 7) * 0.5
+    p = t.pin_memory()
+    assert p.is_pinned() and not t.is_pinned()
+    assert p.device.type == "cpu" and torch.equal(p, t)
+    assert p[3:].is_pinned() and p.t().is_pinned()  # views of pinned memory are pinned
+    d = p.to("tiny")
+    p.fill_(-1.0)  # the copy has finished reading the source
+    assert torch.equal(d.cpu(), t)
+    assert torch.equal(p.to("tiny", non_blocking=True).cpu(), torch.full_like(t, -1.0))
+    back = d.cpu().pin_memory()
+    assert back.is_pinned() and torch.equal(back, t)
+    from torch.utils.data import DataLoader, TensorDataset
+    ds = TensorDataset(torch.randn(10, 3), torch.arange(10))
+    seen = 0
+    for x, y in DataLoader(ds, batch_size=4, pin_memory=True):
+        assert x.is_pinned() and y.is_pinned()
+        assert torch.equal(x.to("tiny").cpu(), ds.tensors[0][seen:seen + len(x)])
+        seen += len(x)
+    assert seen == 10
+    del p, back
+    gc.collect()

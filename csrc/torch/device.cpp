@@ -6,6 +6,8 @@
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include <cstring>
+
 #include "engine/runtime/device.h"
 #include "torch/generator.h"
 #include "torch/storage_cell.h"
@@ -39,14 +41,32 @@ struct TinyGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
 C10_REGISTER_GUARD_IMPL(PrivateUse1, TinyGuardImpl);
 
+// pin_memory() for tiny: host memory from the compute device (page-locked on
+// a GPU), so DataLoader(pin_memory=True) and Tensor.pin_memory() behave as
+// they do for cuda.
+struct PinnedAllocator final : public c10::Allocator {
+  static void release(void* p) { tiny::compute_device().host_free(p); }
+  c10::DataPtr allocate(size_t nbytes) override {
+    void* p = nbytes ? tiny::compute_device().host_alloc(nbytes) : nullptr;
+    return c10::DataPtr(p, p, &release, c10::Device(c10::DeviceType::CPU));
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &release; }
+  void copy_data(void* dest, const void* src, size_t count) const override { std::memcpy(dest, src, count); }
+};
+
+PinnedAllocator* pinned_allocator() {
+  static PinnedAllocator a;
+  return &a;
+}
+
 struct TinyHooks final : public at::PrivateUse1HooksInterface {
   bool isBuilt() const override { return true; }
   bool isAvailable() const override { return true; }
   const at::Generator& getDefaultGenerator(c10::DeviceIndex) const override { return default_generator(); }
   at::Generator getNewGenerator(c10::DeviceIndex) const override { return new_generator(); }
   at::Device getDeviceFromPtr(void*) const override { return c10::Device(kTiny, 0); }
-  bool isPinnedPtr(const void*) const override { return false; }
-  at::Allocator* getPinnedMemoryAllocator() const override { return c10::GetAllocator(c10::DeviceType::CPU); }
+  bool isPinnedPtr(const void* p) const override { return p && tiny::compute_device().host_pinned(p); }
+  at::Allocator* getPinnedMemoryAllocator() const override { return pinned_allocator(); }
   bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
   c10::DeviceIndex deviceCount() const override { return 1; }
   void setCurrentDevice(c10::DeviceIndex d) const override { TORCH_CHECK(d <= 0, "tiny: only device 0 exists"); }

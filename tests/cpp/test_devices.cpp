@@ -5,6 +5,7 @@
 // survives, and device memory cannot be reached from the host.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -181,6 +182,30 @@ TEST(Devices, OutOfMemoryIsAnErrorTheDeviceSurvives) {
       return Tensor::from_host(a.data(), {64}, DType::Float32, dev).unary(Op::Neg);
     });
     for (size_t i = 0; i < a.size(); i++) EXPECT_EQ(got[i], -a[i]);
+  }
+}
+
+TEST(Devices, PinnedHostMemory) {
+  for (Device* d : {cpu_device(), &emu()}) {
+    SCOPED_TRACE(d->name());
+    const size_t n = 5000;
+    auto* p = static_cast<float*>(d->host_alloc(n * sizeof(float)));
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 4096, 0u);
+    EXPECT_TRUE(d->host_pinned(p));
+    EXPECT_TRUE(d->host_pinned(p + n - 1));
+    EXPECT_FALSE(d->host_pinned(p + n + 4096));
+    std::vector<float> pageable(n);
+    EXPECT_FALSE(d->host_pinned(pageable.data()));
+    for (size_t i = 0; i < n; i++) p[i] = float(i) * 0.5f;
+    Buffer b(d, DType::Float32, int64_t(n));
+    b.copy_in(p, n * sizeof(float));
+    std::fill(p, p + n, -1.0f);  // the copy has finished reading the source
+    std::vector<float> back(n);
+    b.copy_out(back.data(), n * sizeof(float));
+    for (size_t i = 0; i < n; i++) ASSERT_EQ(back[i], float(i) * 0.5f);
+    d->host_free(p);
+    EXPECT_FALSE(d->host_pinned(p));
   }
 }
 

@@ -170,8 +170,11 @@ class CudaDevice final : public Device {
   void copy_in(void* dst, const void* src, size_t nbytes) override {
     if (!nbytes) return;
     d_.bind();
-    // From pageable memory this returns once the source is staged: the caller may reuse it.
+    // From pageable memory this returns once the source is staged: the caller
+    // may reuse it. From pinned memory the copy is a DMA that runs on: wait
+    // for it, since the caller may free or refill the source next.
     d_.check(d_.api.MemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(dst), src, nbytes, stream_), "cuMemcpyHtoDAsync");
+    if (host_pinned(src)) d_.check(d_.api.StreamSynchronize(stream_), "cuStreamSynchronize");
   }
   void copy_out(void* dst, const void* src, size_t nbytes) override {
     if (!nbytes) return;
@@ -245,6 +248,18 @@ class CudaDevice final : public Device {
   void raw_free(void* ptr, size_t) override {
     d_.bind();
     d_.api.MemFree(reinterpret_cast<CUdeviceptr>(ptr));
+  }
+  void* raw_host_alloc(size_t nbytes) override {
+    d_.bind();
+    void* p = nullptr;
+    CUresult r = d_.api.MemHostAlloc(&p, nbytes, 0);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) return nullptr;
+    d_.check(r, "cuMemHostAlloc");
+    return p;
+  }
+  void raw_host_free(void* p) override {
+    d_.bind();
+    d_.api.MemFreeHost(p);
   }
   size_t granularity() const override { return 512; }
   size_t max_cached_bytes() const override { return size_t(8) << 30; }

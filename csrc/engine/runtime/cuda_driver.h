@@ -67,6 +67,8 @@ struct Api {
   CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
                            void**, void**);
   CUresult (*GetErrorString)(CUresult, const char**);
+  CUresult (*MemHostAlloc)(void**, size_t, unsigned);
+  CUresult (*MemFreeHost)(void*);
 };
 
 // Each Api field with the driver symbol it is loaded from.
@@ -81,6 +83,7 @@ struct Api {
   X(StreamEndCapture, cuStreamEndCapture) X(GraphInstantiate, cuGraphInstantiateWithFlags)                          \
   X(GraphExecUpdate, cuGraphExecUpdate_v2) X(GraphLaunch, cuGraphLaunch) X(GraphDestroy, cuGraphDestroy)            \
   X(GraphExecDestroy, cuGraphExecDestroy) X(ModuleLoadDataEx, cuModuleLoadDataEx) X(ModuleUnload, cuModuleUnload)   \
-  X(ModuleGetFunction, cuModuleGetFunction) X(LaunchKernel, cuLaunchKernel) X(GetErrorString, cuGetErrorString)
+  X(ModuleGetFunction, cuModuleGetFunction) X(LaunchKernel, cuLaunchKernel) X(GetErrorString, cuGetErrorString)    \
+  X(MemHostAlloc, cuMemHostAlloc) X(MemFreeHost, cuMemFreeHost)
 
 }  // namespace tiny::cu

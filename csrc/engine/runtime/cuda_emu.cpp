@@ -421,6 +421,15 @@ CUresult cuMemFree_v2(CUdeviceptr p) {
   m.live.erase(it);
   return CUDA_SUCCESS;
 }
+// Pinned host memory is host memory the emulated copies read like any other.
+CUresult cuMemHostAlloc(void** p, size_t n, unsigned) {
+  *p = std::aligned_alloc(4096, (n + 4095) / 4096 * 4096);
+  return *p ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+CUresult cuMemFreeHost(void* p) {
+  std::free(p);
+  return CUDA_SUCCESS;
+}
 CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total) {
   Memory& m = memory();
   std::lock_guard<std::mutex> g(m.mu);

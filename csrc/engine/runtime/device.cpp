@@ -2,6 +2,7 @@
 // default launch of a replayed sequence, and the choice of the compute device.
 #include "engine/runtime/device.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -178,6 +179,38 @@ Device& compute_device() {
   static const Choice choice = choose();
   if (!choice.device) throw std::runtime_error("tiny: " + choice.error);
   return *choice.device;
+}
+
+void* Device::raw_host_alloc(size_t nbytes) {
+  return std::aligned_alloc(4096, (nbytes + 4095) / 4096 * 4096);
+}
+
+void Device::raw_host_free(void* p) { std::free(p); }
+
+void* Device::host_alloc(size_t nbytes) {
+  void* p = raw_host_alloc(std::max<size_t>(nbytes, 1));
+  if (!p) throw OutOfMemoryError("tiny: could not allocate " + std::to_string(nbytes) + " bytes of pinned host memory on " + name());
+  std::lock_guard<std::mutex> g(host_mu_);
+  pinned_[reinterpret_cast<uintptr_t>(p)] = std::max<size_t>(nbytes, 1);
+  return p;
+}
+
+void Device::host_free(void* p) {
+  if (!p) return;
+  {
+    std::lock_guard<std::mutex> g(host_mu_);
+    pinned_.erase(reinterpret_cast<uintptr_t>(p));
+  }
+  raw_host_free(p);
+}
+
+bool Device::host_pinned(const void* p) {
+  auto a = reinterpret_cast<uintptr_t>(p);
+  std::lock_guard<std::mutex> g(host_mu_);
+  auto it = pinned_.upper_bound(a);
+  if (it == pinned_.begin()) return false;
+  --it;
+  return a < it->first + it->second;
 }
 
 }  // namespace tiny

@@ -93,7 +93,16 @@ class Device {
   // (free, total) bytes of the device's memory, as the device reports them.
   virtual std::pair<int64_t, int64_t> mem_get_info() = 0;
 
-  // Host <-> device copies. copy_out waits for the work before it.
+  // Pinned host memory (torch's pin_memory): page-locked on a GPU, so copies
+  // from it go straight to the device; ordinary page-aligned memory on the
+  // CPU, which has no DMA to wait for. host_pinned says whether `p` lies in a
+  // live block of it.
+  void* host_alloc(size_t nbytes);
+  void host_free(void* p);
+  bool host_pinned(const void* p);
+
+  // Host <-> device copies. copy_out waits for the work before it; copy_in
+  // has finished reading `src` when it returns.
   virtual void copy_in(void* dst, const void* src, size_t nbytes) = 0;
   virtual void copy_out(void* dst, const void* src, size_t nbytes) = 0;
   // Runs the whole parallel range. May return before the kernel finishes.
@@ -109,6 +118,9 @@ class Device {
   // Device memory without caching: nullptr when the device has none left.
   virtual void* raw_alloc(size_t nbytes) = 0;
   virtual void raw_free(void* ptr, size_t nbytes) = 0;
+  // Host memory for host_alloc (nullptr when refused); the default is page-aligned malloc.
+  virtual void* raw_host_alloc(size_t nbytes);
+  virtual void raw_host_free(void* p);
   virtual size_t granularity() const { return 64; }
   virtual size_t max_cached_bytes() const { return size_t(4) << 30; }
 
@@ -119,6 +131,8 @@ class Device {
   std::multimap<size_t, void*> cache_;
   size_t cached_bytes_ = 0;
   MemoryStats stats_;
+  std::mutex host_mu_;
+  std::map<uintptr_t, size_t> pinned_;  // start -> bytes of live host_alloc blocks
 };
 
 Device* cpu_device();

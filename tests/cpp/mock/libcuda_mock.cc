@@ -80,6 +80,14 @@ int cuMemFree_v2(unsigned long long p) {
   std::free(reinterpret_cast<void*>(p));
   return 0;
 }
+int cuMemHostAlloc(void** p, size_t n, unsigned) {
+  *p = std::malloc(n ? n : 1);
+  return *p ? 0 : 2;
+}
+int cuMemFreeHost(void* p) {
+  std::free(p);
+  return 0;
+}
 int cuMemGetInfo_v2(size_t* free_bytes, size_t* total) {
   *total = size_t(1) << 30;
   *free_bytes = *total / 2;

@@ -45,15 +45,25 @@ class TinyProcessGroup(dist.ProcessGroup):
     def getBackendName(self):
         return BACKEND
 
-    def _run(self, work):
-        work.wait()
+    # destroy_process_group ends the group through these: the Gloo group's
+    # threads must stop here, not while the interpreter tears down
+    def shutdown(self):
+        self._gloo.shutdown()
+
+    def abort(self):
+        self._gloo.abort()
+
+    def _in_place(self, collective, tensors, opts, write_back=True):
+        """Runs a Gloo collective that works in place on host copies of `tensors`."""
+        hosts = [_host(t) for t in tensors]
+        collective(hosts, opts).wait()
+        if write_back:
+            for t, h in zip(tensors, hosts):
+                _back(t, h)
+        return _done(tensors)
 
     def allreduce(self, tensors, opts=None):
-        hosts = [_host(t) for t in tensors]
-        self._run(self._gloo.allreduce(hosts, opts or dist.AllreduceOptions()))
-        for t, h in zip(tensors, hosts):
-            _back(t, h)
-        return _done(tensors)
+        return self._in_place(self._gloo.allreduce, tensors, opts or dist.AllreduceOptions())
 
     def allreduce_coalesced(self, tensors, opts=None):
         for t in tensors:
@@ -64,16 +74,12 @@ class TinyProcessGroup(dist.ProcessGroup):
         return _done(tensors)
 
     def broadcast(self, tensors, opts=None):
-        hosts = [_host(t) for t in tensors]
-        self._run(self._gloo.broadcast(hosts, opts or dist.BroadcastOptions()))
-        for t, h in zip(tensors, hosts):
-            _back(t, h)
-        return _done(tensors)
+        return self._in_place(self._gloo.broadcast, tensors, opts or dist.BroadcastOptions())
 
     def allgather(self, output_lists, inputs, opts=None):
         out_hosts = [[_host(o) if o.device.type != "tiny" else torch.empty_like(o, device="cpu") for o in outs]
                      for outs in output_lists]
-        self._run(self._gloo.allgather(out_hosts, [_host(t) for t in inputs], opts or dist.AllgatherOptions()))
+        self._gloo.allgather(out_hosts, [_host(t) for t in inputs], opts or dist.AllgatherOptions()).wait()
         for outs, hosts in zip(output_lists, out_hosts):
             for o, h in zip(outs, hosts):
                 _back(o, h)
@@ -90,7 +96,7 @@ class TinyProcessGroup(dist.ProcessGroup):
             o.reduceOp = opts.reduceOp
         for out, ins in zip(outputs, input_lists):
             stacked = torch.stack([_host(i) for i in ins])
-            self._run(self._gloo.allreduce([stacked], o))
+            self._gloo.allreduce([stacked], o).wait()
             out.copy_(stacked[self.rank()])
         return _done(outputs)
 
@@ -103,15 +109,12 @@ class TinyProcessGroup(dist.ProcessGroup):
     _reduce_scatter_base = reduce_scatter_single
 
     def reduce(self, tensors, opts=None):
-        hosts = [_host(t) for t in tensors]
-        self._run(self._gloo.reduce(hosts, opts or dist.ReduceOptions()))
-        if self.rank() == (opts.rootRank if opts is not None else 0):
-            for t, h in zip(tensors, hosts):
-                _back(t, h)
-        return _done(tensors)
+        opts = opts or dist.ReduceOptions()
+        # the result is defined on the destination only
+        return self._in_place(self._gloo.reduce, tensors, opts, write_back=self.rank() == opts.rootRank)
 
     def barrier(self, opts=None):
-        self._run(self._gloo.barrier(opts or dist.BarrierOptions()))
+        self._gloo.barrier(opts or dist.BarrierOptions()).wait()
         return _done(None)
 
 

@@ -19,10 +19,27 @@ EOF
 if [ -f build/CMakeCache.txt ] && ! grep -q "TINY_CPU_JIT:BOOL=OFF" build/CMakeCache.txt; then rm -rf build; fi
 here=$(pwd -P)
 installed=$(cd / && TORCH_DEVICE_BACKEND_AUTOLOAD=0 $PY -c "import importlib.util as u; s = u.find_spec('torch_tiny'); print(s.submodule_search_locations[0] if s else '')" 2>/dev/null || true)
+# Python loads the system's C++ runtime (libstdc++.so.6) before the extension: a
+# newer compiler ($CXX=/opt/gcc on the lent GPU machines) instantiates runtime
+# internals into the extension that crash against the older runtime (iostreams).
+if [ -x /usr/bin/g++ ]; then export CXX=/usr/bin/g++ CC=/usr/bin/gcc; fi
 export TINY_CPU_JIT=OFF TINY_BUILD_TESTS=OFF TINY_BUILD_JOBS=${TINY_BUILD_JOBS:-$(nproc)}
 if [ "$installed" != "$here/torch_tiny" ]; then
   echo "gpu_setup: building and installing torch_tiny (without the CPU JIT)"
-  TORCH_DEVICE_BACKEND_AUTOLOAD=0 $PY -m pip install -q --no-build-isolation --no-deps --no-index -e .
+  # PEP 660 straight away: setuptools' legacy `develop` would start a nested pip
+  # with build isolation, which needs a package registry.
+  if ! TORCH_DEVICE_BACKEND_AUTOLOAD=0 $PY -m pip install -q --no-build-isolation --no-deps --no-index \
+      --use-pep517 -e . 2>build_install.log; then
+    tail -5 build_install.log
+    echo "gpu_setup: pip could not install it; building in place and pointing site-packages here"
+    TORCH_DEVICE_BACKEND_AUTOLOAD=0 $PY setup.py -q build_ext --inplace >/dev/null
+    site=$($PY -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+    echo "$here" >"$site/torch_tiny_here.pth"
+    # the entry point PyTorch's backend autoloading looks for
+    mkdir -p "$site/torch_tiny_here-0.dist-info"
+    printf 'Metadata-Version: 2.1\nName: torch_tiny_here\nVersion: 0\n' >"$site/torch_tiny_here-0.dist-info/METADATA"
+    printf '[torch.backends]\ntorch_tiny = torch_tiny:_autoload\n' >"$site/torch_tiny_here-0.dist-info/entry_points.txt"
+  fi
 else
   TORCH_DEVICE_BACKEND_AUTOLOAD=0 $PY setup.py -q build_ext --inplace >/dev/null
 fi

@@ -678,6 +678,65 @@ TEST_F(Cuda, FullReductionUsesABlock) {
   EXPECT_EQ(src.elements_per_block(), 1);
 }
 
+TEST_F(Cuda, FewOutputsSplitTheirReductionAcrossBlocks) {
+  Tensor x = input(DType::Float32, {200000}, 171, false);
+  Tensor h = input(DType::Float16, {3, 50000}, 172, false);
+  Tensor i = input(DType::Int64, {120000}, 173);
+  // on the emulated device (2 multiprocessors): 8 blocks per output, block sizes 32 and 64
+  CudaCheck c;
+  c.add(x.reduce(ReduceOp::Sum, {0}, false), false)
+      .add(x.reduce(ReduceOp::Max, {0}, false), true)
+      .add(h.reduce(ReduceOp::Sum, {1}, false), false)
+      .add(i.reduce(ReduceOp::Sum, {0}, false), true)
+      .add(x.binary(Op::CmpLt, x.unary(Op::Neg)).reduce(ReduceOp::Any, {0}, false), true)
+      .run();
+
+  CudaRenderOptions h100;
+  h100.multiprocessors = 132;
+  Schedule sum = create_schedule({x.reduce(ReduceOp::Sum, {0}, false).node()});
+  CudaKernelSource src = render_cuda(sum.kernels[0], h100);
+  EXPECT_EQ(src.split, 48);  // 200000 / (256 threads * 16): no thinner slices
+  EXPECT_NE(src.kernel.find("atomicAdd(tiny_tickets + gid"), std::string::npos) << src.kernel;
+  EXPECT_EQ(render_cuda(sum.kernels[0]).split, 1);  // rendered for no device: never split
+
+  // the same partials and tickets serve every launch: a second run gives the same bits
+  Device* emu = cuda_emu_device();
+  ASSERT_NE(emu, nullptr);
+  Memory before;
+  for (auto& b : sum.kernels[0].buffers) {
+    Bytes bytes(b->owner()->nbytes(), 0);
+    if (b->owner()->allocated()) const_cast<Buffer*>(b->owner())->copy_out(bytes.data(), bytes.size());
+    before[b->owner()] = std::move(bytes);
+  }
+  EXPECT_EQ(run_on(*emu, sum, before), run_on(*emu, sum, before));
+}
+
+TEST_F(Cuda, ReducesInsideAReduceAreComputedBeforeItsLoop) {
+  // argmax: a max over the same row sits inside the index-min reduce; it is
+  // computed once before the loop, not once per element (and never split)
+  Tensor x = input(DType::Float32, {4, 3000}, 181, false);
+  Tensor mx = x.reduce(ReduceOp::Max, {1}, true).expand(x.shape());
+  Tensor idx = input(DType::Int64, {1, 3000}, 182, false).expand(x.shape());
+  Tensor first = Tensor::where(x.binary(Op::CmpEq, mx), idx, idx.binary(Op::Mul, idx)).reduce(ReduceOp::Min, {1}, false);
+  Schedule s = create_schedule({first.node()});  // render only; the check below realizes `first`
+  ASSERT_EQ(s.kernels.size(), 1u);
+  CudaRenderOptions h100;
+  h100.multiprocessors = 132;
+  for (int mode : {0, 1}) {
+    h100.block_reduce = mode;
+    CudaKernelSource src = render_cuda(s.kernels[0], h100);
+    EXPECT_EQ(src.split, 1);
+    // the max's loop closes before the min's loop opens: two loops, one after the other
+    size_t gid_loop = src.kernel.find("for (");
+    size_t max_loop = src.kernel.find("for (", gid_loop + 1), max_end = src.kernel.find("}", max_loop);
+    size_t min_loop = src.kernel.find("for (", max_loop + 1);
+    if (mode == 0) EXPECT_LT(max_end, min_loop) << src.kernel;
+    EXPECT_NE(min_loop, std::string::npos) << src.kernel;
+  }
+  CudaCheck c;
+  c.add(first, true).run();
+}
+
 TEST_F(Cuda, ReduceOfMaskedViewsAndMatmul) {
   Tensor a = input(DType::Float32, {5, 6}, 151, false);
   Tensor b = input(DType::Float32, {6, 4}, 152, false);

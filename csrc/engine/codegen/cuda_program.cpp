@@ -15,7 +15,7 @@ namespace tiny {
 namespace {
 
 CudaLaunchShape launch_shape(const CudaKernelSource& s) {
-  return {s.block_size, s.elements_per_block(), s.num_buffers, s.num_params, s.serial};
+  return {s.block_size, s.elements_per_block(), s.num_buffers, s.num_params, s.serial, s.split};
 }
 
 // Keeps a failing kernel's source where the user can read it; returns the path.
@@ -102,7 +102,10 @@ std::vector<std::shared_ptr<Program>> cuda_programs(Device& device, const std::v
   static std::mutex mu;
   static auto* cache = new std::unordered_map<std::string, std::shared_ptr<Program>>();
   std::lock_guard<std::mutex> g(mu);
-  std::string tag = device.name() + "|" + std::to_string(opt.block_reduce) + "," + std::to_string(opt.block_size) + "|";
+  CudaRenderOptions o = opt;
+  if (o.multiprocessors == 0) o.multiprocessors = device.properties().multiprocessors;
+  std::string tag = device.name() + "|" + std::to_string(o.block_reduce) + "," + std::to_string(o.block_size) + "," +
+                    std::to_string(o.multiprocessors) + "|";
   std::vector<std::string> keys;
   std::vector<CudaKernelSource> fresh;  // distinct kernels not compiled before
   std::unordered_map<std::string, size_t> fresh_index;
@@ -110,7 +113,7 @@ std::vector<std::shared_ptr<Program>> cuda_programs(Device& device, const std::v
     keys.push_back(tag + k->key());
     if (cache->count(keys.back()) || fresh_index.count(keys.back())) continue;
     fresh_index[keys.back()] = fresh.size();
-    fresh.push_back(render_cuda(*k, opt));
+    fresh.push_back(render_cuda(*k, o));
     if (debug_level() >= 4) std::fprintf(stderr, "%s\n", fresh.back().kernel.c_str());
   }
   std::vector<std::unique_ptr<Program>> built;

@@ -25,6 +25,7 @@ CudaBuild build_cuda(const Kernel& k, int arch = 0, bool cubin = false, const Cu
 
 // Programs for `kernels` on a CUDA device (a GPU or the emulated one), in
 // order: run(args, begin, end) takes device pointers, then the launch words.
+// opt.multiprocessors == 0 means the device's count (split reductions).
 // Cached in memory by kernel key, device and options; compiled images are
 // cached on disk by source (and architecture and NVRTC version on a GPU).
 // The emulated device builds all of a call's new kernels in one host compile.

@@ -3,6 +3,8 @@
 // operations) and prints one `const T vN = ...;` line per value.
 #include "engine/codegen/cuda_renderer.h"
 
+#include "engine/codegen/index_walk.h"
+
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -281,7 +283,8 @@ class Renderer {
     }
 
     bool inner = false;
-    int64_t max_r = top_level_reduce_size(&inner);
+    int top_level_reduces = 0;
+    int64_t max_r = top_level_reduce_size(&inner, &top_level_reduces);
     // A block per output when threads would otherwise be few or loop long, or
     // when the reduced axis is the contiguous one (a block's threads then read
     // neighbouring elements) and the outputs are not enough to fill the GPU
@@ -307,8 +310,17 @@ class Renderer {
       while (bs > 32 && bs / 2 >= out.outputs) bs /= 2;
     }
     block_size_ = bs;
+    // Split a lone per-block reduction when its outputs leave multiprocessors
+    // idle: aim at 4 blocks per multiprocessor, each with at least 16 elements
+    // per thread to reduce. (Two reductions would need two meeting points.)
+    if (block_ && top_level_reduces == 1 && opt_.multiprocessors > 0 && one_flat_reduce()) {
+      int64_t wanted = 4 * int64_t(opt_.multiprocessors) / std::max<int64_t>(out.outputs, 1);
+      int64_t useful = max_r / (int64_t(bs) * 16);
+      split_ = int(std::max<int64_t>(1, std::min<int64_t>({wanted, useful, 1024})));
+    }
     out.block_size = bs;
     out.block_reduce = block_;
+    out.split = split_;
     out.serial = k_.serial;
 
     // which buffers are stored to (the others are read-only: const pointers)
@@ -317,7 +329,10 @@ class Renderer {
 
     std::ostringstream src;
     src << "// tiny kernel " << k_.name() << " ("
-        << (k_.serial ? "one thread, in order" : block_ ? "one block per output, shared-memory reduce" : "one thread per output")
+        << (k_.serial  ? "one thread, in order"
+            : split_ > 1 ? std::to_string(split_) + " blocks per output, shared-memory reduce, partials combined in order"
+            : block_     ? "one block per output, shared-memory reduce"
+                         : "one thread per output")
         << ")\n// reason: " << k_.reason << "\n";
     src << "extern \"C\" __global__ void __launch_bounds__(" << block_size_ << ") " << out.name << "(";
     for (size_t i = 0; i < k_.buffers.size(); i++) {
@@ -326,6 +341,7 @@ class Renderer {
     }
     // launch values (Rand keys, Param bits) come by value, so a new one needs no new program
     for (int i = 0; i < out.num_params; i++) src << "const u64 p" << i << ", ";
+    if (split_ > 1) src << "u64* tiny_partials, unsigned* tiny_tickets, ";
     src << "i64 tiny_begin, i64 tiny_end) {\n";
     if (block_) src << "  __shared__ u64 tiny_smem[" << block_size_ << "];\n";
     build_body();
@@ -358,13 +374,16 @@ class Renderer {
   // The largest flattened extent of a reduce not nested inside another reduce.
   // `inner`: whether that reduce covers its source's last non-unit dim (the
   // contiguous one for the usual row-major sources).
-  int64_t top_level_reduce_size(bool* inner) const {
+  // `count`: how many distinct top-level reduces there are.
+  int64_t top_level_reduce_size(bool* inner, int* count) const {
     int64_t best = 0;
     *inner = false;
+    *count = 0;
     std::unordered_set<const Node*> seen;
     std::function<void(const Node*)> rec = [&](const Node* n) {
       if (!seen.insert(n).second || k_.loads.count(n)) return;
       if (n->op == Op::Reduce) {
+        ++*count;
         const Shape& ss = n->src[0]->shape;
         int64_t r = 1;
         for (int a : n->args.axes) r *= ss[size_t(a)];
@@ -383,6 +402,54 @@ class Renderer {
     return best;
   }
 
+  // Whether the outputs evaluate exactly one reduce, in one index context, with
+  // no reduce inside it: the kernels a split can serve (it has one meeting
+  // point, and a nested reduce would be recomputed by every slice).
+  bool one_flat_reduce() {
+    int contexts = 0, depth = 0;
+    bool nested = false;
+    IndexWalker w;
+    w.is_leaf = [&](const Node* n) { return k_.loads.count(n) > 0; };
+    w.fresh_var = [&](int64_t size) { return new_var("", size); };
+    w.visit = [&](const Node* n, const std::vector<Expr>&, const Expr&) {
+      if (n->op == Op::Reduce) {
+        if (depth > 0) nested = true;
+        else contexts++;
+      }
+      depth += n->op == Op::Reduce;
+      return true;
+    };
+    w.leave = [&](const Node* n) { depth -= n->op == Op::Reduce; };
+    std::vector<Expr> idx;
+    for (int64_t d : k_.shape) idx.push_back(new_var("", d));
+    for (auto& o : k_.outputs) {
+      w.walk(o.value.get(), idx, cnst(1));
+      if (o.scatter_index) w.walk(o.scatter_index.get(), idx, cnst(1));
+    }
+    return contexts == 1 && !nested;
+  }
+
+  // Computes, here and now, every reduce under `root` whose index uses no
+  // variable numbered `min_id` or above (the loops about to open): a row
+  // statistic inside a reduce (argmax's max) is then computed once, not once
+  // per element. The CPU generator follows the same rule.
+  void hoist_reduces(const Node* root, const std::vector<Expr>& idx, const Expr& valid, int min_id) {
+    std::vector<std::tuple<const Node*, std::vector<Expr>, Expr>> found;
+    IndexWalker w;
+    w.is_leaf = [&](const Node* n) { return k_.loads.count(n) > 0; };
+    w.fresh_var = [&](int64_t size) { return new_var("", size); };
+    w.visit = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
+      if (n->op != Op::Reduce) return true;
+      bool inner = uses_vars(v, min_id, 1 << 30);
+      for (auto& e : ix) inner |= uses_vars(e, min_id, 1 << 30);
+      if (inner) return true;
+      found.emplace_back(n, ix, v);
+      return false;
+    };
+    w.walk(root, idx, valid);
+    for (auto& [n, ix, v] : found) eval(n, ix, v);
+  }
+
   Expr new_var(const std::string& name, int64_t size) {
     int id = int(var_names_.size());
     var_names_.push_back(name);
@@ -394,7 +461,13 @@ class Renderer {
     const Shape& shape = k_.shape;
     indent_ = 1;
     memo_.emplace_back();
-    if (block_) {
+    if (split_ > 1) {
+      // blocks [gid * split, (gid + 1) * split) share output gid, one slice each
+      std::string s = std::to_string(split_) + "u";
+      line("const unsigned tiny_slice = blockIdx.x % " + s + ";");
+      line("for (i64 gid = tiny_begin + (i64)(blockIdx.x / " + s + "); gid < tiny_end; gid += (i64)(gridDim.x / " + s +
+           ")) {");
+    } else if (block_) {
       line("for (i64 gid = tiny_begin + (i64)blockIdx.x; gid < tiny_end; gid += (i64)gridDim.x) {");
     } else {
       line("for (i64 gid = tiny_begin + (i64)blockIdx.x * blockDim.x + threadIdx.x; gid < tiny_end;");
@@ -588,14 +661,11 @@ class Renderer {
 
   // ---- expression evaluation
   std::string eval(const Node* n, const std::vector<Expr>& idx, const Expr& valid) {
-    std::ostringstream key;
-    key << n;
-    for (auto& e : idx) key << "," << to_string(e);
-    key << "|" << to_string(valid);
-    std::string v = lookup(key.str());
+    std::string key = context_key(n, idx, valid);
+    std::string v = lookup(key);
     if (!v.empty()) return v;
     v = eval_uncached(n, idx, valid);
-    remember(key.str(), v);
+    remember(key, v);
     return v;
   }
 
@@ -687,6 +757,14 @@ class Renderer {
       if (sdt != dt) v = cast(v, sdt, dt);
       line(acc + " = " + combine(n->args.rop, acc, v, dt) + ";");
     };
+    // the loops' variables first, so reduces inside that do not depend on them are computed before
+    int min_id = int(var_names_.size());
+    std::vector<std::string> names;
+    for (int a : axes) {
+      names.push_back(tmp("r"));
+      sub[size_t(a)] = new_var(names.back(), src->shape[size_t(a)]);
+    }
+    hoist_reduces(src, sub, valid, min_id);
     bool cooperative = block_ && reduce_depth_ == 0;
     reduce_depth_++;
     if (cooperative) {
@@ -695,40 +773,41 @@ class Renderer {
       for (int a : axes) total *= src->shape[size_t(a)];
       std::string rr = tmp("rr");
       const char* t = index_type(total);
-      line(std::string("for (") + t + " " + rr + " = threadIdx.x; " + rr + " < " + std::to_string(total) + "; " + rr +
-           " += blockDim.x) {");
+      if (split_ > 1)
+        line(std::string("for (") + t + " " + rr + " = (" + t + ")(tiny_slice * blockDim.x + threadIdx.x); " + rr + " < " +
+             std::to_string(total) + "; " + rr + " += " + std::to_string(split_) + " * blockDim.x) {");
+      else
+        line(std::string("for (") + t + " " + rr + " = threadIdx.x; " + rr + " < " + std::to_string(total) + "; " + rr +
+             " += blockDim.x) {");
       indent_++;
       memo_.emplace_back();
       int64_t stride = total;
       for (size_t i = 0; i < axes.size(); i++) {
         int64_t size = src->shape[size_t(axes[i])];
         stride /= size;
-        std::string name = tmp("r");
         std::string e = stride == 1 ? rr : "(" + rr + " / " + std::to_string(stride) + ")";
         if (i > 0) e = "(" + e + " % " + std::to_string(size) + ")";
-        line(std::string("const ") + index_type(size) + " " + name + " = " + e + ";");
-        sub[size_t(axes[i])] = new_var(name, size);
+        line(std::string("const ") + index_type(size) + " " + names[i] + " = " + e + ";");
       }
       accumulate();
       memo_.pop_back();
       indent_--;
       line("}");
       block_combine(acc, n->args.rop, dt);
+      if (split_ > 1) combine_slices(acc, n->args.rop, dt);
     } else {
       std::function<void(size_t)> nest = [&](size_t i) {
         if (i == axes.size()) {
           accumulate();
           return;
         }
-        int a = axes[i];
-        int64_t size = src->shape[size_t(a)];
-        std::string name = tmp("r");
+        int64_t size = src->shape[size_t(axes[i])];
+        const std::string& name = names[i];
         const char* t = index_type(size);
         line(std::string("for (") + t + " " + name + " = 0; " + name + " < " + std::to_string(size) + "; " + name +
              "++) {");
         indent_++;
         memo_.emplace_back();
-        sub[size_t(a)] = new_var(name, size);
         nest(i + 1);
         memo_.pop_back();
         indent_--;
@@ -761,6 +840,37 @@ class Renderer {
     line("}");
     line(acc + " = red[0];");
     line("__syncthreads();");
+    indent_--;
+    line("}");
+  }
+
+  // A split reduction's meeting point: every block leaves its partial in
+  // slot gid * split + slice; the last block to take a ticket (the others
+  // return) combines the partials in slice order and resets the ticket.
+  void combine_slices(const std::string& acc, ReduceOp op, DType dt) {
+    std::string t = reg_type(dt), s = std::to_string(split_);
+    line("{");
+    indent_++;
+    line("__shared__ unsigned tiny_ticket;");
+    line("if (threadIdx.x == 0) {");
+    indent_++;
+    line("*(" + t + "*)(tiny_partials + gid * " + s + " + tiny_slice) = " + acc + ";");
+    line("__threadfence();  // the partial is visible before the ticket is taken");
+    line("tiny_ticket = atomicAdd(tiny_tickets + gid, 1u);");
+    indent_--;
+    line("}");
+    line("__syncthreads();");
+    line("if (tiny_ticket != " + s + "u - 1u) return;  // one output per block: nothing else to do");
+    line("__threadfence();");
+    line(acc + " = " + identity(op, dt) + ";");
+    line("for (unsigned q = threadIdx.x; q < " + s + "u; q += blockDim.x) {");
+    indent_++;
+    line("const " + t + " part = *(volatile " + t + "*)(tiny_partials + gid * " + s + " + q);");
+    line(acc + " = " + combine(op, acc, "part", dt) + ";");
+    indent_--;
+    line("}");
+    block_combine(acc, op, dt);
+    line("if (threadIdx.x == 0) tiny_tickets[gid] = 0u;  // ready for the next launch");
     indent_--;
     line("}");
   }
@@ -1028,6 +1138,7 @@ class Renderer {
   const Kernel& k_;
   CudaRenderOptions opt_;
   bool block_ = false;
+  int split_ = 1;  // blocks per output
   int block_size_ = 256;
   int indent_ = 0;
   int next_id_ = 0;

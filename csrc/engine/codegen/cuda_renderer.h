@@ -11,7 +11,9 @@
 //   per thread: each thread owns an output element and loops over the reduce axes;
 //   per block:  each block owns an output element; its threads stride over the
 //               flattened reduce axes and combine through shared memory (chosen
-//               for few outputs with long reductions, e.g. a full reduction).
+//               for few outputs with long reductions, e.g. a full reduction);
+//   split:      per block, with several blocks per output when the outputs are
+//               too few to fill the GPU (see CudaKernelSource::split).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -23,6 +25,10 @@ namespace tiny {
 struct CudaRenderOptions {
   int block_reduce = -1;  // -1: choose, 0: reduce per thread, 1: reduce per block
   int block_size = 256;   // threads per block (a power of two)
+  // The GPU's multiprocessors: a per-block reduction with too few outputs to
+  // fill them is split across several blocks per output. 0 here: never split,
+  // but cuda_programs fills in the device's count; < 0: never split anywhere.
+  int multiprocessors = 0;
 };
 
 struct CudaKernelSource {
@@ -37,6 +43,13 @@ struct CudaKernelSource {
   // words (Kernel::launch_params, two per Rand or Param node), then begin, end.
   int num_buffers = 0;
   int num_params = 0;
+  // Blocks per output of a split reduction (1: not split). Each block reduces
+  // its slice and stores the partial in a scratch array; the block that
+  // finishes last (a ticket counter per output) combines the partials in slice
+  // order, so the result does not depend on timing. The kernel then takes two
+  // more pointers before begin and end: `split * outputs` u64 partial slots
+  // and `outputs` u32 tickets, zero before a launch and left zero after it.
+  int split = 1;
   // Output elements one block covers per pass of the grid-stride loop.
   int64_t elements_per_block() const { return block_reduce ? 1 : block_size; }
 };

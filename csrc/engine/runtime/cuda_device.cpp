@@ -280,8 +280,27 @@ struct LoadedModule {
 
 class CudaProgram final : public Program {
  public:
-  CudaProgram(const CudaDevice& dev, std::shared_ptr<LoadedModule> m, CUfunction f, const CudaLaunchShape& shape)
-      : dev_(dev), module_(std::move(m)), fn_(f), shape_(shape) {}
+  CudaProgram(const CudaDevice& dev, std::shared_ptr<LoadedModule> m, CUfunction f, const CudaLaunchShape& shape,
+              int64_t outputs)
+      : dev_(dev), module_(std::move(m)), fn_(f), shape_(shape) {
+    if (shape_.split > 1 && outputs > 0) {
+      // A split reduction's partial slots and zeroed tickets (its kernels leave them zero).
+      const Driver& d = dev_.driver();
+      d.bind();
+      d.check(d.api.MemAlloc(&partials_, size_t(outputs) * size_t(shape_.split) * 8), "cuMemAlloc");
+      d.check(d.api.MemAlloc(&tickets_, size_t(outputs) * 4), "cuMemAlloc");
+      std::vector<uint32_t> zero(size_t(outputs), 0);
+      d.check(d.api.MemcpyHtoDAsync(tickets_, zero.data(), zero.size() * 4, dev_.stream()), "cuMemcpyHtoDAsync");
+      d.check(d.api.StreamSynchronize(dev_.stream()), "cuStreamSynchronize");
+    }
+  }
+  ~CudaProgram() override {
+    const Driver& d = dev_.driver();
+    if ((partials_ || tickets_) && d.api.CtxSetCurrent(d.ctx) == CUDA_SUCCESS) {
+      if (partials_) d.api.MemFree(partials_);
+      if (tickets_) d.api.MemFree(tickets_);
+    }
+  }
   void run(void** args, int64_t begin, int64_t end) const override {
     if (end <= begin) return;
     const Driver& d = dev_.driver();
@@ -295,12 +314,20 @@ class CudaProgram final : public Program {
     }
     const uint64_t* words = static_cast<const uint64_t*>(args[shape_.num_buffers]);
     for (int i = 0; i < shape_.num_params; i++) params.push_back(const_cast<uint64_t*>(words + i));
+    CUdeviceptr partials = partials_, tickets = tickets_;
+    if (shape_.split > 1) {
+      params.push_back(&partials);
+      params.push_back(&tickets);
+    }
     long long b = begin, e = end;
     params.push_back(&b);
     params.push_back(&e);
     int64_t epb = std::max<int64_t>(1, shape_.elements_per_block);
     // Grid-stride loops cover the rest; this many blocks fill any current GPU.
-    int64_t grid = shape_.serial ? 1 : std::min<int64_t>((end - begin + epb - 1) / epb, int64_t(1) << 20);
+    // A split reduction has exactly `split` blocks per output (few outputs).
+    int64_t grid = shape_.serial     ? 1
+                   : shape_.split > 1 ? (end - begin) * shape_.split
+                                      : std::min<int64_t>((end - begin + epb - 1) / epb, int64_t(1) << 20);
     d.check(d.api.LaunchKernel(fn_, unsigned(grid), 1, 1, unsigned(shape_.block_size), 1, 1, 0, dev_.stream(),
                                params.data(), nullptr),
             "cuLaunchKernel " + name);
@@ -311,6 +338,7 @@ class CudaProgram final : public Program {
   std::shared_ptr<LoadedModule> module_;
   CUfunction fn_;
   CudaLaunchShape shape_;
+  CUdeviceptr partials_ = 0, tickets_ = 0;
 };
 
 }  // namespace
@@ -355,7 +383,7 @@ std::vector<std::unique_ptr<Program>> cuda_load_programs(Device& device, const s
   for (size_t i = 0; i < fns.size(); i++) {
     CUfunction f = nullptr;
     d.check(d.api.ModuleGetFunction(&f, m, fns[i].c_str()), "cuModuleGetFunction(" + fns[i] + ")");
-    auto p = std::make_unique<CudaProgram>(*dev, module, f, shapes[i]);
+    auto p = std::make_unique<CudaProgram>(*dev, module, f, shapes[i], parallel_sizes[i]);
     p->name = fns[i];
     p->parallel_size = parallel_sizes[i];
     out.push_back(std::move(p));

@@ -52,6 +52,7 @@ struct CudaLaunchShape {
   int num_buffers = 0;
   int num_params = 0;
   bool serial = false;
+  int split = 1;  // blocks per output (CudaKernelSource::split): the program owns partials and tickets
 };
 
 // Loads a module image on `device` (CUBIN or PTX on a GPU, cuda_emu_compile's

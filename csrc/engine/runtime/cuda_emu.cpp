@@ -54,6 +54,8 @@ static tiny_uint3 blockDim, gridDim;
 #define __launch_bounds__(n)
 // The threads of a block run on one OS thread, its blocks one after another.
 #define __shared__ static thread_local
+static inline unsigned atomicAdd(unsigned* p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+static inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 static inline float __uint_as_float(unsigned x) { float f; memcpy(&f, &x, 4); return f; }
 static inline unsigned __float_as_uint(float f) { unsigned x; memcpy(&x, &f, 4); return x; }
 static inline long long __double_as_longlong(double d) { long long x; memcpy(&x, &d, 8); return x; }

@@ -429,25 +429,14 @@ class Renderer {
     return contexts == 1 && !nested;
   }
 
-  // Computes, here and now, every reduce under `root` whose index uses no
-  // variable numbered `min_id` or above (the loops about to open): a row
-  // statistic inside a reduce (argmax's max) is then computed once, not once
-  // per element. The CPU generator follows the same rule.
+  // Computes, here and now, the reduces under `root` that the loops numbered
+  // `min_id` and above do not change (see hoistable_reduces), as the LLVM
+  // generator does.
   void hoist_reduces(const Node* root, const std::vector<Expr>& idx, const Expr& valid, int min_id) {
-    std::vector<std::tuple<const Node*, std::vector<Expr>, Expr>> found;
-    IndexWalker w;
-    w.is_leaf = [&](const Node* n) { return k_.loads.count(n) > 0; };
-    w.fresh_var = [&](int64_t size) { return new_var("", size); };
-    w.visit = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
-      if (n->op != Op::Reduce) return true;
-      bool inner = uses_vars(v, min_id, 1 << 30);
-      for (auto& e : ix) inner |= uses_vars(e, min_id, 1 << 30);
-      if (inner) return true;
-      found.emplace_back(n, ix, v);
-      return false;
-    };
-    w.walk(root, idx, valid);
-    for (auto& [n, ix, v] : found) eval(n, ix, v);
+    auto found = hoistable_reduces(
+        {root}, idx, valid, min_id, [&](const Node* n) { return k_.loads.count(n) > 0; },
+        [&](int64_t size) { return new_var("", size); });
+    for (auto& r : found) eval(r.node, r.idx, r.valid);
   }
 
   Expr new_var(const std::string& name, int64_t size) {

@@ -54,4 +54,24 @@ void IndexWalker::descend(const Node* n, const std::vector<Expr>& idx, const Exp
   }
 }
 
+std::vector<ReduceContext> hoistable_reduces(const std::vector<const Node*>& roots, const std::vector<Expr>& idx,
+                                             const Expr& valid, int min_id,
+                                             const std::function<bool(const Node*)>& is_leaf,
+                                             const std::function<Expr(int64_t)>& fresh_var) {
+  std::vector<ReduceContext> found;
+  IndexWalker w;
+  w.is_leaf = is_leaf;
+  w.fresh_var = fresh_var;
+  w.visit = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
+    if (n->op != Op::Reduce) return true;
+    bool inner = uses_vars(v, min_id, 1 << 30);
+    for (auto& e : ix) inner |= uses_vars(e, min_id, 1 << 30);
+    if (inner) return true;
+    found.push_back({n, ix, v});
+    return false;
+  };
+  for (auto* r : roots) w.walk(r, idx, valid);
+  return found;
+}
+
 }  // namespace tiny

@@ -38,4 +38,19 @@ class IndexWalker {
   std::unordered_set<std::string> seen_;
 };
 
+// Reduces under `roots` (not below another one found) whose index context
+// uses no variable numbered `min_id` or above: the loops about to open. A
+// code generator computes these before the loops and finds them in its memo
+// inside, so a row statistic inside a reduce (argmax's max) costs one pass
+// per row, not one per element.
+struct ReduceContext {
+  const Node* node;
+  std::vector<Expr> idx;
+  Expr valid;
+};
+std::vector<ReduceContext> hoistable_reduces(const std::vector<const Node*>& roots, const std::vector<Expr>& idx,
+                                             const Expr& valid, int min_id,
+                                             const std::function<bool(const Node*)>& is_leaf,
+                                             const std::function<Expr(int64_t)>& fresh_var);
+
 }  // namespace tiny

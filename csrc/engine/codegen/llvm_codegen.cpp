@@ -302,25 +302,13 @@ class Builder {
     return r;
   }
 
-  // Computes, here and now, every reduce under `roots` whose index uses no
-  // variable numbered `min_id` or above (the loops about to be opened and
-  // anything inside them). Later evaluations find the value in the memo, so
-  // a row statistic is computed once per row, not once per element.
+  // Computes, here and now, the reduces under `roots` that the loops numbered
+  // `min_id` and above do not change (see hoistable_reduces).
   void hoist_reduces(const std::vector<const Node*>& roots, const std::vector<Expr>& idx, const Expr& valid, int min_id) {
-    std::vector<std::tuple<const Node*, std::vector<Expr>, Expr>> found;
-    IndexWalker w;
-    w.is_leaf = [&](const Node* n) { return k_.loads.count(n) > 0; };
-    w.fresh_var = [&](int64_t size) { return placeholder_var(size); };
-    w.visit = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
-      if (n->op != Op::Reduce) return true;
-      bool inner = uses_vars(v, min_id, 1 << 30);
-      for (auto& e : ix) inner |= uses_vars(e, min_id, 1 << 30);
-      if (inner) return true;
-      found.emplace_back(n, ix, v);
-      return false;
-    };
-    for (auto* r : roots) w.walk(r, idx, valid);
-    for (auto& [n, ix, v] : found) eval(n, ix, v);
+    auto found = hoistable_reduces(
+        roots, idx, valid, min_id, [&](const Node* n) { return k_.loads.count(n) > 0; },
+        [&](int64_t size) { return placeholder_var(size); });
+    for (auto& r : found) eval(r.node, r.idx, r.valid);
   }
 
   void emit_loop(Value* lo, Value* hi, const std::function<void(Value*)>& body, bool scalar = false) {

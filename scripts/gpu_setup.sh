@@ -28,18 +28,7 @@ if [ "$installed" != "$here/torch_tiny" ]; then
   echo "gpu_setup: building and installing torch_tiny (without the CPU JIT)"
   # PEP 660 straight away: setuptools' legacy `develop` would start a nested pip
   # with build isolation, which needs a package registry.
-  if ! TORCH_DEVICE_BACKEND_AUTOLOAD=0 $PY -m pip install -q --no-build-isolation --no-deps --no-index \
-      --use-pep517 -e . 2>build_install.log; then
-    tail -5 build_install.log
-    echo "gpu_setup: pip could not install it; building in place and pointing site-packages here"
-    TORCH_DEVICE_BACKEND_AUTOLOAD=0 $PY setup.py -q build_ext --inplace >/dev/null
-    site=$($PY -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
-    echo "$here" >"$site/torch_tiny_here.pth"
-    # the entry point PyTorch's backend autoloading looks for
-    mkdir -p "$site/torch_tiny_here-0.dist-info"
-    printf 'Metadata-Version: 2.1\nName: torch_tiny_here\nVersion: 0\n' >"$site/torch_tiny_here-0.dist-info/METADATA"
-    printf '[torch.backends]\ntorch_tiny = torch_tiny:_autoload\n' >"$site/torch_tiny_here-0.dist-info/entry_points.txt"
-  fi
+  TORCH_DEVICE_BACKEND_AUTOLOAD=0 $PY -m pip install -q --no-build-isolation --no-deps --no-index --use-pep517 -e .
 else
   TORCH_DEVICE_BACKEND_AUTOLOAD=0 $PY setup.py -q build_ext --inplace >/dev/null
 fi

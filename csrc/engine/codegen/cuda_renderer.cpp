@@ -283,8 +283,7 @@ class Renderer {
     }
 
     bool inner = false;
-    int top_level_reduces = 0;
-    int64_t max_r = top_level_reduce_size(&inner, &top_level_reduces);
+    int64_t max_r = top_level_reduce_size(&inner);
     // A block per output when threads would otherwise be few or loop long, or
     // when the reduced axis is the contiguous one (a block's threads then read
     // neighbouring elements) and the outputs are not enough to fill the GPU
@@ -313,7 +312,7 @@ class Renderer {
     // Split a lone per-block reduction when its outputs leave multiprocessors
     // idle: aim at 4 blocks per multiprocessor, each with at least 16 elements
     // per thread to reduce. (Two reductions would need two meeting points.)
-    if (block_ && top_level_reduces == 1 && opt_.multiprocessors > 0 && one_flat_reduce()) {
+    if (block_ && opt_.multiprocessors > 0 && one_flat_reduce()) {
       int64_t wanted = 4 * int64_t(opt_.multiprocessors) / std::max<int64_t>(out.outputs, 1);
       int64_t useful = max_r / (int64_t(bs) * 16);
       split_ = int(std::max<int64_t>(1, std::min<int64_t>({wanted, useful, 1024})));
@@ -374,16 +373,13 @@ class Renderer {
   // The largest flattened extent of a reduce not nested inside another reduce.
   // `inner`: whether that reduce covers its source's last non-unit dim (the
   // contiguous one for the usual row-major sources).
-  // `count`: how many distinct top-level reduces there are.
-  int64_t top_level_reduce_size(bool* inner, int* count) const {
+  int64_t top_level_reduce_size(bool* inner) const {
     int64_t best = 0;
     *inner = false;
-    *count = 0;
     std::unordered_set<const Node*> seen;
     std::function<void(const Node*)> rec = [&](const Node* n) {
       if (!seen.insert(n).second || k_.loads.count(n)) return;
       if (n->op == Op::Reduce) {
-        ++*count;
         const Shape& ss = n->src[0]->shape;
         int64_t r = 1;
         for (int a : n->args.axes) r *= ss[size_t(a)];

@@ -95,7 +95,7 @@ def check(name, got, want, atol, rtol):
         g, w = g.float().cpu(), w.float().cpu()
         if not torch.allclose(g, w, atol=atol, rtol=rtol):
             err = (g - w).abs().max().item()
-            raise SystemExit(f"{name}: tiny differs from eager CUDA (max abs error {err:.3g})")
+            raise RuntimeError(f"{name}: tiny differs from eager CUDA (max abs error {err:.3g})")
 
 
 class Bench:

@@ -51,5 +51,8 @@ setup(
     cmdclass={"build_ext": CMakeBuild},
     python_requires=">=3.10",
     install_requires=["torch>=2.11", "tqdm", "graphviz"],
-    entry_points={"torch.backends": ["torch_tiny = torch_tiny:_autoload"]},
+    entry_points={
+        "torch.backends": ["torch_tiny = torch_tiny:_autoload"],
+        "torch_dynamo_backends": ["tiny = torch_tiny.compile:tiny_backend"],
+    },
 )

@@ -4,6 +4,7 @@ import time
 import torch
 
 from . import _C
+from . import compile as _compile
 
 _current = 0
 # Read by torch.utils.checkpoint (as torch.cuda._initialized) to decide whether to save and
@@ -320,3 +321,15 @@ class Event:
         if self._time is None or end_event._time is None:
             raise RuntimeError("Both events must be recorded before calculating elapsed time.")
         return (end_event._time - self._time) * 1000.0
+
+
+# ---------------------------------------------------------------- torch.compile
+_INDUCTOR_CODEGENS = ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen", "WrapperFxCodegen")
+
+
+def __getattr__(name):
+    # Inductor looks for a device's code generators on its device module; tiny's refuse, naming
+    # torch.compile(backend="tiny"). Looked up lazily: Inductor is loaded only then.
+    if name in _INDUCTOR_CODEGENS:
+        return _compile.inductor_codegen()
+    raise AttributeError(f"module 'torch.tiny' has no attribute {name!r}")

@@ -5,6 +5,7 @@
 #include "engine/runtime/counters.h"
 #include "engine/runtime/device.h"
 #include "engine/schedule/trace.h"
+#include "torch/compiled_graph.h"
 #include "torch/generator.h"
 #include "torch/tensor_value.h"
 
@@ -159,6 +160,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_mem_get_info", [] { return tiny::compute_device().mem_get_info(); });
   m.def("_reset_counters", [] { tiny::counters().reset(); });
   m.def("_debug_level", [] { return tiny::debug_level(); });
+  torch_tiny::bind_compiled_graph(m);
   m.def("_default_generator", [] {
     return pybind11::reinterpret_steal<pybind11::object>(
         THPGenerator_initDefaultGenerator(torch_tiny::default_generator()));

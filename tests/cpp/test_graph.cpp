@@ -65,6 +65,19 @@ TEST(Graph, HashConsing) {
   EXPECT_NE(Tensor::rand({3}, 1, 2).node(), Tensor::rand({3}, 1, 3).node());
 }
 
+TEST(Graph, HashConsingForgetsFreedNodes) {
+  // A loop making and dropping the same node (a model's step) and distinct ones (fresh
+  // constants): the table stays bounded. It once kept every node ever made, and the
+  // identical ones in one chain, so building a node slowed down with every step.
+  Tensor x = from(iota_f(4), {4});
+  const size_t before = hash_cons_entries();
+  for (int i = 0; i < 100000; i++) {
+    Tensor same = x.unary(Op::Exp);
+    Tensor fresh = Tensor::full({4}, Scalar::from_double(i), DType::Float32);
+  }
+  EXPECT_LT(hash_cons_entries(), 2 * before + 4096);
+}
+
 TEST(Graph, RealizingDropsHistory) {
   Tensor x = from(iota_f(8), {8});
   Tensor y = x.unary(Op::Exp).binary(Op::Mul, Tensor::full({8}, Scalar::from_double(2), DType::Float32));

@@ -43,12 +43,14 @@ bool same(const Node& n, Op op, DType dtype, const Shape& shape, const std::vect
          n.args.rop == a.rop && n.args.accumulate == a.accumulate && n.args.st == a.st && n.args.buffer == a.buffer;
 }
 
+// Hash-consing table. Entries of freed nodes are dropped when a lookup meets them and by a sweep
+// once the table has doubled since the last one (amortized O(1) per node).
 struct Table {
   std::unordered_multimap<size_t, std::weak_ptr<const Node>> map;
-  size_t inserts_since_sweep = 0;
+  size_t size_after_sweep = 0;
   void sweep() {
     for (auto it = map.begin(); it != map.end();) it = it->second.expired() ? map.erase(it) : std::next(it);
-    inserts_since_sweep = 0;
+    size_after_sweep = map.size();
   }
 };
 
@@ -97,10 +99,13 @@ NodeRef make_node(Op op, DType dtype, Shape shape, std::vector<NodeRef> src, Nod
   std::lock_guard<std::recursive_mutex> g(engine_mutex());
   size_t h = hash_node(op, dtype, shape, src, args);
   Table& t = table();
-  auto range = t.map.equal_range(h);
-  for (auto it = range.first; it != range.second; ++it) {
+  auto [it, end] = t.map.equal_range(h);
+  while (it != end) {
     if (auto n = it->second.lock()) {
       if (same(*n, op, dtype, shape, src, args)) return n;
+      ++it;
+    } else {
+      it = t.map.erase(it);
     }
   }
   auto n = std::make_shared<Node>();
@@ -112,9 +117,14 @@ NodeRef make_node(Op op, DType dtype, Shape shape, std::vector<NodeRef> src, Nod
   n->hash = h;
   n->origin = g_origin;
   n->scope = g_scope;
-  if (++t.inserts_since_sweep > 4 * (t.map.size() + 1024)) t.sweep();
+  if (t.map.size() > 2 * t.size_after_sweep + 1024) t.sweep();
   t.map.emplace(h, n);
   return n;
+}
+
+size_t hash_cons_entries() {
+  std::lock_guard<std::recursive_mutex> g(engine_mutex());
+  return table().map.size();
 }
 
 std::string Node::str() const {

@@ -58,6 +58,8 @@ struct Node {
 
 // Creates (or finds the existing identical) node.
 NodeRef make_node(Op op, DType dtype, Shape shape, std::vector<NodeRef> src, NodeArgs args = {});
+// Entries in make_node's hash-consing table, freed nodes' included until they are swept.
+size_t hash_cons_entries();
 // The engine's one lock: graph building and scheduling happen under it, from
 // any thread (autograd runs backward on its own thread).
 std::recursive_mutex& engine_mutex();

@@ -24,7 +24,8 @@ if ! TORCH_DEVICE_BACKEND_AUTOLOAD=0 $PY -c "import torch, torchvision, sys; sys
   echo "setup: installing torch 2.14.1 and torchvision 0.29.1"
   $PY -m pip install -q torch==2.14.1 torchvision==0.29.1
 fi
-for mod in pytest numpy tqdm graphviz; do
+# transformers: the GPT-2 tests (a model built from a config; nothing is downloaded)
+for mod in pytest numpy tqdm graphviz transformers; do
   $PY -c "import $mod" 2>/dev/null || $PY -m pip install -q "$mod"
 done
 # expecttest and hypothesis are needed by PyTorch's OpInfo test database
@@ -32,10 +33,12 @@ $PY -c "import expecttest" 2>/dev/null || $PY -m pip install -q expecttest
 $PY -c "import hypothesis" 2>/dev/null || $PY -m pip install -q hypothesis
 
 # --- build (incremental) and install in development mode
-# (re)install when torch_tiny is missing or installed from another checkout
+# (re)install when torch_tiny is missing, installed from another checkout, or installed before
+# it declared its entry points (torch.compile's backend="tiny")
 here=$(pwd -P)
 installed=$(cd / && TORCH_DEVICE_BACKEND_AUTOLOAD=0 $PY -c "import importlib.util as u; s = u.find_spec('torch_tiny'); print(s.submodule_search_locations[0] if s else '')" 2>/dev/null || true)
-if [ "$installed" != "$here/torch_tiny" ]; then
+entry_point=$(cd / && $PY -c "from importlib.metadata import entry_points; print(any(e.name == 'tiny' for e in entry_points(group='torch_dynamo_backends')))" 2>/dev/null || true)
+if [ "$installed" != "$here/torch_tiny" ] || [ "$entry_point" != True ]; then
   echo "setup: building and installing torch_tiny (the first build takes several minutes)"
   TORCH_DEVICE_BACKEND_AUTOLOAD=0 $PY -m pip install -q --no-build-isolation --no-deps -e .
 else

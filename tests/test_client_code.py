@@ -230,13 +230,18 @@ def test_streams_and_events_order_and_time_the_work():
     assert s == torch.tiny.default_stream() and s.device == torch.device("tiny", 0)
     start, end = torch.tiny.Event(enable_timing=True), torch.tiny.Event(enable_timing=True)
     x = to_dev(torch.randn(256, 256))
+    from torch_tiny import debug
     with torch.tiny.stream(s):
         start.record()
         y = (x @ x).relu().sum()
-        end.record()
+        with debug.count_kernels() as c:
+            end.record()  # launches the pending matmul and sum
+        assert c.kernels >= 1
     end.synchronize()
     assert end.query() and s.query()
-    assert end.elapsed_time(start) <= 0 <= start.elapsed_time(end)
+    assert end.elapsed_time(start) < 0 < start.elapsed_time(end)
+    with pytest.raises(ValueError, match="recorded"):
+        start.elapsed_time(torch.tiny.Event(enable_timing=True))
     assert_same(y, (x.cpu() @ x.cpu()).relu().sum(), rtol=1e-4, atol=1e-2)
     with pytest.raises(ValueError, match="enable_timing"):
         torch.tiny.Event().elapsed_time(end)

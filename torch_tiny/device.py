@@ -1,5 +1,4 @@
 """``torch.tiny``: the device module PyTorch expects of a PrivateUse1 backend."""
-import time
 
 import torch
 
@@ -222,8 +221,8 @@ def mem_get_info(device=None) -> tuple:
 
 # ---------------------------------------------------------------- streams and events
 # tiny orders its work itself (one lazy graph, one device queue): a Stream is that
-# queue, and an Event marks a point in it. Recording an event runs what is pending
-# and waits for the device, so elapsed_time measures the work between two events.
+# queue, and an Event marks a point in it. Recording an event launches what is pending,
+# so elapsed_time measures the work between two events.
 
 
 class Stream:
@@ -294,33 +293,35 @@ class stream:
 
 
 class Event:
-    """A point in tiny's work, shaped like ``torch.cuda.Event``."""
+    """A point in tiny's work, as ``torch.cuda.Event`` is. ``record`` launches what is pending and
+    marks its end in the device's queue without waiting: a CUDA event on a GPU, timed by the GPU;
+    on the CPU, where launching runs the work, the clock once it has run."""
 
     def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
         self.enable_timing = enable_timing
-        self._time = None
+        self._event = None
 
     def record(self, stream=None) -> None:
-        synchronize()  # everything before this point has run
-        self._time = time.perf_counter()
+        self._event = _C._record_event()
 
     def wait(self, stream=None) -> None:
-        pass
+        pass  # one queue: work launched after this call already runs after the event
 
     def query(self) -> bool:
-        return self._time is not None
+        """True when the work before the event has finished (or the event was never recorded)."""
+        return self._event is None or self._event.complete()
 
     def synchronize(self) -> None:
-        if self._time is None:
-            raise RuntimeError("tiny: Event.synchronize() on an event that was not recorded")
+        if self._event is not None:
+            self._event.wait()
 
     def elapsed_time(self, end_event) -> float:
         """Milliseconds from this event to ``end_event`` (both recorded with enable_timing=True)."""
         if not (self.enable_timing and end_event.enable_timing):
             raise ValueError("Both events must be created with argument 'enable_timing=True'.")
-        if self._time is None or end_event._time is None:
-            raise RuntimeError("Both events must be recorded before calculating elapsed time.")
-        return (end_event._time - self._time) * 1000.0
+        if self._event is None or end_event._event is None:
+            raise ValueError("Both events must be recorded before calculating elapsed time.")
+        return self._event.ms_until(end_event._event)
 
 
 # ---------------------------------------------------------------- torch.compile

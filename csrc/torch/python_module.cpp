@@ -134,6 +134,19 @@ PYBIND11_MODULE(_C, m) {
     tiny::RealizeCause cause("torch.tiny.synchronize()");
     torch_tiny::synchronize();
   });
+  // torch.tiny.Event: the pending work is launched, then the event marks its end in the
+  // device's queue (a CUDA event on a GPU; the host clock after waiting on the CPU).
+  pybind11::class_<tiny::DeviceEvent>(m, "_DeviceEvent")
+      .def("complete", &tiny::DeviceEvent::complete, pybind11::call_guard<pybind11::gil_scoped_release>())
+      .def("wait", &tiny::DeviceEvent::wait, pybind11::call_guard<pybind11::gil_scoped_release>())
+      .def("ms_until", &tiny::DeviceEvent::ms_until, pybind11::call_guard<pybind11::gil_scoped_release>());
+  m.def("_record_event", [] {
+    pybind11::gil_scoped_release nogil;
+    std::lock_guard<std::recursive_mutex> g(tiny::engine_mutex());
+    tiny::RealizeCause cause("torch.tiny.Event.record()");
+    torch_tiny::launch_pending();
+    return tiny::compute_device().record_event();
+  });
   m.def("_trace_start", [] {
     std::lock_guard<std::recursive_mutex> g(tiny::engine_mutex());
     tiny::start_trace();

@@ -97,8 +97,10 @@ at::Tensor wrap(const tiny::Tensor& v, c10::ScalarType dtype) {
 
 at::Tensor wrap(const tiny::Tensor& v) { return wrap(v, to_aten(v.dtype())); }
 
+void launch_pending() { tiny::Tensor::realize_all(pending_cell_values()); }
+
 void synchronize() {
-  tiny::Tensor::realize_all(pending_cell_values());
+  launch_pending();
   tiny::compute_device().synchronize();  // and wait for what the device still runs
 }
 

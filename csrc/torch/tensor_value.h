@@ -25,7 +25,8 @@ at::Tensor wrap(const tiny::Tensor& v, c10::ScalarType dtype);
 at::Tensor wrap(const tiny::Tensor& v);
 // Copies `self` (tiny) into the CPU tensor `dst` (any strides/dtype, broadcast).
 void copy_to_cpu(const at::Tensor& self, const at::Tensor& dst);
-// Realizes every storage with pending work.
+// Realizes every storage with pending work: launches it, and with synchronize waits for it.
+void launch_pending();
 void synchronize();
 
 }  // namespace torch_tiny

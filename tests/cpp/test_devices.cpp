@@ -209,6 +209,29 @@ TEST(Devices, PinnedHostMemory) {
   }
 }
 
+TEST(Devices, EventsMarkTheQueueAndTimeTheWorkBetween) {
+  std::vector<float> a = values(64 * 64, 0.3f, 0.0f);
+  for (Device* d : {cpu_device(), &emu()}) {
+    SCOPED_TRACE(d->name());
+    std::unique_ptr<DeviceEvent> start = d->record_event();
+    Tensor x = Tensor::from_host(a.data(), {64, 64}, DType::Float32, *d);
+    Tensor y = x.matmul(x).unary(Op::Exp).reduce(ReduceOp::Sum, {0, 1}, false);
+    realize_nodes({y.node()}, *d);
+    std::unique_ptr<DeviceEvent> end = d->record_event();
+    end->wait();
+    EXPECT_TRUE(start->complete());
+    EXPECT_TRUE(end->complete());
+    double ms = start->ms_until(*end);
+    EXPECT_GT(ms, 0.0);  // a 64^3 matmul lies between them
+    EXPECT_LT(ms, 60e3);
+    EXPECT_DOUBLE_EQ(end->ms_until(*start), -ms);
+  }
+  std::unique_ptr<DeviceEvent> on_cpu = cpu_device()->record_event();
+  std::unique_ptr<DeviceEvent> on_emu = emu().record_event();
+  EXPECT_THROW(on_cpu->ms_until(*on_emu), std::invalid_argument);
+  EXPECT_THROW(on_emu->ms_until(*on_cpu), std::invalid_argument);
+}
+
 TEST(DevicesDeathTest, EmulatedDeviceMemoryIsUnreachableFromTheHost) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   Buffer b(&emu(), DType::Float32, 16);

@@ -127,6 +127,37 @@ Driver& emu_driver() {
   return *d;
 }
 
+// A CUDA event recorded on the device's stream: timed by the GPU, the host not waiting.
+struct CudaEvent final : DeviceEvent {
+  const Driver& driver;
+  CUevent event = nullptr;
+  CudaEvent(const Driver& d, CUstream stream) : driver(d) {
+    driver.check(driver.api.EventCreate(&event, 0), "cuEventCreate");
+    driver.check(driver.api.EventRecord(event, stream), "cuEventRecord");
+  }
+  ~CudaEvent() override { driver.api.EventDestroy(event); }
+  bool complete() override {
+    driver.bind();
+    CUresult r = driver.api.EventQuery(event);
+    if (r == CUDA_ERROR_NOT_READY) return false;
+    driver.check(r, "cuEventQuery");
+    return true;
+  }
+  void wait() override {
+    driver.bind();
+    driver.check(driver.api.EventSynchronize(event), "cuEventSynchronize");
+  }
+  double ms_until(DeviceEvent& end) override {
+    auto* e = dynamic_cast<CudaEvent*>(&end);
+    if (!e || &e->driver != &driver) throw std::invalid_argument("elapsed time between events of different devices");
+    wait();
+    e->wait();
+    float ms = 0;
+    driver.check(driver.api.EventElapsedTime(&ms, event, e->event), "cuEventElapsedTime");
+    return ms;
+  }
+};
+
 // A captured launch sequence, and what it was captured with.
 struct CudaGraph final : ReplayState {
   const Driver* driver = nullptr;
@@ -231,6 +262,11 @@ class CudaDevice final : public Device {
   void synchronize() override {
     d_.bind();
     d_.check(d_.api.StreamSynchronize(stream_), "cuStreamSynchronize");
+  }
+
+  std::unique_ptr<DeviceEvent> record_event() override {
+    d_.bind();
+    return std::make_unique<CudaEvent>(d_, stream_);
   }
 
   const Driver& driver() const { return d_; }

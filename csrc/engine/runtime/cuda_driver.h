@@ -16,11 +16,14 @@ using CUfunction = void*;
 using CUstream = void*;
 using CUgraph = void*;
 using CUgraphExec = void*;
+using CUevent = void*;
 using CUdeviceptr = unsigned long long;
 
 constexpr CUresult CUDA_SUCCESS = 0;
 constexpr CUresult CUDA_ERROR_OUT_OF_MEMORY = 2;
 constexpr CUresult CUDA_ERROR_INVALID_IMAGE = 200;
+constexpr CUresult CUDA_ERROR_INVALID_HANDLE = 400;
+constexpr CUresult CUDA_ERROR_NOT_READY = 600;
 constexpr int CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16;
 constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
 constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
@@ -69,6 +72,12 @@ struct Api {
   CUresult (*GetErrorString)(CUresult, const char**);
   CUresult (*MemHostAlloc)(void**, size_t, unsigned);
   CUresult (*MemFreeHost)(void*);
+  CUresult (*EventCreate)(CUevent*, unsigned);
+  CUresult (*EventRecord)(CUevent, CUstream);
+  CUresult (*EventQuery)(CUevent);
+  CUresult (*EventSynchronize)(CUevent);
+  CUresult (*EventElapsedTime)(float*, CUevent, CUevent);
+  CUresult (*EventDestroy)(CUevent);
 };
 
 // Each Api field with the driver symbol it is loaded from.
@@ -84,6 +93,8 @@ struct Api {
   X(GraphExecUpdate, cuGraphExecUpdate_v2) X(GraphLaunch, cuGraphLaunch) X(GraphDestroy, cuGraphDestroy)            \
   X(GraphExecDestroy, cuGraphExecDestroy) X(ModuleLoadDataEx, cuModuleLoadDataEx) X(ModuleUnload, cuModuleUnload)   \
   X(ModuleGetFunction, cuModuleGetFunction) X(LaunchKernel, cuLaunchKernel) X(GetErrorString, cuGetErrorString)    \
-  X(MemHostAlloc, cuMemHostAlloc) X(MemFreeHost, cuMemFreeHost)
+  X(MemHostAlloc, cuMemHostAlloc) X(MemFreeHost, cuMemFreeHost) X(EventCreate, cuEventCreate)                      \
+  X(EventRecord, cuEventRecord) X(EventQuery, cuEventQuery) X(EventSynchronize, cuEventSynchronize)                \
+  X(EventElapsedTime, cuEventElapsedTime) X(EventDestroy, cuEventDestroy_v2)
 
 }  // namespace tiny::cu

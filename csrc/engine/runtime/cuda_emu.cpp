@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -550,10 +551,41 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
   }
   return run_launch(l);
 }
+// Emulated launches run to completion before cuLaunchKernel returns, so an event is the host
+// clock when it is recorded.
+struct Event {
+  bool recorded = false;
+  std::chrono::steady_clock::time_point at;
+};
+CUresult cuEventCreate(CUevent* e, unsigned) {
+  *e = new Event();
+  return CUDA_SUCCESS;
+}
+CUresult cuEventRecord(CUevent e, CUstream s) {
+  auto* st = static_cast<Stream*>(s);
+  if (!e) return CUDA_ERROR_INVALID_HANDLE;
+  if (st && st->capture) return 900;
+  static_cast<Event*>(e)->recorded = true;
+  static_cast<Event*>(e)->at = std::chrono::steady_clock::now();
+  return CUDA_SUCCESS;
+}
+CUresult cuEventQuery(CUevent e) {
+  return e && static_cast<Event*>(e)->recorded ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+CUresult cuEventSynchronize(CUevent e) { return cuEventQuery(e); }
+CUresult cuEventElapsedTime(float* ms, CUevent start, CUevent end) {
+  if (cuEventQuery(start) != CUDA_SUCCESS || cuEventQuery(end) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_HANDLE;
+  *ms = std::chrono::duration<float, std::milli>(static_cast<Event*>(end)->at - static_cast<Event*>(start)->at).count();
+  return CUDA_SUCCESS;
+}
+CUresult cuEventDestroy_v2(CUevent e) {
+  delete static_cast<Event*>(e);
+  return CUDA_SUCCESS;
+}
 CUresult cuGetErrorString(CUresult e, const char** s) {
   static const std::map<int, const char*> names = {
       {1, "invalid argument"}, {2, "out of memory"}, {100, "no CUDA-capable device is detected"},
-      {101, "invalid device ordinal"}, {200, "device kernel image is invalid"}, {201, "invalid device context"},
+      {101, "invalid device ordinal"}, {200, "device kernel image is invalid"}, {201, "invalid device context"}, {400, "invalid resource handle"},
       {500, "named symbol not found"}, {700, "an illegal memory access was encountered"},
       {900, "operation not permitted when stream is capturing"}, {901, "operation failed due to a previous error during capture"},
       {910, "the graph update was not performed because it included changes which violated constraints specific to instantiated graph update"}};

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <stdexcept>
 
 #include "engine/runtime/cuda_device.h"
 #include "engine/runtime/nvrtc.h"
@@ -130,6 +132,24 @@ void Device::reset_peak_memory_stats() {
 void Device::empty_cache() {
   std::lock_guard<std::mutex> g(mu_);
   release_cache_locked();
+}
+
+namespace {
+struct HostClockEvent final : DeviceEvent {
+  std::chrono::steady_clock::time_point at = std::chrono::steady_clock::now();
+  bool complete() override { return true; }
+  void wait() override {}
+  double ms_until(DeviceEvent& end) override {
+    auto* e = dynamic_cast<HostClockEvent*>(&end);
+    if (!e) throw std::invalid_argument("elapsed time between events of different devices");
+    return std::chrono::duration<double, std::milli>(e->at - at).count();
+  }
+};
+}  // namespace
+
+std::unique_ptr<DeviceEvent> Device::record_event() {
+  synchronize();
+  return std::make_unique<HostClockEvent>();
 }
 
 void Device::launch_all(std::vector<LaunchStep>& steps, std::unique_ptr<ReplayState>*) {

@@ -75,6 +75,17 @@ struct ReplayState {
   virtual ~ReplayState() = default;
 };
 
+// A point in a device's queue of work, as a CUDA event is: complete once everything launched
+// before it has finished.
+class DeviceEvent {
+ public:
+  virtual ~DeviceEvent() = default;
+  virtual bool complete() = 0;
+  virtual void wait() = 0;
+  // Milliseconds from this event to `end` (an event of the same device), waiting for both.
+  virtual double ms_until(DeviceEvent& end) = 0;
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -113,6 +124,9 @@ class Device {
   virtual void launch_all(std::vector<LaunchStep>& steps, std::unique_ptr<ReplayState>* state);
   // Waits until everything launched has finished.
   virtual void synchronize() {}
+  // Marks the end of what has been launched so far. The default, for a device that may still
+  // be running work when launch returns but keeps no queue of its own: wait, read the clock.
+  virtual std::unique_ptr<DeviceEvent> record_event();
 
  protected:
   // Device memory without caching: nullptr when the device has none left.

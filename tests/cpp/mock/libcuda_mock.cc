@@ -88,6 +88,25 @@ int cuMemFreeHost(void* p) {
   std::free(p);
   return 0;
 }
+// events: recorded is all the mock knows
+int cuEventCreate(void** e, unsigned) {
+  *e = new int(0);
+  return 0;
+}
+int cuEventRecord(void* e, void*) {
+  *static_cast<int*>(e) = 1;
+  return 0;
+}
+int cuEventQuery(void* e) { return *static_cast<int*>(e) ? 0 : 400; }
+int cuEventSynchronize(void* e) { return cuEventQuery(e); }
+int cuEventElapsedTime(float* ms, void* a, void* b) {
+  *ms = 0;
+  return cuEventQuery(a) | cuEventQuery(b);
+}
+int cuEventDestroy_v2(void* e) {
+  delete static_cast<int*>(e);
+  return 0;
+}
 int cuMemGetInfo_v2(size_t* free_bytes, size_t* total) {
   *total = size_t(1) << 30;
   *free_bytes = *total / 2;

@@ -1,6 +1,7 @@
 #include "engine/codegen/program_cache.h"
 
 #include <cstdio>
+#include <exception>
 #include <mutex>
 #include <stdexcept>
 #include <unordered_map>
@@ -10,6 +11,7 @@
 #include "engine/codegen/llvm_codegen.h"
 #endif
 #include "engine/runtime/counters.h"
+#include "engine/runtime/thread_pool.h"
 
 namespace tiny {
 
@@ -39,8 +41,30 @@ std::shared_ptr<Program> cpu_program(const Kernel& k) {
 
 std::vector<std::shared_ptr<Program>> device_programs(Device& device, const std::vector<Kernel>& kernels) {
   if (device.kind() == DeviceKind::Cpu) {
+    // Kernels of one key once; their compiles (most of a new schedule's cost) run in parallel.
+    std::vector<const Kernel*> distinct;
+    std::unordered_map<std::string, size_t> slot_of_key;
+    std::vector<size_t> slot(kernels.size());
+    for (size_t i = 0; i < kernels.size(); i++) {
+      auto [it, fresh] = slot_of_key.emplace(kernels[i].key(), distinct.size());
+      if (fresh) distinct.push_back(&kernels[i]);
+      slot[i] = it->second;
+    }
+    std::vector<std::shared_ptr<Program>> programs(distinct.size());
+    std::vector<std::exception_ptr> errors(distinct.size());
+    thread_pool().parallel_for(int64_t(distinct.size()), 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; i++) {
+        try {
+          programs[size_t(i)] = cpu_program(*distinct[size_t(i)]);
+        } catch (...) {
+          errors[size_t(i)] = std::current_exception();
+        }
+      }
+    });
+    for (auto& e : errors)
+      if (e) std::rethrow_exception(e);
     std::vector<std::shared_ptr<Program>> out;
-    for (auto& k : kernels) out.push_back(cpu_program(k));
+    for (size_t s : slot) out.push_back(programs[s]);
     return out;
   }
   std::vector<const Kernel*> ks;

@@ -4,7 +4,6 @@
 
 #include <cstdlib>
 #include <functional>
-#include <mutex>
 #include <sstream>
 
 #include <llvm/Analysis/TargetLibraryInfo.h>
@@ -30,11 +29,15 @@ namespace tiny {
 namespace {
 
 // Optimizes a module for the host and emits an object file, or reads the
-// object a previous process wrote for the same IR.
+// object a previous process wrote for the same IR. Modules compile on several
+// threads at once (a schedule's new kernels), each with its own TargetMachine:
+// a TargetMachine is not safe to share.
 class CachingCompiler : public llvm::orc::IRCompileLayer::IRCompiler {
  public:
-  CachingCompiler(std::unique_ptr<llvm::TargetMachine> tm, std::string dir)
-      : IRCompiler(llvm::orc::irManglingOptionsFromTargetOptions(tm->Options)), tm_(std::move(tm)), dir_(std::move(dir)) {}
+  CachingCompiler(llvm::orc::JITTargetMachineBuilder builder, const llvm::TargetOptions& options, std::string dir)
+      : IRCompiler(llvm::orc::irManglingOptionsFromTargetOptions(options)),
+        builder_(std::move(builder)),
+        dir_(std::move(dir)) {}
 
   llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> operator()(llvm::Module& m) override {
     std::string path = dir_.empty() ? "" : dir_ + "/" + m.getModuleIdentifier() + ".o";
@@ -45,10 +48,12 @@ class CachingCompiler : public llvm::orc::IRCompileLayer::IRCompiler {
         return std::move(*buf);
       }
     }
-    optimize(m);
+    auto tm = builder_.createTargetMachine();
+    if (!tm) return tm.takeError();
+    optimize(m, **tm);
     if (debug_level() >= 5) m.print(llvm::errs(), nullptr);  // the optimized IR
     counters().compiles++;
-    llvm::orc::SimpleCompiler compile(*tm_);
+    llvm::orc::SimpleCompiler compile(**tm);
     auto obj = compile(m);
     if (obj && !path.empty()) {
       write_file_atomic(path, std::string((*obj)->getBufferStart(), (*obj)->getBufferSize()));
@@ -57,7 +62,7 @@ class CachingCompiler : public llvm::orc::IRCompileLayer::IRCompiler {
   }
 
  private:
-  void optimize(llvm::Module& m) {
+  static void optimize(llvm::Module& m, llvm::TargetMachine& tm) {
     llvm::LoopAnalysisManager lam;
     llvm::FunctionAnalysisManager fam;
     llvm::CGSCCAnalysisManager cgam;
@@ -66,7 +71,7 @@ class CachingCompiler : public llvm::orc::IRCompileLayer::IRCompiler {
     pto.LoopVectorization = true;
     pto.SLPVectorization = true;
     pto.LoopUnrolling = true;
-    llvm::PassBuilder pb(tm_.get(), pto);
+    llvm::PassBuilder pb(&tm, pto);
     // Vectorized libm (glibc's libmvec) so exp/log/sin loops vectorize.
     llvm::TargetLibraryInfoImpl tlii(llvm::Triple(m.getTargetTriple()));
     tlii.addVectorizableFunctionsFromVecLib(llvm::TargetLibraryInfoImpl::LIBMVEC_X86);
@@ -80,16 +85,15 @@ class CachingCompiler : public llvm::orc::IRCompileLayer::IRCompiler {
     mpm.run(m, mam);
   }
 
-  std::unique_ptr<llvm::TargetMachine> tm_;
+  llvm::orc::JITTargetMachineBuilder builder_;
   std::string dir_;
 };
 
 }  // namespace
 
 struct LLVMJit::Impl {
-  std::unique_ptr<llvm::orc::LLJIT> jit;
+  std::unique_ptr<llvm::orc::LLJIT> jit;  // ORC's session is thread-safe: modules are added and looked up concurrently
   std::string triple, layout, cpu, features;
-  std::mutex mu;
 };
 
 LLVMJit& LLVMJit::get() {
@@ -122,7 +126,7 @@ LLVMJit::LLVMJit() : impl_(new Impl) {
       [dir](llvm::orc::JITTargetMachineBuilder b) -> llvm::Expected<std::unique_ptr<llvm::orc::IRCompileLayer::IRCompiler>> {
         auto tm = b.createTargetMachine();
         if (!tm) return tm.takeError();
-        return std::make_unique<CachingCompiler>(std::move(*tm), dir);
+        return std::make_unique<CachingCompiler>(std::move(b), (*tm)->Options, dir);
       });
   impl_->jit = llvm::cantFail(builder.create());
   impl_->jit->getMainJITDylib().addGenerator(llvm::cantFail(
@@ -139,7 +143,6 @@ const std::string& LLVMJit::cpu_features() const { return impl_->features; }
 
 std::vector<void*> LLVMJit::compile(std::unique_ptr<llvm::Module> m, std::unique_ptr<llvm::LLVMContext> ctx,
                                     const std::vector<std::string>& fns) {
-  std::lock_guard<std::mutex> g(impl_->mu);
   // Name the module by its content so the disk cache can find it again.
   std::string ir;
   llvm::raw_string_ostream os(ir);

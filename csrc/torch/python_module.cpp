@@ -2,6 +2,7 @@
 #include <torch/csrc/Generator.h>
 #include <torch/extension.h>
 
+#include "engine/graph/node.h"
 #include "engine/runtime/counters.h"
 #include "engine/runtime/device.h"
 #include "engine/schedule/trace.h"
@@ -25,6 +26,7 @@ pybind11::dict counters_dict() {
   d["disk_cache_hits"] = c.disk_cache_hits.load();
   d["flops"] = c.flops.load();
   d["kernel_ns"] = c.kernel_ns.load();
+  d["hash_cons_entries"] = tiny::hash_cons_entries();
   return d;
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <functional>
+#include <stdexcept>
 #include <sstream>
 
 #include <llvm/Analysis/TargetLibraryInfo.h>
@@ -14,7 +15,9 @@
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
+#include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/MC/SubtargetFeature.h>
+#include <llvm/MC/TargetRegistry.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/Host.h>
 #include <llvm/Support/MemoryBuffer.h>
@@ -89,6 +92,31 @@ class CachingCompiler : public llvm::orc::IRCompileLayer::IRCompiler {
   std::string dir_;
 };
 
+// The features a named CPU (TINY_CPU_TARGET, e.g. x86-64-v3) has, among those the host reports
+// (LLVM 14 cannot list a CPU's features; it can check one): kernels are generated for it
+// instead of the host, so an AVX2 machine's code can be tested on an AVX-512 one. Refused when
+// the host lacks one of them (its kernels would not run here).
+llvm::SubtargetFeatures target_cpu_features(const std::string& triple, const std::string& cpu,
+                                            const llvm::StringMap<bool>& host) {
+  std::string err;
+  const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, err);
+  if (!target) throw std::runtime_error("tiny LLVM JIT: " + err);
+  std::unique_ptr<llvm::MCSubtargetInfo> info(target->createMCSubtargetInfo(triple, cpu, ""));
+  if (!info || !info->isCPUStringValid(cpu))
+    throw std::runtime_error("tiny LLVM JIT: TINY_CPU_TARGET=" + cpu + " is not a CPU LLVM knows");
+  llvm::SubtargetFeatures features;
+  std::string missing;
+  for (const auto& h : host) {  // every feature the host reports, present or not
+    const std::string name = h.first().str();
+    const bool has = info->checkFeatures("+" + name);
+    features.AddFeature(name, has);
+    if (has && !h.second) missing += std::string(missing.empty() ? "" : ", ") + name;
+  }
+  if (!missing.empty())
+    throw std::runtime_error("tiny LLVM JIT: TINY_CPU_TARGET=" + cpu + " needs " + missing + ", which this CPU lacks");
+  return features;
+}
+
 }  // namespace
 
 struct LLVMJit::Impl {
@@ -109,9 +137,14 @@ LLVMJit::LLVMJit() : impl_(new Impl) {
   auto jtmb = llvm::cantFail(llvm::orc::JITTargetMachineBuilder::detectHost());
   impl_->cpu = llvm::sys::getHostCPUName().str();
   llvm::StringMap<bool> host_features;
+  llvm::sys::getHostCPUFeatures(host_features);
   llvm::SubtargetFeatures features;
-  if (llvm::sys::getHostCPUFeatures(host_features))
+  if (const char* target = std::getenv("TINY_CPU_TARGET"); target && *target) {
+    impl_->cpu = target;
+    features = target_cpu_features(jtmb.getTargetTriple().str(), impl_->cpu, host_features);
+  } else {
     for (auto& f : host_features) features.AddFeature(f.first(), f.second);
+  }
   impl_->features = features.getString();
   jtmb.setCPU(impl_->cpu);
   jtmb.addFeatures(features.getFeatures());

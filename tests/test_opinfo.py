@@ -53,6 +53,9 @@ OTHERS = (
     "nn.functional.gelu", "nn.functional.hardswish", "nn.functional.leaky_relu",
     "nn.functional.glu", "clone", "contiguous", "zero_", "full_like", "zeros_like",
     "ones_like", "equal", "allclose",
+    # selection, layout and geometry ops with tiny kernels (issue 14)
+    "median", "nanmedian", "nn.functional.channel_shuffle", "linalg.cross", "cross", "nn.functional.unfold",
+    "histc", "nn.functional.max_unpool2d",
 )
 
 # ---------------------------------------------------------------------------------------------

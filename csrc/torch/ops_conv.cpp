@@ -9,6 +9,7 @@
 // reduce, no materialized im2col. A transposed convolution is a convolution
 // over the zero-interleaved input (also a view) with the flipped weight.
 #include <ATen/core/Tensor.h>
+#include <ATen/native/im2col_shape_check.h>
 #include <torch/library.h>
 
 #include "torch/elementwise.h"
@@ -320,9 +321,47 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
   return {gi, gw, gb};
 }
 
+// ---------------------------------------------------------------- im2col (nn.Unfold)
+// out[n, (c, ki, kj), (i, j)] = padded[n, c, ki*dh + i*sh, kj*dw + j*sw]: one strided view of
+// the padded input.
+T im2col_value(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef dilation, at::IntArrayRef padding,
+               at::IntArrayRef stride) {
+  TORCH_CHECK(kernel.size() == 2, "It is expected kernel_size equals to 2, but got size ", kernel.size());
+  TORCH_CHECK(dilation.size() == 2, "It is expected dilation equals to 2, but got size ", dilation.size());
+  TORCH_CHECK(padding.size() == 2, "It is expected padding equals to 2, but got size ", padding.size());
+  TORCH_CHECK(stride.size() == 2, "It is expected stride equals to 2, but got size ", stride.size());
+  at::native::im2col_shape_check(self, at::Tensor(), kernel[0], kernel[1], dilation[0], dilation[1], padding[0],
+                                 padding[1], stride[0], stride[1]);
+  const bool batched = self.dim() == 4;
+  T x = read(self);
+  if (!batched) x = x.reshape({1, self.size(0), self.size(1), self.size(2)});
+  const int64_t n = x.shape()[0], c = x.shape()[1];
+  const int64_t hp = x.shape()[2] + 2 * padding[0], wp = x.shape()[3] + 2 * padding[1];
+  const int64_t oh = (hp - (dilation[0] * (kernel[0] - 1) + 1)) / stride[0] + 1;
+  const int64_t ow = (wp - (dilation[1] * (kernel[1] - 1) + 1)) / stride[1] + 1;
+  T padded = x.pad({{0, 0}, {0, 0}, {padding[0], padding[0]}, {padding[1], padding[1]}});
+  T cols = padded.as_strided({n, c, kernel[0], kernel[1], oh, ow},
+                             {c * hp * wp, hp * wp, dilation[0] * wp, dilation[1], stride[0] * wp, stride[1]}, 0);
+  tiny::Shape out{n, c * kernel[0] * kernel[1], oh * ow};
+  if (!batched) out.erase(out.begin());
+  return cols.reshape(out);
+}
+at::Tensor im2col(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef dilation, at::IntArrayRef padding,
+                  at::IntArrayRef stride) {
+  TinyOp op("im2col");
+  return make_result(im2col_value(self, kernel, dilation, padding, stride), self.scalar_type());
+}
+at::Tensor& im2col_out(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef dilation,
+                       at::IntArrayRef padding, at::IntArrayRef stride, at::Tensor& out) {
+  TinyOp op("im2col");
+  return assign_out(out, im2col_value(self, kernel, dilation, padding, stride), self.scalar_type(), {self});
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("im2col", im2col);
+  m.impl("im2col.out", im2col_out);
   m.impl("convolution_overrideable", convolution_overrideable);
   m.impl("convolution_backward_overrideable", convolution_backward_overrideable);
 }

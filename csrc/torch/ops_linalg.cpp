@@ -10,13 +10,16 @@
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/TypeProperties.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/linalg_cross_meta.h>
 #include <torch/library.h>
 
 #include <cmath>
 
 #include "torch/elementwise.h"
+#include "torch/index_util.h"
 #include "torch/ops_util.h"
 #include "torch/reduce_util.h"
+#include "torch/shape_util.h"
 #include "torch/tensor_value.h"
 
 namespace torch_tiny {
@@ -374,6 +377,39 @@ at::Tensor trace(const at::Tensor& self) {
   return make_result(s.cast(to_engine(dt)), dt);
 }
 
+// ---------------------------------------------------------------- linalg_cross
+// out_i = a_{i+1} b_{i+2} - a_{i+2} b_{i+1} along `dim` (indices mod 3): the components rotated
+// by one and two are windows of the operands joined to themselves.
+T cross_value(const at::Tensor& input, const at::Tensor& other, int64_t dim, const at::Tensor& out) {
+  MetaOnly<at::meta::structured_linalg_cross> m(out.defined() ? std::vector<at::Tensor>{out} : std::vector<at::Tensor>{});
+  m.meta(input, other, dim);
+  check_not_bool(input, "cross");
+  TORCH_CHECK(input.scalar_type() == other.scalar_type(), "expected scalar type ", input.scalar_type(),
+              " but found ", other.scalar_type());
+  tiny::Shape shape = m.shape();
+  const int d = int(at::maybe_wrap_dim(dim, input.dim()));
+  auto rotated = [&](const at::Tensor& t) {
+    T v = broadcast_to(read(t), shape);
+    T twice = concat({v, v}, d);
+    tiny::Ranges one(shape.size()), two(shape.size());
+    for (size_t k = 0; k < shape.size(); k++) one[k] = two[k] = {0, shape[k]};
+    one[size_t(d)] = {1, 4};
+    two[size_t(d)] = {2, 5};
+    return std::make_pair(twice.shrink(one), twice.shrink(two));
+  };
+  auto [a1, a2] = rotated(input);
+  auto [b1, b2] = rotated(other);
+  return a1.binary(Op::Mul, b2).binary(Op::Sub, a2.binary(Op::Mul, b1));
+}
+at::Tensor linalg_cross(const at::Tensor& input, const at::Tensor& other, int64_t dim) {
+  TinyOp op("linalg_cross");
+  return make_result(cross_value(input, other, dim, {}), input.scalar_type());
+}
+at::Tensor& linalg_cross_out(const at::Tensor& input, const at::Tensor& other, int64_t dim, at::Tensor& out) {
+  TinyOp op("linalg_cross");
+  return assign_out(out, cross_value(input, other, dim, out), input.scalar_type(), {input, other});
+}
+
 // ---------------------------------------------------------------- diag_embed
 // out[..., r, c] = x[..., r] (offset >= 0) or x[..., c] (offset < 0) where
 // c - r == offset, then the two new dims are moved to dim1 / dim2.
@@ -437,6 +473,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("addr.out", addr_out);
   m.impl("addr_", addr_);
   m.impl("trace", trace);
+  m.impl("linalg_cross", linalg_cross);
+  m.impl("linalg_cross.out", linalg_cross_out);
   m.impl("diag_embed", diag_embed);
 }
 

@@ -20,6 +20,7 @@
 #include <limits>
 
 #include "torch/elementwise.h"
+#include "torch/index_util.h"
 #include "torch/nn_util.h"
 #include "torch/ops_util.h"
 
@@ -829,9 +830,53 @@ at::Tensor pixel_unshuffle(const at::Tensor& self, int64_t r) {
   return make_result(x.reshape(to_shape(os)), self.scalar_type());
 }
 
+// ---------------------------------------------------------------- max_unpool2d
+// Zeros of (..., oH, oW) with each plane's inputs written at their flat indices (a scatter; the
+// indices are checked on the host, as the CPU checks them).
+T max_unpool2d_value(const at::Tensor& self, const at::Tensor& indices, at::IntArrayRef output_size) {
+  TORCH_CHECK(indices.scalar_type() == c10::kLong, "elements in indices should be type int64 but got: ",
+              indices.scalar_type());
+  TORCH_CHECK(output_size.size() == 2, "There should be exactly two elements (height, width) in output_size, but got ",
+              output_size.size(), " elements.");
+  TORCH_CHECK(self.dim() == 3 || self.dim() == 4, "Input to max_unpooling2d should be a 3d or 4d Tensor, but got a "
+              "tensor with ", self.dim(), " dimensions.");
+  TORCH_CHECK(self.sizes() == indices.sizes(), "Expected shape of indices to be same as that of the input tensor (",
+              self.sizes(), ") but got indices tensor with shape: ", indices.sizes());
+  for (int64_t d = 1; d < self.dim(); d++)
+    TORCH_CHECK(self.size(d) > 0, "max_unpooling2d_forward_out_cpu(): Expected input to have non-zero size for "
+                "non-batch dimensions, but got ", self.sizes(), " with dimension ", d, " being empty.");
+  const int64_t oh = output_size[0], ow = output_size[1], plane = oh * ow;
+  const int64_t planes = self.numel() / (self.size(-1) * self.size(-2)), per = self.size(-1) * self.size(-2);
+  tiny::Shape out = to_shape(self.sizes());
+  out[out.size() - 2] = oh;
+  out[out.size() - 1] = ow;
+  const tiny::DType dt = to_engine(self.scalar_type());
+  T zeros = T::full({planes * plane}, tiny::Scalar::from_int(0), dt);
+  if (self.numel() == 0) return zeros.reshape(out);
+  HostIndex idx = host_index(indices);
+  if (const int64_t* bad = find_bad(idx, [&](int64_t i) { return i < 0 || i >= plane; }))
+    TORCH_CHECK(false, "Found an invalid max index: ", *bad, " (output volumes are of size ", oh, "x", ow);
+  T base = T::arange(planes, tiny::Scalar::from_int(0), tiny::Scalar::from_int(plane), tiny::DType::Int64)
+               .reshape({planes, 1})
+               .expand({planes, per});
+  T target = base.binary(Op::Add, idx.value.reshape({planes, per}));
+  return zeros.scatter(target.reshape({planes * per}), read(self).reshape({planes * per}), false).reshape(out);
+}
+at::Tensor max_unpool2d(const at::Tensor& self, const at::Tensor& indices, at::IntArrayRef output_size) {
+  TinyOp op("max_unpool2d");
+  return make_result(max_unpool2d_value(self, indices, output_size), self.scalar_type());
+}
+at::Tensor& max_unpool2d_out(const at::Tensor& self, const at::Tensor& indices, at::IntArrayRef output_size,
+                             at::Tensor& out) {
+  TinyOp op("max_unpool2d");
+  return assign_out(out, max_unpool2d_value(self, indices, output_size), self.scalar_type(), {self});
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("max_unpool2d", max_unpool2d);
+  m.impl("max_unpool2d.out", max_unpool2d_out);
   m.impl("max_pool2d_with_indices", max_pool2d_with_indices);
   m.impl("max_pool3d_with_indices", max_pool3d_with_indices);
   m.impl("max_pool2d_with_indices_backward", max_pool2d_with_indices_backward);

@@ -6,11 +6,15 @@
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
+#include <cmath>
+
 #include "engine/schedule/trace.h"
 #include "torch/elementwise.h"
 #include "torch/ops_util.h"
 #include "torch/pointwise.h"
+#include "torch/index_util.h"
 #include "torch/reduce_util.h"
+#include "torch/shape_util.h"
 #include "torch/storage_only.h"
 #include "torch/tensor_value.h"
 
@@ -299,9 +303,67 @@ at::Tensor& hash_tensor_out(const at::Tensor& self, at::IntArrayRef dim, bool ke
   return out;
 }
 
+// ---------------------------------------------------------------- histc
+// The CPU's histc: edges lo and hi in the input's dtype, an element x in [lo, hi] counted in bin
+// (x - lo) * bins / (hi - lo) computed in that dtype and truncated (the last bin keeps hi); NaN and
+// elements outside are not counted. min == max takes the data's range (a host read, as the
+// range is checked), widened by 1 on each side when it is a single value.
+T histc_value(const at::Tensor& self, int64_t bins, const c10::Scalar& min, const c10::Scalar& max) {
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()), "\"histc\" not implemented for '",
+                              c10::toString(self.scalar_type()), "'");
+  TORCH_CHECK(bins > 0, "torch.histogram(): bins must be > 0, but got ", bins, " for dimension 0");
+  const tiny::DType dt = to_engine(self.scalar_type());
+  T x = read(self).reshape({self.numel()});
+  double lo = min.toDouble(), hi = max.toDouble();
+  if (lo == hi && self.numel() > 0) {
+    T range = concat({x.reduce(ReduceOp::Min, {0}, true), x.reduce(ReduceOp::Max, {0}, true)}, 0);
+    at::Tensor host = make_result(range.cast(tiny::DType::Float64), c10::kDouble).cpu();
+    lo = host[0].item<double>();
+    hi = host[1].item<double>();
+  }
+  if (lo == hi) {
+    lo -= 1;
+    hi += 1;
+  }
+  TORCH_CHECK(std::isfinite(lo) && std::isfinite(hi), "torch.histc: range of [", lo, ", ", hi, "] is not finite");
+  TORCH_CHECK(lo < hi, "torch.histc: max must be larger than min");
+  const int64_t n = self.numel();
+  if (n == 0) return T::full({bins}, tiny::Scalar::from_int(0), dt);
+  auto full = [&](double v) { return T::full({n}, tiny::Scalar::from_double(v), dt); };
+  T left = full(lo), right = full(hi);
+  T inside = left.binary(Op::CmpLe, x).binary(Op::And, x.binary(Op::CmpLe, right));
+  T pos = x.binary(Op::Sub, left).binary(Op::Mul, full(double(bins))).binary(Op::Div, right.binary(Op::Sub, left));
+  T bin = pos.cast(tiny::DType::Int64);
+  bin = T::where(bin.binary(Op::CmpLt, i64(bins - 1, {n})), bin, i64(bins - 1, {n}));
+  bin = T::where(i64(0, {n}).binary(Op::CmpLt, bin), bin, i64(0, {n}));
+  T counts;
+  if (n * bins <= (int64_t(1) << 26)) {  // one fused compare-and-count
+    T ids = T::arange(bins, tiny::Scalar::from_int(0), tiny::Scalar::from_int(1), tiny::DType::Int64);
+    T hit = bin.reshape({1, n}).expand({bins, n}).binary(Op::CmpEq, ids.reshape({bins, 1}).expand({bins, n}));
+    hit = hit.binary(Op::And, inside.reshape({1, n}).expand({bins, n}));
+    counts = hit.cast(tiny::DType::Int64).reduce(ReduceOp::Sum, {1}, false);
+  } else {
+    T target = T::where(inside, bin, i64(-1, {n}));  // dropped
+    counts = T::full({bins}, tiny::Scalar::from_int(0), tiny::DType::Int64)
+                 .scatter(target, inside.cast(tiny::DType::Int64), true);
+  }
+  return counts.cast(dt);
+}
+at::Tensor histc(const at::Tensor& self, int64_t bins, const c10::Scalar& min, const c10::Scalar& max) {
+  TinyOp op("histc");
+  return make_result(histc_value(self, bins, min, max), self.scalar_type());
+}
+at::Tensor& histc_out(const at::Tensor& self, int64_t bins, const c10::Scalar& min, const c10::Scalar& max,
+                      at::Tensor& out) {
+  TinyOp op("histc");
+  return assign_out(out, histc_value(self, bins, min, max), self.scalar_type(), {self});
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("histc", histc);
+  m.impl("histc.out", histc_out);
   m.impl("hash_tensor.out", hash_tensor_out);
   m.impl("sum", sum_all<ReduceOp::Sum>);
   m.impl("sum.out", sum_all_out<ReduceOp::Sum>);

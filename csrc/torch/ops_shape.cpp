@@ -108,6 +108,26 @@ at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& 
   return assign_out(out, v, dt, inputs);
 }
 
+// ---------------------------------------------------------------- channel_shuffle
+
+// (N, C, ...) -> (N, g, C/g, ...) -> swap g and C/g -> (N, C, ...): a view, copied (ShuffleNet).
+at::Tensor channel_shuffle(const at::Tensor& self, int64_t groups) {
+  TORCH_CHECK(self.dim() > 2, "channel_shuffle expects input with > 2 dims, but got input with sizes ", self.sizes());
+  TORCH_CHECK(groups > 0, "Number of groups to divide channels in must be positive. Value of groups:", groups);
+  const int64_t c = self.size(1);
+  TORCH_CHECK(c % groups == 0, "Number of channels must be divisible by groups. Got ", c, " channels and ", groups,
+              " groups.");
+  TinyOp op("channel_shuffle");
+  tiny::Shape shape = to_shape(self.sizes());
+  tiny::Shape grouped = shape;
+  grouped[1] = c / groups;
+  grouped.insert(grouped.begin() + 1, groups);
+  std::vector<int> order(grouped.size());
+  for (size_t d = 0; d < order.size(); d++) order[d] = int(d);
+  std::swap(order[1], order[2]);
+  return make_result(read(self).reshape(grouped).permute(order).reshape(shape), self.scalar_type());
+}
+
 // ---------------------------------------------------------------- flip / roll / repeat
 
 T flip_value(const at::Tensor& self, at::IntArrayRef dims) {
@@ -430,6 +450,7 @@ at::Tensor unfold_backward(const at::Tensor& grad_in, at::IntArrayRef input_size
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("cat", cat);
   m.impl("cat.out", cat_out);
+  m.impl("channel_shuffle", channel_shuffle);
   m.impl("flip", flip);
   m.impl("flip.out", flip_out);
   m.impl("roll", roll);

@@ -1,4 +1,4 @@
-// Sorting and searching: sort, topk, kthvalue, searchsorted, bucketize,
+// Sorting and searching: sort, topk, kthvalue, median, searchsorted, bucketize,
 // and the unique family.
 //
 // sort / topk / kthvalue run lazily by ranking: an element's rank along the
@@ -33,6 +33,9 @@
 #include <ATen/ops/unique_consecutive.h>
 #include <ATen/ops/unique_dim.h>
 #include <torch/library.h>
+
+#include <cmath>
+#include <limits>
 
 #include "torch/elementwise.h"
 #include "torch/index_util.h"
@@ -242,6 +245,101 @@ std::tuple<at::Tensor&, at::Tensor&> kthvalue_out(const at::Tensor& self, int64_
   assign_out(values, v, self.scalar_type(), {self});
   assign_out(indices, i, c10::kLong, {self});
   return {values, indices};
+}
+
+// ---------------------------------------------------------------- median / nanmedian
+
+// The CPU's median of each row of `s`: the lower middle element in stable sorted order. median
+// propagates NaN: a row holding one gives its first NaN. nanmedian ignores NaN: the middle of
+// the row's numbers, or of the whole row (all NaN) when it has none.
+std::pair<T, T> row_medians(const Slices& s, bool ignore_nan) {
+  T rank = ranks(s.x, false);
+  const tiny::Shape col{s.rows, 1};
+  T middle = i64((s.n - 1) / 2, col);
+  T target = middle;
+  if (tiny::is_float(s.x.dtype())) {
+    T nans = s.x.unary(Op::IsNan).cast(DType::Int64).reduce(tiny::ReduceOp::Sum, {1}, true);
+    T numbers = i64(s.n, col).binary(Op::Sub, nans);
+    T has_nan = i64(0, col).binary(Op::CmpLt, nans);
+    if (ignore_nan) {
+      T number_middle = numbers.binary(Op::Sub, i64(1, col)).binary(Op::FloorDiv, i64(2, col));
+      target = T::where(numbers.binary(Op::CmpEq, i64(0, col)), middle, number_middle);
+    } else {
+      target = T::where(has_nan, numbers, middle);  // NaN sorts last: the first NaN's rank
+    }
+  }
+  T slot = rank.binary(Op::Sub, target.expand(rank.shape()));
+  return {place(s.x, slot, s.rows, 1), place(positions(s.rows, s.n), slot, s.rows, 1)};
+}
+
+at::Tensor median_all(const at::Tensor& self, bool ignore_nan) {
+  TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != c10::kBool, "\"", ignore_nan ? "nanmedian" : "median",
+                              "\" not implemented for 'Bool'");
+  TinyOp op(ignore_nan ? "nanmedian" : "median");
+  if (self.numel() == 0) {
+    // The CPU's answer: NaN, converted as x86 converts it (the lowest value for 32 and 64 bits,
+    // 0 for narrower integers).
+    c10::ScalarType st = self.scalar_type();
+    tiny::Scalar empty = at::isFloatingType(st) ? tiny::Scalar::from_double(std::nan(""))
+                         : c10::elementSize(st) >= 4
+                             ? tiny::Scalar::from_int(st == c10::kLong ? std::numeric_limits<int64_t>::min()
+                                                                       : std::numeric_limits<int32_t>::min())
+                             : tiny::Scalar::from_int(0);
+    return make_result(T::full({}, empty, to_engine(st)), st);
+  }
+  if (self.numel() * self.numel() > kLazyBudget) {
+    at::Tensor host = to_host(self);
+    return make_result(upload(ignore_nan ? host.nanmedian() : host.median()), self.scalar_type());
+  }
+  Slices s = slices(self.reshape({-1}), 0);
+  return make_result(row_medians(s, ignore_nan).first.reshape({}), self.scalar_type());
+}
+at::Tensor tiny_median(const at::Tensor& self) { return median_all(self, false); }
+at::Tensor tiny_nanmedian(const at::Tensor& self) { return median_all(self, true); }
+
+std::tuple<at::Tensor&, at::Tensor&> median_dim_out(const at::Tensor& self, int64_t dim_, bool keepdim, at::Tensor& values,
+                                                    at::Tensor& indices, bool ignore_nan) {
+  const char* name = ignore_nan ? "nanmedian" : "median";
+  TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != c10::kBool, "\"", name, "_out\" not implemented for 'Bool'");
+  TORCH_CHECK(values.scalar_type() == self.scalar_type(), name, "(): Expected out tensor to have dtype ",
+              self.scalar_type(), ", but got ", values.scalar_type(), " instead");
+  TORCH_CHECK(indices.scalar_type() == c10::kLong, name, "(): Expected out tensor to have dtype ", c10::kLong,
+              ", but got ", indices.scalar_type(), " instead");
+  int64_t dim = at::maybe_wrap_dim(dim_, self.dim(), true);
+  TORCH_CHECK_INDEX(self.dim() == 0 || self.size(dim) != 0, name, "(): Expected reduction dim ", dim,
+                    " to have non-zero size.");
+  T v, i;
+  if (!lazy_ok(self, dim)) {
+    at::Tensor host = to_host(self);
+    auto [hv, hi] = ignore_nan ? host.nanmedian(dim, keepdim) : host.median(dim, keepdim);
+    TinyOp op(name);
+    v = upload(hv);
+    i = upload(hi);
+  } else {
+    TinyOp op(name);
+    Slices s = slices(self, dim);
+    auto [rv, ri] = row_medians(s, ignore_nan);
+    v = unmove(s, rv, 1, self.dim() == 0);
+    i = unmove(s, ri, 1, self.dim() == 0);
+    if (!keepdim && self.dim() > 0) {
+      tiny::Shape out = to_shape(self.sizes());
+      out.erase(out.begin() + dim);
+      v = v.reshape(out);
+      i = i.reshape(out);
+    }
+  }
+  TinyOp op(name);
+  assign_out(values, v, self.scalar_type(), {self});
+  assign_out(indices, i, c10::kLong, {self});
+  return {values, indices};
+}
+std::tuple<at::Tensor&, at::Tensor&> median_dim_values(const at::Tensor& self, int64_t dim, bool keepdim,
+                                                       at::Tensor& values, at::Tensor& indices) {
+  return median_dim_out(self, dim, keepdim, values, indices, false);
+}
+std::tuple<at::Tensor&, at::Tensor&> nanmedian_dim_values(const at::Tensor& self, int64_t dim, bool keepdim,
+                                                          at::Tensor& values, at::Tensor& indices) {
+  return median_dim_out(self, dim, keepdim, values, indices, true);
 }
 
 // ---------------------------------------------------------------- searchsorted / bucketize
@@ -464,6 +562,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("topk", tiny_topk);
   m.impl("topk.values", topk_out);
   m.impl("kthvalue.values", kthvalue_out);
+  m.impl("median", tiny_median);
+  m.impl("nanmedian", tiny_nanmedian);
+  m.impl("median.dim_values", median_dim_values);
+  m.impl("nanmedian.dim_values", nanmedian_dim_values);
   m.impl("searchsorted.Tensor", tiny_searchsorted);
   m.impl("searchsorted.Tensor_out", searchsorted_out);
   m.impl("searchsorted.Scalar", searchsorted_scalar);

@@ -1,0 +1,181 @@
+"""Ops that used to leave the device (issue 14): median / nanmedian, histc, channel_shuffle,
+linalg.cross, unfold (im2col) and max_unpool2d, each against the CPU on the same inputs, with the
+edge cases (NaN, ties, empty, 0-d, broadcasting, 16-bit, out=) and the CPU's errors.
+"""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from conftest import DEV, IS_TINY, assert_same, to_dev
+
+NAN = float("nan")
+
+
+def same_on_both(fn, *args, **kw):
+    """fn on the device and on the CPU, results compared."""
+    expected = fn(*args)
+    actual = fn(*[to_dev(a) if isinstance(a, torch.Tensor) else a for a in args])
+    assert_same(actual, expected, **kw)
+    return actual
+
+
+def same_error(fn, *args, exc=RuntimeError, match=None):
+    """fn raises the CPU's exception type, with the message `match`, on both devices."""
+    with pytest.raises(exc, match=match):
+        fn(*args)
+    with pytest.raises(exc, match=match):
+        fn(*[to_dev(a) if isinstance(a, torch.Tensor) else a for a in args])
+
+
+# ----------------------------------------------------------------------------- median
+
+ROWS = torch.tensor([[3., NAN, 1., NAN, 2.], [NAN] * 5, [5., 4., 3., 2., 1.], [1., 1., 1., 2., 2.],
+                     [2., NAN, 1., 3., 0.]])
+
+
+@pytest.mark.parametrize("fn", [torch.median, torch.nanmedian])
+def test_median_rows_with_nan_and_ties(fn):
+    same_on_both(lambda t: tuple(fn(t, 1)), ROWS)
+    same_on_both(lambda t: tuple(fn(t, 0, keepdim=True)), ROWS)
+    same_on_both(fn, ROWS)  # the whole tensor
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64,
+                                   torch.int32, torch.uint8])
+def test_median_dtypes_and_views(dtype):
+    x = (torch.randn(4, 7, 6) * 20).to(dtype)
+    same_on_both(lambda t: tuple(torch.median(t, -1)), x)
+    same_on_both(lambda t: tuple(torch.nanmedian(t.transpose(0, 2)[1:], 1)), x)  # a strided view
+    same_on_both(torch.median, x)
+
+
+def test_median_edges():
+    same_on_both(lambda t: tuple(torch.median(t, 0)), torch.tensor(3.))  # 0-d
+    for dtype in (torch.float32, torch.int64, torch.int32, torch.int8):
+        # empty: NaN, converted as x86 converts it for integers
+        same_on_both(torch.median, torch.tensor([], dtype=dtype))
+    out = torch.empty(0, device=DEV), torch.empty(0, dtype=torch.long, device=DEV)
+    torch.median(to_dev(ROWS), 1, out=out)
+    assert_same(out, tuple(torch.median(ROWS, 1)))
+    same_error(lambda t: torch.median(t, 1), torch.zeros(2, 0), exc=IndexError,
+               match="Expected reduction dim 1 to have non-zero size")
+    same_error(torch.median, torch.tensor([True]), exc=NotImplementedError, match="not implemented for 'Bool'")
+
+
+def test_median_long_rows_take_the_host_path():
+    x = torch.randn(3, 9000)  # over the lazy sort's budget
+    same_on_both(lambda t: tuple(torch.median(t, 1)), x)
+    same_on_both(torch.nanmedian, x[0])
+
+
+# ----------------------------------------------------------------------------- histc
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+def test_histc(dtype):
+    x = torch.randn(3000).to(dtype)
+    same_on_both(lambda t: torch.histc(t, 17), x)
+    same_on_both(lambda t: torch.histc(t, 5, min=-1, max=1), x)
+    same_on_both(lambda t: torch.histc(t[::3].reshape(10, 100), 4, min=0, max=2), x)  # view, 2-d
+
+
+def test_histc_edges():
+    same_on_both(lambda t: torch.histc(t, 4, min=1, max=3), torch.tensor([1., NAN, 2., 5., 3.]))  # NaN, outside
+    same_on_both(lambda t: torch.histc(t, 4), torch.tensor([2., 2.]))  # one value: widened by 1
+    same_on_both(lambda t: torch.histc(t, 3), torch.tensor([]))
+    same_on_both(lambda t: torch.histc(t, 3), torch.tensor(0.5))
+    same_on_both(lambda t: torch.histc(t, 100), torch.randn(2_000_000))  # the scatter path
+    out = torch.empty(0, device=DEV)
+    torch.histc(to_dev(torch.arange(10.)), 5, out=out)
+    assert_same(out, torch.histc(torch.arange(10.), 5))
+    same_error(lambda t: torch.histc(t, 3), torch.tensor([1, 2]), exc=NotImplementedError,
+               match="not implemented for 'Long'")
+    same_error(lambda t: torch.histc(t, 3), torch.tensor([1., NAN]), match="is not finite")
+    same_error(lambda t: torch.histc(t, 3, min=0, max=float("inf")), torch.tensor([1.]), match="is not finite")
+    same_error(lambda t: torch.histc(t, 0), torch.tensor([1.]), match="bins must be > 0")
+    same_error(lambda t: torch.histc(t, 3, min=3, max=1), torch.tensor([1.]), match="max must be larger than min")
+
+
+# ----------------------------------------------------------------------------- channel_shuffle
+
+def test_channel_shuffle():
+    same_on_both(lambda t: F.channel_shuffle(t, 3), torch.randn(2, 6, 4, 5))
+    same_on_both(lambda t: F.channel_shuffle(t, 2), torch.randint(0, 9, (2, 4, 3)))
+    same_on_both(lambda t: F.channel_shuffle(t.permute(0, 3, 1, 2), 2), torch.randn(2, 3, 5, 4))  # channels last
+    same_on_both(lambda t: F.channel_shuffle(t, 2), torch.randn(0, 4, 3))
+    same_error(lambda t: F.channel_shuffle(t, 4), torch.randn(2, 6, 3), match="must be divisible by groups")
+    same_error(lambda t: F.channel_shuffle(t, 0), torch.randn(2, 6, 3), match="must be positive")
+    same_error(lambda t: F.channel_shuffle(t, 3), torch.randn(2, 6), match="expects input with > 2 dims")
+
+
+# ----------------------------------------------------------------------------- cross
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.int64, torch.int8])
+def test_linalg_cross(dtype):
+    a, b = (torch.randn(5, 3) * 4).to(dtype), (torch.randn(5, 3) * 4).to(dtype)
+    same_on_both(torch.linalg.cross, a, b)
+    same_on_both(lambda x, y: torch.cross(x.t(), y.t(), dim=0), a, b)  # transposed views, dim 0
+    same_on_both(lambda x, y: torch.linalg.cross(x, y, dim=0), torch.randn(3, 1, 4).to(dtype),
+                 torch.randn(3, 6, 4).to(dtype))  # broadcasting
+
+
+def test_linalg_cross_out_and_errors():
+    a, b = torch.randn(2, 3), torch.randn(2, 3)
+    out = torch.empty(0, device=DEV)
+    torch.linalg.cross(to_dev(a), to_dev(b), out=out)
+    assert_same(out, torch.linalg.cross(a, b))
+    same_error(torch.linalg.cross, torch.randn(4, 2), torch.randn(4, 2), match="must have length 3")
+    same_error(torch.linalg.cross, torch.randn(4, 3), torch.randn(3), match="same number of dimensions")
+    same_error(torch.linalg.cross, torch.randn(4, 3), torch.randn(4, 3).double(),
+               match="expected scalar type Float but found Double")
+    same_error(lambda x, y: torch.cross(x, y, dim=1), torch.ones(2, 3, dtype=torch.bool),
+               torch.ones(2, 3, dtype=torch.bool), exc=NotImplementedError, match="not implemented for 'Bool'")
+
+
+# ----------------------------------------------------------------------------- unfold (im2col)
+
+@pytest.mark.parametrize("kw", [dict(kernel_size=3), dict(kernel_size=(2, 3), dilation=(1, 2), padding=(1, 0),
+                                                          stride=(2, 1)), dict(kernel_size=1, stride=3)])
+def test_unfold(kw):
+    same_on_both(lambda t: F.unfold(t, **kw), torch.randn(2, 3, 7, 8))
+    same_on_both(lambda t: F.unfold(t, **kw), torch.randn(3, 7, 8))  # unbatched
+    same_on_both(lambda t: F.unfold(t.transpose(2, 3), **kw), torch.randn(1, 2, 8, 7))  # a view
+
+
+def test_unfold_errors():
+    same_error(lambda t: F.unfold(t, 0), torch.randn(1, 3, 5, 5), match="kernel size should be greater than zero")
+    same_error(lambda t: F.unfold(t, 9), torch.randn(1, 3, 5, 5), match="spatial size")
+
+
+# ----------------------------------------------------------------------------- max_unpool2d
+
+def test_max_unpool2d_inverts_max_pool():
+    x = torch.randn(2, 3, 8, 8)
+    out, idx = F.max_pool2d(x, 2, return_indices=True)
+    same_on_both(lambda o, i: F.max_unpool2d(o, i, 2), out, idx)
+    out, idx = F.max_pool2d(x[0], 3, stride=2, return_indices=True)  # overlapping windows, unbatched
+    same_on_both(lambda o, i: F.max_unpool2d(o, i, 3, stride=2, output_size=(8, 8)), out, idx)
+    same_on_both(lambda o, i: F.max_unpool2d(o, i, 2), torch.ones(0, 1, 2, 2), torch.zeros(0, 1, 2, 2, dtype=torch.long))
+
+
+def test_max_unpool2d_errors():
+    ones = torch.ones(1, 1, 2, 2)
+    same_error(lambda o, i: F.max_unpool2d(o, i, 2), ones, torch.tensor([[[[0, 1], [2, 99]]]]),
+               match="Found an invalid max index: 99")
+    same_error(lambda o, i: F.max_unpool2d(o, i, 2), ones, torch.zeros(1, 1, 2, 2, dtype=torch.int32),
+               match="should be type int64")
+    same_error(lambda o, i: torch.ops.aten.max_unpool2d(o, i, [4]), ones, torch.zeros(1, 1, 2, 2, dtype=torch.long),
+               match="exactly two elements")
+    same_error(lambda o, i: torch.ops.aten.max_unpool2d(o, i, [4, 4]), ones, torch.zeros(1, 1, 2, 3, dtype=torch.long),
+               match="Expected shape of indices")
+
+
+def test_no_cpu_fallback():
+    """These ops run on tiny: with TINY_STRICT=1 (the suite's default) a fallback would raise."""
+    if not IS_TINY:
+        pytest.skip("tiny-specific")
+    x = to_dev(torch.randn(4, 6, 5, 5))
+    torch.median(x, 1)
+    torch.histc(x, 10)
+    F.channel_shuffle(x, 2)
+    F.unfold(x, 2)
+    torch.linalg.cross(x[:, :3, 0, 0], x[:, 3:, 0, 0])

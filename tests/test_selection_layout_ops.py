@@ -1,5 +1,5 @@
 """Ops that used to leave the device (issue 14): median / nanmedian, histc, channel_shuffle,
-linalg.cross, unfold (im2col) and max_unpool2d, each against the CPU on the same inputs, with the
+linalg.cross, unfold (im2col), fold (col2im) and max_unpool2d, each against the CPU on the same inputs, with the
 edge cases (NaN, ties, empty, 0-d, broadcasting, 16-bit, out=) and the CPU's errors.
 """
 import pytest
@@ -141,9 +141,26 @@ def test_unfold(kw):
     same_on_both(lambda t: F.unfold(t.transpose(2, 3), **kw), torch.randn(1, 2, 8, 7))  # a view
 
 
+@pytest.mark.parametrize("kw", [dict(kernel_size=3), dict(kernel_size=(2, 3), dilation=(1, 2), padding=(1, 0),
+                                                          stride=(2, 1)), dict(kernel_size=2, stride=3)])
+def test_fold_and_unfold_backward(kw):
+    """col2im: fold sums overlapping patches (bit for bit: the CPU's order), and is unfold's backward."""
+    size = (7, 8)
+    cols = F.unfold(torch.randn(2, 3, *size), **kw)
+    same_on_both(lambda t: F.fold(t, size, **kw), cols, rtol=0, atol=0)
+    same_on_both(lambda t: F.fold(t[0], size, **kw), cols)  # unbatched
+    x = torch.randn(2, 3, *size, requires_grad=True)
+    xd = to_dev(x.detach()).requires_grad_()
+    g = torch.randn_like(cols)
+    F.unfold(x, **kw).backward(g)
+    F.unfold(xd, **kw).backward(to_dev(g))
+    assert_same(xd.grad, x.grad)
+
+
 def test_unfold_errors():
     same_error(lambda t: F.unfold(t, 0), torch.randn(1, 3, 5, 5), match="kernel size should be greater than zero")
     same_error(lambda t: F.unfold(t, 9), torch.randn(1, 3, 5, 5), match="spatial size")
+    same_error(lambda t: F.fold(t, (3, 3), 2), torch.randn(2, 5, 4), match="divisible by the product of kernel_size")
 
 
 # ----------------------------------------------------------------------------- max_unpool2d

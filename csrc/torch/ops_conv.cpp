@@ -357,9 +357,75 @@ at::Tensor& im2col_out(const at::Tensor& self, at::IntArrayRef kernel, at::IntAr
   return assign_out(out, im2col_value(self, kernel, dilation, padding, stride), self.scalar_type(), {self});
 }
 
+// ---------------------------------------------------------------- col2im (nn.Fold, unfold's backward)
+// Each kernel offset's slab of columns spread to its strided, dilated positions in the padded
+// image (a pad between elements: reshape to (n, 1), pad to (n, s), flatten), the slabs summed in
+// the CPU's order, then the padding cut away: one fused elementwise kernel.
+T spread(const T& v, int axis, int64_t stride, int64_t offset, int64_t size) {
+  tiny::Shape shape = v.shape();
+  const int64_t n = shape[size_t(axis)];
+  tiny::Shape split = shape;
+  split.insert(split.begin() + axis + 1, 1);
+  tiny::Ranges pad(split.size(), {0, 0});
+  pad[size_t(axis + 1)] = {0, stride - 1};
+  tiny::Shape spaced = shape;
+  spaced[size_t(axis)] = n * stride;
+  T r = v.reshape(split).pad(pad).reshape(spaced);  // element i at i * stride
+  tiny::Ranges place(spaced.size(), {0, 0});
+  const int64_t end = offset + n * stride;
+  place[size_t(axis)] = {offset, std::max<int64_t>(0, size - end)};
+  r = r.pad(place);
+  tiny::Ranges keep;
+  for (size_t d = 0; d < spaced.size(); d++) keep.push_back({0, r.shape()[d]});
+  keep[size_t(axis)] = {0, size};
+  return r.shrink(keep);
+}
+
+T col2im_value(const at::Tensor& self, at::IntArrayRef output_size, at::IntArrayRef kernel, at::IntArrayRef dilation,
+               at::IntArrayRef padding, at::IntArrayRef stride) {
+  TORCH_CHECK(output_size.size() == 2, "It is expected output_size equals to 2, but got size ", output_size.size());
+  TORCH_CHECK(kernel.size() == 2, "It is expected kernel_size equals to 2, but got size ", kernel.size());
+  TORCH_CHECK(dilation.size() == 2, "It is expected dilation equals to 2, but got size ", dilation.size());
+  TORCH_CHECK(padding.size() == 2, "It is expected padding equals to 2, but got size ", padding.size());
+  TORCH_CHECK(stride.size() == 2, "It is expected stride equals to 2, but got size ", stride.size());
+  at::native::col2im_shape_check(self, at::Tensor(), output_size[0], output_size[1], kernel[0], kernel[1],
+                                 dilation[0], dilation[1], padding[0], padding[1], stride[0], stride[1]);
+  const bool batched = self.dim() == 3;
+  T x = read(self);
+  if (!batched) x = x.reshape({1, self.size(0), self.size(1)});
+  const int64_t n = x.shape()[0], kk = kernel[0] * kernel[1], c = x.shape()[1] / kk;
+  const int64_t h = output_size[0], w = output_size[1];
+  const int64_t hp = h + 2 * padding[0], wp = w + 2 * padding[1];
+  const int64_t oh = (hp - (dilation[0] * (kernel[0] - 1) + 1)) / stride[0] + 1;
+  const int64_t ow = (wp - (dilation[1] * (kernel[1] - 1) + 1)) / stride[1] + 1;
+  T cols = x.reshape({n, c, kernel[0], kernel[1], oh, ow});
+  T image;
+  for (int64_t ki = 0; ki < kernel[0]; ki++) {
+    for (int64_t kj = 0; kj < kernel[1]; kj++) {
+      T slab = cols.shrink({{0, n}, {0, c}, {ki, ki + 1}, {kj, kj + 1}, {0, oh}, {0, ow}}).reshape({n, c, oh, ow});
+      T placed = spread(spread(slab, 2, stride[0], ki * dilation[0], hp), 3, stride[1], kj * dilation[1], wp);
+      image = image.defined() ? image.binary(Op::Add, placed) : placed;
+    }
+  }
+  image = image.shrink({{0, n}, {0, c}, {padding[0], padding[0] + h}, {padding[1], padding[1] + w}});
+  return batched ? image : image.reshape({c, h, w});
+}
+at::Tensor col2im(const at::Tensor& self, at::IntArrayRef output_size, at::IntArrayRef kernel,
+                  at::IntArrayRef dilation, at::IntArrayRef padding, at::IntArrayRef stride) {
+  TinyOp op("col2im");
+  return make_result(col2im_value(self, output_size, kernel, dilation, padding, stride), self.scalar_type());
+}
+at::Tensor& col2im_out(const at::Tensor& self, at::IntArrayRef output_size, at::IntArrayRef kernel,
+                       at::IntArrayRef dilation, at::IntArrayRef padding, at::IntArrayRef stride, at::Tensor& out) {
+  TinyOp op("col2im");
+  return assign_out(out, col2im_value(self, output_size, kernel, dilation, padding, stride), self.scalar_type(), {self});
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("col2im", col2im);
+  m.impl("col2im.out", col2im_out);
   m.impl("im2col", im2col);
   m.impl("im2col.out", im2col_out);
   m.impl("convolution_overrideable", convolution_overrideable);

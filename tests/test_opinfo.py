@@ -55,7 +55,7 @@ OTHERS = (
     "ones_like", "equal", "allclose",
     # selection, layout and geometry ops with tiny kernels (issue 14)
     "median", "nanmedian", "nn.functional.channel_shuffle", "linalg.cross", "cross", "nn.functional.unfold",
-    "histc", "nn.functional.max_unpool2d",
+    "histc", "nn.functional.max_unpool2d", "cdist", "nn.functional.pdist",
 )
 
 # ---------------------------------------------------------------------------------------------

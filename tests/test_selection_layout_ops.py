@@ -1,5 +1,5 @@
 """Ops that used to leave the device (issue 14): median / nanmedian, histc, channel_shuffle,
-linalg.cross, unfold (im2col), fold (col2im) and max_unpool2d, each against the CPU on the same inputs, with the
+linalg.cross, unfold (im2col), fold (col2im), max_unpool2d, cdist and pdist (with their backward), each against the CPU on the same inputs, with the
 edge cases (NaN, ties, empty, 0-d, broadcasting, 16-bit, out=) and the CPU's errors.
 """
 import pytest
@@ -184,6 +184,55 @@ def test_max_unpool2d_errors():
                match="exactly two elements")
     same_error(lambda o, i: torch.ops.aten.max_unpool2d(o, i, [4, 4]), ones, torch.zeros(1, 1, 2, 3, dtype=torch.long),
                match="Expected shape of indices")
+
+
+# ----------------------------------------------------------------------------- cdist / pdist
+
+PS = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, float("inf")]
+
+
+@pytest.mark.parametrize("p", PS)
+def test_cdist_forward_and_backward(p):
+    a, b = torch.randn(2, 6, 5, dtype=torch.float64), torch.randn(1, 4, 5, dtype=torch.float64)
+    a[0, 0] = b[0, 0]  # a zero distance
+    a[1, 2, 1] = b[0, 3, 1]  # a zero difference
+    g = torch.randn(2, 6, 4, dtype=torch.float64)
+    results = []
+    for dev in ("cpu", DEV):
+        x1, x2 = a.to(dev, copy=True).requires_grad_(), b.to(dev, copy=True).requires_grad_()
+        d = torch.cdist(x1, x2, p, compute_mode="donot_use_mm_for_euclid_dist")
+        d.backward(g.to(dev))
+        results.append((d, x1.grad, x2.grad))
+    assert_same(results[1], results[0], check_device=False)
+    same_on_both(lambda x, y: torch.cdist(x, y, p), torch.randn(30, 3), torch.randn(27, 3))  # matmul form at p=2
+
+
+@pytest.mark.parametrize("p", PS)
+def test_pdist_forward_and_backward(p):
+    x = torch.randn(6, 3, dtype=torch.float64)
+    x[4] = x[1]  # a zero distance
+    g = torch.randn(15, dtype=torch.float64)
+    results = []
+    for dev in ("cpu", DEV):
+        xd = x.to(dev, copy=True).requires_grad_()
+        d = torch.pdist(xd, p)
+        d.backward(g.to(dev))
+        results.append((d, xd.grad))
+    assert_same(results[1], results[0], check_device=False)
+
+
+def test_distance_edges_and_errors():
+    same_on_both(torch.cdist, torch.randn(0, 3), torch.randn(4, 3))
+    same_on_both(torch.cdist, torch.randn(2, 0), torch.randn(4, 0))
+    same_on_both(torch.pdist, torch.randn(1, 3))
+    same_on_both(torch.pdist, torch.randn(3, 0))
+    same_error(torch.cdist, torch.randn(3, 2).half(), torch.randn(4, 2).half(), exc=NotImplementedError,
+               match="not implemented for 'Half'")
+    same_error(torch.cdist, torch.ones(3, 2, dtype=torch.long), torch.ones(4, 2, dtype=torch.long),
+               match="only supports floating-point dtypes")
+    same_error(torch.cdist, torch.randn(3, 2), torch.randn(4, 3), match="same number of columns")
+    same_error(lambda x: torch.pdist(x, -1), torch.randn(3, 2), match="non-negative p")
+    same_error(torch.pdist, torch.randn(3), match="only supports 2D tensors")
 
 
 def test_no_cpu_fallback():

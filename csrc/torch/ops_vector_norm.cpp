@@ -6,9 +6,13 @@
 // vector_norm, amax/amin and sum.
 #include <ATen/AccumulateType.h>
 #include <ATen/WrapDimUtils.h>
+#include <ATen/ExpandUtils.h>
 #include <ATen/core/Formatting.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/tensor.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "torch/elementwise.h"
@@ -137,9 +141,187 @@ at::Tensor& renorm_out(const at::Tensor& self, const c10::Scalar& p, int64_t dim
   return assign_out_exact(out, renorm_value(self, p, dim, maxnorm), self.scalar_type());
 }
 
+// ---------------------------------------------------------------- cdist / pdist
+// The p-norm of the differences of two rows, over their last axis (`diff`'s last dim): the CPU's
+// direct formula (p = 0 counts nonzero differences, inf takes the largest). One fused reduce.
+T p_distance(const T& diff, double p) {
+  const int last = int(diff.shape().size()) - 1;
+  T a = diff.unary(Op::Abs);
+  auto sum = [&](const T& t) { return t.reduce(ReduceOp::Sum, {last}, false); };
+  if (p == 0) return sum(a.binary(Op::CmpNe, constant_like(a, 0.0)).cast(a.dtype()));
+  if (p == 1) return sum(a);
+  if (p == 2) return sum(a.binary(Op::Mul, a)).unary(Op::Sqrt);
+  if (std::isinf(p)) return a.reduce(ReduceOp::Max, {last}, false);
+  T s = sum(a.binary(Op::Pow, constant_like(a, p)));
+  return s.binary(Op::Pow, constant_like(s, 1.0 / p));
+}
+
+void check_distance_dtype(const at::Tensor& t, const char* op) {
+  TORCH_CHECK_NOT_IMPLEMENTED(t.scalar_type() == c10::kFloat || t.scalar_type() == c10::kDouble, "\"", op,
+                              "\" not implemented for '", c10::toString(t.scalar_type()), "'");
+}
+
+// x1 (..., P, M), x2 (..., R, M), batch dims broadcast -> (..., P, R). The matmul form of p = 2
+// (torch.cdist's default for more than 25 rows) is _euclidean_dist, composite: it reaches the
+// device as matmuls.
+at::Tensor cdist_forward(const at::Tensor& x1, const at::Tensor& x2, double p, std::optional<int64_t> compute_mode) {
+  TORCH_CHECK(x1.dim() >= 2, "cdist only supports at least 2D tensors, X1 got: ", x1.dim(), "D");
+  TORCH_CHECK(x2.dim() >= 2, "cdist only supports at least 2D tensors, X2 got: ", x2.dim(), "D");
+  TORCH_CHECK(x1.size(-1) == x2.size(-1), "X1 and X2 must have the same number of columns. X1: ", x1.size(-1),
+              " X2: ", x2.size(-1));
+  TORCH_CHECK(at::isFloatingType(x1.scalar_type()), "cdist only supports floating-point dtypes, X1 got: ",
+              x1.scalar_type());
+  TORCH_CHECK(at::isFloatingType(x2.scalar_type()), "cdist only supports floating-point dtypes, X2 got: ",
+              x2.scalar_type());
+  TORCH_CHECK(p >= 0, "cdist only supports non-negative p values");
+  TORCH_CHECK(!compute_mode || (*compute_mode >= 0 && *compute_mode <= 2), "possible modes: 0, 1, 2, but was: ",
+              *compute_mode);
+  check_distance_dtype(x1, "cdist");
+  TORCH_CHECK(x1.scalar_type() == x2.scalar_type(), "expected scalar type ", x1.scalar_type(), " but found ",
+              x2.scalar_type());
+  TinyOp op("cdist");
+  const int64_t rows1 = x1.size(-2), rows2 = x2.size(-2), m = x1.size(-1);
+  std::vector<int64_t> batch = at::infer_size(x1.sizes().slice(0, x1.dim() - 2), x2.sizes().slice(0, x2.dim() - 2));
+  tiny::Shape out(batch.begin(), batch.end());
+  out.insert(out.end(), {rows1, rows2});
+  const tiny::DType dt = to_engine(x1.scalar_type());
+  if (m == 0 || rows1 == 0 || rows2 == 0 || tiny::numel(out) == 0)
+    return make_result(T::full(out, tiny::Scalar::from_int(0), dt), x1.scalar_type());
+  tiny::Shape full = out;
+  full.push_back(m);
+  auto spread = [&](const at::Tensor& x, int missing) {  // (..., rows, M) -> (..., P, R, M)
+    tiny::Shape s(batch.begin(), batch.end());
+    for (int64_t d : {rows1, rows2}) s.push_back(d);
+    s.push_back(m);
+    s[batch.size() + size_t(missing)] = 1;
+    T v = broadcast_to(read(x), [&] {
+      tiny::Shape b(batch.begin(), batch.end());
+      b.insert(b.end(), {x.size(-2), m});
+      return b;
+    }());
+    return v.reshape(s).expand(full);
+  };
+  T diff = spread(x1, 1).binary(Op::Sub, spread(x2, 0));
+  return make_result(p_distance(diff, p), x1.scalar_type());
+}
+
+// d dist / d diff times the incoming gradient `g`, as the CPU's backward kernels write it (each
+// convention for zero distances and differences included). diff, dist and g broadcast together.
+T distance_grad_term(const T& diff, const T& dist, const T& g, double p) {
+  auto c = [&](double v) { return constant_like(diff, v); };
+  T zero = c(0.0);
+  T at_zero = dist.binary(Op::CmpEq, zero);
+  T sign = T::where(zero.binary(Op::CmpLt, diff), c(1.0), T::where(diff.binary(Op::CmpLt, zero), c(-1.0), zero));
+  T a = diff.unary(Op::Abs);
+  if (p == 0) return diff.binary(Op::Mul, zero);
+  if (p == 1) return sign.binary(Op::Mul, g);
+  if (std::isinf(p)) return g.binary(Op::Mul, sign).binary(Op::Mul, a.binary(Op::CmpEq, dist).cast(diff.dtype()));
+  T term;
+  if (p < 2) {
+    term = sign.binary(Op::Mul, a.binary(Op::Pow, c(p - 1))).binary(Op::Mul, g).binary(Op::Div, dist.binary(Op::Pow, c(p - 1)));
+    if (p < 1) at_zero = at_zero.binary(Op::Or, diff.binary(Op::CmpEq, zero));
+  } else if (p == 2) {
+    term = g.binary(Op::Mul, diff).binary(Op::Div, dist);
+  } else {
+    term = diff.binary(Op::Mul, a.binary(Op::Pow, c(p - 2))).binary(Op::Mul, g).binary(Op::Div, dist.binary(Op::Pow, c(p - 1)));
+  }
+  return T::where(at_zero, zero, term);
+}
+
+// The gradient for x1 of cdist(x1, x2) (autograd calls it with the operands swapped for x2); its
+// batch dims are the broadcast ones, as the CPU's.
+at::Tensor cdist_backward(const at::Tensor& grad, const at::Tensor& x1, const at::Tensor& x2, double p,
+                          const at::Tensor& cdist) {
+  check_distance_dtype(x1, "cdist");
+  TinyOp op("cdist_backward");
+  const int64_t rows1 = x1.size(-2), rows2 = x2.size(-2), m = x1.size(-1);
+  std::vector<int64_t> batch = at::infer_size(x1.sizes().slice(0, x1.dim() - 2), x2.sizes().slice(0, x2.dim() - 2));
+  tiny::Shape out(batch.begin(), batch.end());
+  out.insert(out.end(), {rows1, m});
+  if (tiny::numel(out) == 0 || rows2 == 0)
+    return make_result(T::full(out, tiny::Scalar::from_int(0), to_engine(x1.scalar_type())), x1.scalar_type());
+  tiny::Shape pr(batch.begin(), batch.end());
+  pr.insert(pr.end(), {rows1, rows2, 1});
+  tiny::Shape full = pr;
+  full.back() = m;
+  auto spread = [&](const at::Tensor& x, int missing) {
+    tiny::Shape b(batch.begin(), batch.end());
+    b.insert(b.end(), {x.size(-2), m});
+    tiny::Shape s = pr;
+    s.back() = m;
+    s[batch.size() + size_t(missing)] = 1;
+    return broadcast_to(read(x), b).reshape(s).expand(full);
+  };
+  T diff = spread(x1, 1).binary(Op::Sub, spread(x2, 0));
+  T dist = broadcast_to(read(cdist), tiny::Shape(pr.begin(), pr.end() - 1)).reshape(pr).expand(full);
+  T g = broadcast_to(read(grad), tiny::Shape(pr.begin(), pr.end() - 1)).reshape(pr).expand(full);
+  T term = distance_grad_term(diff, dist, g, p);
+  return make_result(term.reduce(ReduceOp::Sum, {int(full.size()) - 2}, false), x1.scalar_type());
+}
+
+// Rows i < j of x (N, M), in row-major pair order.
+at::Tensor pdist_forward(const at::Tensor& self, double p) {
+  TORCH_CHECK(self.dim() == 2, "pdist only supports 2D tensors, got: ", self.dim(), "D");
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()), "pdist only supports floating point tensors");
+  TORCH_CHECK(p >= 0, "pdist only supports non-negative p values");
+  check_distance_dtype(self, "pdist");
+  TinyOp op("pdist");
+  const int64_t n = self.size(0), m = self.size(1), pairs = n * (n - 1) / 2;
+  const tiny::DType dt = to_engine(self.scalar_type());
+  if (pairs == 0 || m == 0) return make_result(T::full({pairs}, tiny::Scalar::from_int(0), dt), self.scalar_type());
+  std::vector<int64_t> first, second;
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = i + 1; j < n; j++) {
+      first.push_back(i);
+      second.push_back(j);
+    }
+  T x = read(self).contiguous();
+  auto rows = [&](const std::vector<int64_t>& which) {
+    at::Tensor host = at::tensor(which, at::kLong).reshape({pairs, 1}).mul(m).add(at::arange(m, at::kLong));
+    return x.reshape({n * m}).gather(from_cpu(host));  // (pairs, M)
+  };
+  return make_result(p_distance(rows(first).binary(Op::Sub, rows(second)), p), self.scalar_type());
+}
+
+// The pair vector as a symmetric (N, N) matrix (zero diagonal): pair (i, j), i < j, is
+// i * (2n - i - 1) / 2 + j - i - 1.
+T pairs_as_matrix(const at::Tensor& pairs, int64_t n) {
+  std::vector<int64_t> index(size_t(n * n), 0);
+  std::vector<uint8_t> diagonal(size_t(n * n), 0);
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < n; j++) {
+      const int64_t lo = std::min(i, j), hi = std::max(i, j);
+      if (lo == hi) diagonal[size_t(i * n + j)] = 1;
+      else index[size_t(i * n + j)] = lo * (2 * n - lo - 1) / 2 + hi - lo - 1;
+    }
+  T v = read(pairs).gather(from_cpu(at::tensor(index, at::kLong).reshape({n, n})));
+  T on_diagonal = from_cpu(at::tensor(diagonal, at::kByte).to(at::kBool).reshape({n, n}));
+  return T::where(on_diagonal, T::full({n, n}, tiny::Scalar::from_int(0), v.dtype()), v);
+}
+
+at::Tensor pdist_backward(const at::Tensor& grad, const at::Tensor& self, double p, const at::Tensor& pdist) {
+  check_distance_dtype(self, "pdist");
+  TinyOp op("pdist_backward");
+  const int64_t n = self.size(0), m = self.size(1);
+  if (n < 2 || m == 0)
+    return make_result(T::full({n, m}, tiny::Scalar::from_int(0), to_engine(self.scalar_type())), self.scalar_type());
+  T x = read(self);
+  tiny::Shape full{n, n, m};
+  T diff = x.reshape({n, 1, m}).expand(full).binary(Op::Sub, x.reshape({1, n, m}).expand(full));
+  T dist = pairs_as_matrix(pdist, n).reshape({n, n, 1}).expand(full);
+  T g = pairs_as_matrix(grad, n).reshape({n, n, 1}).expand(full);
+  // each pair's term is odd in its difference, so row i collects +term(i, j) and -term(j, i) alike
+  T term = distance_grad_term(diff, dist, g, p);
+  return make_result(term.reduce(ReduceOp::Sum, {1}, false), self.scalar_type());
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_cdist_backward", cdist_backward);
+  m.impl("_pdist_backward", pdist_backward);
+  m.impl("_cdist_forward", cdist_forward);
+  m.impl("_pdist_forward", pdist_forward);
   m.impl("renorm", renorm);
   m.impl("renorm_", renorm_);
   m.impl("renorm.out", renorm_out);

@@ -1,4 +1,4 @@
-"""Ops that used to leave the device (issue 14): median / nanmedian, histc, channel_shuffle,
+"""Ops that used to leave the device (issue 14): median / nanmedian, mode, histc, channel_shuffle,
 linalg.cross, unfold (im2col), fold (col2im), max_unpool2d, cdist and pdist (with their backward), each against the CPU on the same inputs, with the
 edge cases (NaN, ties, empty, 0-d, broadcasting, 16-bit, out=) and the CPU's errors.
 """
@@ -66,6 +66,21 @@ def test_median_long_rows_take_the_host_path():
     x = torch.randn(3, 9000)  # over the lazy sort's budget
     same_on_both(lambda t: tuple(torch.median(t, 1)), x)
     same_on_both(torch.nanmedian, x[0])
+
+
+# ----------------------------------------------------------------------------- mode
+
+def test_mode():
+    # ties go to the smallest value, at its last index; NaN equals nothing
+    same_on_both(lambda t: tuple(torch.mode(t, 1)), torch.tensor([[1., 2., 2., 1., 3.], [3., 3., 1., 1., 5.],
+                                                                  [NAN, NAN, 1., 2., 2.], [5., 4., 3., 2., 1.]]))
+    same_on_both(lambda t: tuple(torch.mode(t)), torch.tensor([2, 2, 1, 1, 2, 1, 1]))
+    same_on_both(lambda t: tuple(torch.mode(t, 0, keepdim=True)), torch.randint(0, 4, (9, 5)))
+    same_on_both(lambda t: tuple(torch.mode(t.transpose(0, 1), 1)), torch.randint(0, 3, (12, 4)).to(torch.int8))
+    same_on_both(lambda t: tuple(torch.mode(t)), torch.tensor([True, False, True]))
+    same_on_both(lambda t: tuple(torch.mode(t)), torch.tensor(3.))
+    same_on_both(lambda t: tuple(torch.mode(t, 1)), torch.zeros(0, 3))
+    same_error(lambda t: torch.mode(t, 1), torch.zeros(2, 0), exc=IndexError, match="non-zero size")
 
 
 # ----------------------------------------------------------------------------- histc
@@ -241,6 +256,7 @@ def test_no_cpu_fallback():
         pytest.skip("tiny-specific")
     x = to_dev(torch.randn(4, 6, 5, 5))
     torch.median(x, 1)
+    torch.mode(x, 1)
     torch.histc(x, 10)
     F.channel_shuffle(x, 2)
     F.unfold(x, 2)

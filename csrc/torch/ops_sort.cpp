@@ -1,4 +1,4 @@
-// Sorting and searching: sort, topk, kthvalue, median, searchsorted, bucketize,
+// Sorting and searching: sort, topk, kthvalue, median, mode, searchsorted, bucketize,
 // and the unique family.
 //
 // sort / topk / kthvalue run lazily by ranking: an element's rank along the
@@ -26,6 +26,7 @@
 #include <ATen/ops/result_type.h>
 #include <ATen/ops/searchsorted.h>
 #include <ATen/ops/kthvalue.h>
+#include <ATen/ops/mode.h>
 #include <ATen/ops/sort.h>
 #include <ATen/ops/sort_meta.h>
 #include <ATen/ops/topk.h>
@@ -342,6 +343,63 @@ std::tuple<at::Tensor&, at::Tensor&> nanmedian_dim_values(const at::Tensor& self
   return median_dim_out(self, dim, keepdim, values, indices, true);
 }
 
+// ---------------------------------------------------------------- mode
+// The most frequent value of each row (pairwise equality counts, n^2 per row, fused), the smallest
+// of those tied, at its last index, as the CPU's sorted scan finds it. NaN equals nothing, so each
+// NaN counts once; the CPU's sort leaves NaN first, so a NaN wins a tie of single values (at its
+// first index).
+std::tuple<at::Tensor, at::Tensor> tiny_mode(const at::Tensor& self, int64_t dim_, bool keepdim) {
+  int64_t dim = at::maybe_wrap_dim(dim_, self.dim(), true);
+  TORCH_CHECK_INDEX(self.dim() == 0 || self.size(dim) != 0, "mode(): Expected reduction dim ", dim,
+                    " to have non-zero size.");
+  if (!lazy_ok(self, dim)) {
+    auto [hv, hi] = at::mode(to_host(self), dim, keepdim);
+    TinyOp op("mode");
+    return {make_result(upload(hv), self.scalar_type()), make_result(upload(hi), c10::kLong)};
+  }
+  TinyOp op("mode");
+  tiny::Shape out = to_shape(self.sizes());
+  if (self.dim() > 0) {
+    if (keepdim) out[size_t(dim)] = 1;
+    else out.erase(out.begin() + dim);
+  }
+  if (self.numel() == 0) {
+    return {make_result(T::full(out, tiny::Scalar::from_int(0), to_engine(self.scalar_type())), self.scalar_type()),
+            make_result(i64(0, out), c10::kLong)};
+  }
+  Slices s = slices(self, dim);
+  const bool is_bool = s.x.dtype() == DType::Bool;
+  T x = is_bool ? s.x.cast(DType::UInt8) : s.x;
+  const int64_t rows = s.rows, n = s.n;
+  const tiny::Shape sq{rows, n, n}, row{rows, n};
+  T count = x.reshape({rows, n, 1}).expand(sq).binary(Op::CmpEq, x.reshape({rows, 1, n}).expand(sq))
+                .cast(DType::Int64).reduce(tiny::ReduceOp::Sum, {2}, false);
+  if (tiny::is_float(x.dtype())) count = count.binary(Op::Add, x.unary(Op::IsNan).cast(DType::Int64));  // itself
+  T best = count.reduce(tiny::ReduceOp::Max, {1}, true).expand(row);
+  T candidate = count.binary(Op::CmpEq, best);
+  T pos = positions(rows, n);
+  auto row_min = [&](const T& v) { return v.reduce(tiny::ReduceOp::Min, {1}, true).expand(row); };
+  auto row_max = [&](const T& v) { return v.reduce(tiny::ReduceOp::Max, {1}, true).expand(row); };
+  T biggest = T::full(row, reduce_identity(at::native::ReductionType::MIN, is_bool ? c10::kByte : self.scalar_type()),
+                      x.dtype());
+  T value = row_min(T::where(candidate, x, biggest));
+  T index = row_max(T::where(candidate.binary(Op::And, x.binary(Op::CmpEq, value)), pos, i64(-1, row)));
+  if (tiny::is_float(x.dtype())) {
+    T nan_candidate = candidate.binary(Op::And, x.unary(Op::IsNan));
+    T first_nan = row_min(T::where(nan_candidate, pos, i64(n, row)));
+    T nan_wins = first_nan.binary(Op::CmpLt, i64(n, row));
+    value = T::where(nan_wins, T::full(row, tiny::Scalar::from_double(std::nan("")), x.dtype()), value);
+    index = T::where(nan_wins, first_nan, index);
+  }
+  auto one = [&](const T& v) {  // (rows, n) of equal columns -> the result's shape
+    T r = unmove(s, v.shrink({{0, rows}, {0, 1}}), 1, self.dim() == 0);
+    return r.reshape(out);
+  };
+  T v = one(value);
+  if (is_bool) v = v.cast(DType::Bool);
+  return {make_result(v, self.scalar_type()), make_result(one(index), c10::kLong)};
+}
+
 // ---------------------------------------------------------------- searchsorted / bucketize
 
 // The CPU's checks (searchsorted_pre_check), with the sorter's range read on the host.
@@ -562,6 +620,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("topk", tiny_topk);
   m.impl("topk.values", topk_out);
   m.impl("kthvalue.values", kthvalue_out);
+  m.impl("mode", tiny_mode);
   m.impl("median", tiny_median);
   m.impl("nanmedian", tiny_nanmedian);
   m.impl("median.dim_values", median_dim_values);

@@ -74,9 +74,10 @@ _known("nn.functional.rrelu", "training mode draws random slopes: tiny's Philox 
 _known("special.erfcx", "one sample: the backward 2x erfcx(x) - 2/sqrt(pi) cancels in float32 near x = 4.4 and "
        "amplifies a 1-ulp difference of the forward (the CPU's float erfcx is 5e-9 off, tiny's 2e-9, rounded once "
        "from double) to a 5e-6 relative difference", dtype="float32", check="grad")
-_known("mode", "one sample, 3000 int64 values with many repeats: the values agree; the CPU's index is whichever "
-       "occurrence of the mode its unstable std::sort leaves last in the run, tiny's is the last occurrence",
-       dtype="int64", check="forward")
+for _dtype in ("int64", "bool"):
+    _known("mode", "one sample, 3000 values with many repeats: the values agree; the CPU's index is whichever "
+           "occurrence of the mode its unstable std::sort leaves last in the run, tiny's is the last occurrence",
+           dtype=_dtype, check="forward")
 
 
 # ---------------------------------------------------------------------------------------------

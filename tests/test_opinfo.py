@@ -54,7 +54,7 @@ OTHERS = (
     "nn.functional.glu", "clone", "contiguous", "zero_", "full_like", "zeros_like",
     "ones_like", "equal", "allclose",
     # selection, layout and geometry ops with tiny kernels (issue 14)
-    "median", "nanmedian", "mode", "nn.functional.channel_shuffle", "linalg.cross", "cross", "nn.functional.unfold",
+    "median", "nanmedian", "mode", "nonzero_static", "nn.functional.channel_shuffle", "linalg.cross", "cross", "nn.functional.unfold",
     "histc", "nn.functional.max_unpool2d", "cdist", "nn.functional.pdist",
 )
 

@@ -1,4 +1,4 @@
-"""Ops that used to leave the device (issue 14): median / nanmedian, mode, histc, channel_shuffle,
+"""Ops that used to leave the device (issue 14): median / nanmedian, mode, nonzero_static, histc, channel_shuffle,
 linalg.cross, unfold (im2col), fold (col2im), max_unpool2d, cdist and pdist (with their backward), each against the CPU on the same inputs, with the
 edge cases (NaN, ties, empty, 0-d, broadcasting, 16-bit, out=) and the CPU's errors.
 """
@@ -81,6 +81,28 @@ def test_mode():
     same_on_both(lambda t: tuple(torch.mode(t)), torch.tensor(3.))
     same_on_both(lambda t: tuple(torch.mode(t, 1)), torch.zeros(0, 3))
     same_error(lambda t: torch.mode(t, 1), torch.zeros(2, 0), exc=IndexError, match="non-zero size")
+
+
+# ----------------------------------------------------------------------------- nonzero_static
+
+def test_nonzero_static_stays_lazy():
+    x = torch.tensor([[0, 1, 0], [2, 0, 3]])
+    for size, fill in ((2, -1), (5, -7), (0, -1)):
+        same_on_both(lambda t: torch.nonzero_static(t, size=size, fill_value=fill), x)
+    same_on_both(lambda t: torch.nonzero_static(t, size=20), torch.randn(3, 4, 5) > 0.3)
+    same_on_both(lambda t: torch.nonzero_static(t.transpose(0, 1), size=9), torch.randn(4, 5))  # a view
+    same_on_both(lambda t: torch.nonzero_static(t, size=3, fill_value=9), torch.tensor([NAN, 0., 1.]))
+    same_on_both(lambda t: torch.nonzero_static(t, size=700), torch.randn(2000) > 0)  # a blocked scan
+    same_on_both(lambda t: torch.nonzero_static(t, size=2), torch.tensor(5.))
+    same_on_both(lambda t: torch.nonzero_static(t, size=2), torch.tensor([]))
+    same_error(lambda t: torch.nonzero_static(t, size=-1), x, match="must be an non-negative integer")
+    if IS_TINY:
+        from torch_tiny import debug
+        t = to_dev(torch.randn(100) > 0)
+        torch.tiny.synchronize()
+        with debug.trace() as tr:
+            torch.nonzero_static(t, size=10).cpu()
+        assert len(tr.schedules) == 1  # nothing synchronizes before the copy to the host
 
 
 # ----------------------------------------------------------------------------- histc
@@ -257,6 +279,7 @@ def test_no_cpu_fallback():
     x = to_dev(torch.randn(4, 6, 5, 5))
     torch.median(x, 1)
     torch.mode(x, 1)
+    torch.nonzero_static(x, size=5)
     torch.histc(x, 10)
     F.channel_shuffle(x, 2)
     F.unfold(x, 2)

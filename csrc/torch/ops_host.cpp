@@ -1,17 +1,25 @@
 // Ops whose output size depends on the data (masked_select, nonzero): they
 // realize their inputs, compute the result on the host, and hand back a tiny
 // tensor. These are synchronization points by nature, as on any device.
+// nonzero_static has a fixed size and stays lazy: a running count of the nonzeros places each
+// one's coordinates.
 #include <ATen/ops/masked_select.h>
 #include <ATen/ops/nonzero.h>
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
 #include "torch/elementwise.h"
+#include "torch/index_util.h"
+#include "torch/scan.h"
+#include "torch/shape_util.h"
 #include "torch/ops_util.h"
 #include "torch/tensor_value.h"
 
 namespace torch_tiny {
 namespace {
+
+using T = tiny::Tensor;
+using tiny::Op;
 
 at::Tensor to_host(const at::Tensor& t) { return t.device().type() == c10::DeviceType::CPU ? t : t.cpu(); }
 at::Tensor to_tiny(const at::Tensor& host) {
@@ -34,9 +42,43 @@ at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
   return assign_out(out, from_cpu(r), r.scalar_type(), {self});
 }
 
+T nonzero_static_value(const at::Tensor& self, int64_t size, int64_t fill_value) {
+  TORCH_CHECK(size >= 0, "nonzero_static: 'size' must be an non-negative integer");
+  const int64_t nd = self.dim(), n = self.numel();
+  T out = T::full({size * nd}, tiny::Scalar::from_int(fill_value), tiny::DType::Int64);
+  if (n == 0 || nd == 0 || size == 0) return out.reshape({size, nd});
+  T nonzero = read(self).reshape({n}).binary(Op::CmpNe, T::full({n}, tiny::Scalar::from_int(0), to_engine(self.scalar_type())));
+  T rank = scan(nonzero.cast(tiny::DType::Int64), 0, sum_rule()).binary(Op::Sub, i64(1, {n}));  // among the nonzeros
+  T kept = nonzero.binary(Op::And, rank.binary(Op::CmpLt, i64(size, {n})));
+  T flat = T::arange(n, tiny::Scalar::from_int(0), tiny::Scalar::from_int(1), tiny::DType::Int64);
+  std::vector<T> coords;  // row-major coordinates of each element
+  int64_t inner = n;
+  for (int64_t d = 0; d < nd; d++) {
+    inner /= std::max<int64_t>(self.size(d), 1);
+    T c = flat.binary(Op::FloorDiv, i64(std::max<int64_t>(inner, 1), {n})).binary(Op::FloorMod, i64(self.size(d), {n}));
+    coords.push_back(c.reshape({n, 1}));
+  }
+  T coord = concat(coords, 1);  // (n, nd)
+  T slot = rank.binary(Op::Mul, i64(nd, {n})).reshape({n, 1}).expand({n, nd})
+               .binary(Op::Add, T::arange(nd, tiny::Scalar::from_int(0), tiny::Scalar::from_int(1), tiny::DType::Int64)
+                                    .reshape({1, nd}).expand({n, nd}));
+  T target = T::where(kept.reshape({n, 1}).expand({n, nd}), slot, i64(-1, {n, nd}));  // -1: dropped
+  return out.scatter(target.reshape({n * nd}), coord.reshape({n * nd}), false).reshape({size, nd});
+}
+at::Tensor nonzero_static(const at::Tensor& self, int64_t size, int64_t fill_value) {
+  TinyOp op("nonzero_static");
+  return make_result(nonzero_static_value(self, size, fill_value), c10::kLong);
+}
+at::Tensor& nonzero_static_out(const at::Tensor& self, int64_t size, int64_t fill_value, at::Tensor& out) {
+  TinyOp op("nonzero_static");
+  return assign_out(out, nonzero_static_value(self, size, fill_value), c10::kLong, {self});
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("nonzero_static", nonzero_static);
+  m.impl("nonzero_static.out", nonzero_static_out);
   m.impl("masked_select", masked_select);
   m.impl("masked_select.out", masked_select_out);
   m.impl("nonzero", nonzero);

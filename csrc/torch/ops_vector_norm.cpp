@@ -161,6 +161,29 @@ void check_distance_dtype(const at::Tensor& t, const char* op) {
                               "\" not implemented for '", c10::toString(t.scalar_type()), "'");
 }
 
+// Row pairs of x1 (..., P, M) and x2 (..., R, M), batch dims broadcast: the broadcast batch and
+// their differences as a (..., P, R, M) view.
+struct RowPairs {
+  tiny::Shape batch, full;  // full: (..., P, R, M)
+  T diff;
+};
+RowPairs row_pairs(const at::Tensor& x1, const at::Tensor& x2) {
+  RowPairs r;
+  std::vector<int64_t> batch = at::infer_size(x1.sizes().slice(0, x1.dim() - 2), x2.sizes().slice(0, x2.dim() - 2));
+  r.batch.assign(batch.begin(), batch.end());
+  const int64_t m = x1.size(-1);
+  r.full = r.batch;
+  r.full.insert(r.full.end(), {x1.size(-2), x2.size(-2), m});
+  auto spread = [&](const at::Tensor& x, size_t missing) {  // (..., rows, M) -> (..., P, R, M)
+    tiny::Shape own = r.batch, split = r.full;
+    own.insert(own.end(), {x.size(-2), m});
+    split[r.batch.size() + missing] = 1;
+    return broadcast_to(read(x), own).reshape(split).expand(r.full);
+  };
+  if (tiny::numel(r.full) > 0) r.diff = spread(x1, 1).binary(Op::Sub, spread(x2, 0));
+  return r;
+}
+
 // x1 (..., P, M), x2 (..., R, M), batch dims broadcast -> (..., P, R). The matmul form of p = 2
 // (torch.cdist's default for more than 25 rows) is _euclidean_dist, composite: it reaches the
 // device as matmuls.
@@ -180,29 +203,11 @@ at::Tensor cdist_forward(const at::Tensor& x1, const at::Tensor& x2, double p, s
   TORCH_CHECK(x1.scalar_type() == x2.scalar_type(), "expected scalar type ", x1.scalar_type(), " but found ",
               x2.scalar_type());
   TinyOp op("cdist");
-  const int64_t rows1 = x1.size(-2), rows2 = x2.size(-2), m = x1.size(-1);
-  std::vector<int64_t> batch = at::infer_size(x1.sizes().slice(0, x1.dim() - 2), x2.sizes().slice(0, x2.dim() - 2));
-  tiny::Shape out(batch.begin(), batch.end());
-  out.insert(out.end(), {rows1, rows2});
-  const tiny::DType dt = to_engine(x1.scalar_type());
-  if (m == 0 || rows1 == 0 || rows2 == 0 || tiny::numel(out) == 0)
-    return make_result(T::full(out, tiny::Scalar::from_int(0), dt), x1.scalar_type());
-  tiny::Shape full = out;
-  full.push_back(m);
-  auto spread = [&](const at::Tensor& x, int missing) {  // (..., rows, M) -> (..., P, R, M)
-    tiny::Shape s(batch.begin(), batch.end());
-    for (int64_t d : {rows1, rows2}) s.push_back(d);
-    s.push_back(m);
-    s[batch.size() + size_t(missing)] = 1;
-    T v = broadcast_to(read(x), [&] {
-      tiny::Shape b(batch.begin(), batch.end());
-      b.insert(b.end(), {x.size(-2), m});
-      return b;
-    }());
-    return v.reshape(s).expand(full);
-  };
-  T diff = spread(x1, 1).binary(Op::Sub, spread(x2, 0));
-  return make_result(p_distance(diff, p), x1.scalar_type());
+  RowPairs pairs = row_pairs(x1, x2);
+  tiny::Shape out(pairs.full.begin(), pairs.full.end() - 1);
+  if (tiny::numel(pairs.full) == 0)
+    return make_result(T::full(out, tiny::Scalar::from_int(0), to_engine(x1.scalar_type())), x1.scalar_type());
+  return make_result(p_distance(pairs.diff, p), x1.scalar_type());
 }
 
 // d dist / d diff times the incoming gradient `g`, as the CPU's backward kernels write it (each
@@ -234,29 +239,19 @@ at::Tensor cdist_backward(const at::Tensor& grad, const at::Tensor& x1, const at
                           const at::Tensor& cdist) {
   check_distance_dtype(x1, "cdist");
   TinyOp op("cdist_backward");
-  const int64_t rows1 = x1.size(-2), rows2 = x2.size(-2), m = x1.size(-1);
-  std::vector<int64_t> batch = at::infer_size(x1.sizes().slice(0, x1.dim() - 2), x2.sizes().slice(0, x2.dim() - 2));
-  tiny::Shape out(batch.begin(), batch.end());
-  out.insert(out.end(), {rows1, m});
-  if (tiny::numel(out) == 0 || rows2 == 0)
+  RowPairs pairs = row_pairs(x1, x2);
+  tiny::Shape out = pairs.batch;
+  out.insert(out.end(), {x1.size(-2), x1.size(-1)});
+  if (tiny::numel(pairs.full) == 0)
     return make_result(T::full(out, tiny::Scalar::from_int(0), to_engine(x1.scalar_type())), x1.scalar_type());
-  tiny::Shape pr(batch.begin(), batch.end());
-  pr.insert(pr.end(), {rows1, rows2, 1});
-  tiny::Shape full = pr;
-  full.back() = m;
-  auto spread = [&](const at::Tensor& x, int missing) {
-    tiny::Shape b(batch.begin(), batch.end());
-    b.insert(b.end(), {x.size(-2), m});
-    tiny::Shape s = pr;
-    s.back() = m;
-    s[batch.size() + size_t(missing)] = 1;
-    return broadcast_to(read(x), b).reshape(s).expand(full);
+  tiny::Shape pr(pairs.full.begin(), pairs.full.end() - 1);  // (..., P, R)
+  auto per_pair = [&](const at::Tensor& t) {
+    tiny::Shape one = pr;
+    one.push_back(1);
+    return broadcast_to(read(t), pr).reshape(one).expand(pairs.full);
   };
-  T diff = spread(x1, 1).binary(Op::Sub, spread(x2, 0));
-  T dist = broadcast_to(read(cdist), tiny::Shape(pr.begin(), pr.end() - 1)).reshape(pr).expand(full);
-  T g = broadcast_to(read(grad), tiny::Shape(pr.begin(), pr.end() - 1)).reshape(pr).expand(full);
-  T term = distance_grad_term(diff, dist, g, p);
-  return make_result(term.reduce(ReduceOp::Sum, {int(full.size()) - 2}, false), x1.scalar_type());
+  T term = distance_grad_term(pairs.diff, per_pair(cdist), per_pair(grad), p);
+  return make_result(term.reduce(ReduceOp::Sum, {int(pairs.full.size()) - 2}, false), x1.scalar_type());
 }
 
 // Rows i < j of x (N, M), in row-major pair order.

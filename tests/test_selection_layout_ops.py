@@ -1,5 +1,6 @@
 """Ops that used to leave the device (issue 14): median / nanmedian, mode, nonzero_static, histc, channel_shuffle,
-linalg.cross, unfold (im2col), fold (col2im), max_unpool2d, cdist and pdist (with their backward), each against the CPU on the same inputs, with the
+linalg.cross, unfold (im2col), fold (col2im), max_unpool2d, cdist and pdist (with their backward),
+embedding_renorm_ (nn.Embedding's max_norm), each against the CPU on the same inputs, with the
 edge cases (NaN, ties, empty, 0-d, broadcasting, 16-bit, out=) and the CPU's errors.
 """
 import pytest
@@ -270,6 +271,33 @@ def test_distance_edges_and_errors():
     same_error(torch.cdist, torch.randn(3, 2), torch.randn(4, 3), match="same number of columns")
     same_error(lambda x: torch.pdist(x, -1), torch.randn(3, 2), match="non-negative p")
     same_error(torch.pdist, torch.randn(3), match="only supports 2D tensors")
+
+
+# ----------------------------------------------------------------------------- embedding_renorm_
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+@pytest.mark.parametrize("p", [1.0, 2.0, 3.0, float("inf")])
+def test_embedding_renorm(dtype, p):
+    w = (torch.randn(6, 3) * 3).to(dtype)
+    idx = torch.tensor([1, 4, 1, -1])  # a repeat and a negative index
+    expected, actual = w.clone(), to_dev(w)
+    torch.embedding_renorm_(expected, idx, 2.0, p)
+    torch.embedding_renorm_(actual, to_dev(idx), 2.0, p)
+    assert_same(actual, expected)
+
+
+def test_embedding_max_norm_module():
+    cpu = torch.nn.Embedding(10, 4, max_norm=1.0)
+    dev = torch.nn.Embedding(10, 4, max_norm=1.0)
+    dev.load_state_dict(cpu.state_dict())
+    dev.to(DEV)
+    idx = torch.tensor([[1, 2], [2, 9]])
+    assert_same(dev(to_dev(idx)), cpu(idx))
+    assert_same(dev.weight, cpu.weight)  # renormalized in place
+    same_error(lambda w, i: torch.embedding_renorm_(w, i, 2.0, 2.0), torch.randn(6, 3), torch.tensor([9]),
+               exc=IndexError, match="index 9 out of range")
+    same_error(lambda w, i: torch.embedding_renorm_(w, i, 2.0, 2.0), torch.randn(6, 3), torch.tensor([1.0]),
+               match="to have one of the following scalar types: Long, Int")
 
 
 def test_no_cpu_fallback():

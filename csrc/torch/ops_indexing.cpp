@@ -22,6 +22,7 @@
 #include "torch/elementwise.h"
 #include "torch/index_util.h"
 #include "torch/ops_util.h"
+#include "torch/reduce_util.h"
 #include "torch/tensor_value.h"
 
 namespace torch_tiny {
@@ -580,9 +581,42 @@ at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& in
   return make_result(result.reshape({num_weights, d}), grad.scalar_type());
 }
 
+// ---------------------------------------------------------------- embedding_renorm_
+// nn.Embedding(max_norm=...): each row `indices` names whose norm exceeds max_norm is scaled by
+// max_norm / (norm + 1e-7), the scale in double and applied in the weight's dtype, as the CPU does
+// it row by row. Lazy: the named rows are marked by a scatter.
+at::Tensor& embedding_renorm_(at::Tensor& self, const at::Tensor& indices, double max_norm, double norm_type) {
+  TORCH_CHECK(indices.scalar_type() == c10::kLong || indices.scalar_type() == c10::kInt,
+              "Expected tensor for argument #2 'indices' to have one of the following scalar types: Long, Int; but "
+              "got ", indices.scalar_type(), " instead (while checking arguments for embedding_renorm_)");
+  TORCH_CHECK(self.dim() == 2, "Expected 2-dimensional tensor, but got ", self.dim(),
+              "-dimensional tensor for argument #1 'self' (while checking arguments for embedding_renorm_)");
+  const int64_t rows = self.size(0), d = self.size(1), n = indices.numel();
+  if (n == 0 || rows * d == 0) return self;
+  HostIndex idx = host_index(indices);
+  if (const int64_t* bad = find_bad(idx, [&](int64_t i) { return i < -rows || i >= rows; }))
+    TORCH_CHECK_INDEX(false, "select(): index ", *bad, " out of range for tensor of size ", self.sizes(),
+                      " at dimension 0");
+  TinyOp op("embedding_renorm_");
+  T named = T::full({rows}, tiny::Scalar::from_bool(false), DType::Bool)
+                .scatter(wrap_negative(idx.value.reshape({n}), rows), T::full({n}, tiny::Scalar::from_bool(true), DType::Bool),
+                         false);
+  T w = read(self);
+  // the norm is a value of the weight's dtype (16-bit: computed in float32, rounded), read as a double
+  T norm = p_norm_last_axis(w.cast(tiny::compute_dtype(w.dtype())), norm_type).cast(w.dtype()).cast(DType::Float64)
+               .reshape({rows, 1});
+  T limit = T::full({rows, 1}, tiny::Scalar::from_double(max_norm), DType::Float64);
+  T scale = limit.binary(Op::Div, norm.binary(Op::Add, T::full({rows, 1}, tiny::Scalar::from_double(1e-7), DType::Float64)));
+  T renorm = named.reshape({rows, 1}).binary(Op::And, limit.binary(Op::CmpLt, norm));
+  T scaled = w.binary(Op::Mul, scale.cast(tiny::compute_dtype(w.dtype())).cast(w.dtype()).expand({rows, d}));
+  write(self, T::where(renorm.expand({rows, d}), scaled, w));
+  return self;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("embedding_renorm_", embedding_renorm_);
   m.impl("index.Tensor", index);
   m.impl("index.Tensor_out", index_out);
   m.impl("_index_put_impl_", index_put_impl);

@@ -21,11 +21,26 @@
 #include "torch/tensor_value.h"
 
 namespace torch_tiny {
-namespace {
 
 using T = tiny::Tensor;
 using tiny::Op;
 using tiny::ReduceOp;
+
+// The p-norm over the last axis, in x's dtype, as the CPU's distance and renorm kernels compute it
+// (p = 0 counts nonzeros, inf takes the largest). One fused reduce.
+T p_norm_last_axis(const T& x, double p) {
+  const int last = int(x.shape().size()) - 1;
+  T a = x.unary(Op::Abs);
+  auto sum = [&](const T& t) { return t.reduce(ReduceOp::Sum, {last}, false); };
+  if (p == 0) return sum(a.binary(Op::CmpNe, constant_like(a, 0.0)).cast(a.dtype()));
+  if (p == 1) return sum(a);
+  if (p == 2) return sum(a.binary(Op::Mul, a)).unary(Op::Sqrt);
+  if (std::isinf(p)) return a.reduce(ReduceOp::Max, {last}, false);
+  T s = sum(a.binary(Op::Pow, constant_like(a, p)));
+  return s.binary(Op::Pow, constant_like(s, 1.0 / p));
+}
+
+namespace {
 
 c10::ScalarType norm_dtype(const at::Tensor& self, std::optional<c10::ScalarType> dtype) {
   TORCH_CHECK(c10::isFloatingType(self.scalar_type()) || c10::isComplexType(self.scalar_type()),
@@ -142,20 +157,6 @@ at::Tensor& renorm_out(const at::Tensor& self, const c10::Scalar& p, int64_t dim
 }
 
 // ---------------------------------------------------------------- cdist / pdist
-// The p-norm of the differences of two rows, over their last axis (`diff`'s last dim): the CPU's
-// direct formula (p = 0 counts nonzero differences, inf takes the largest). One fused reduce.
-T p_distance(const T& diff, double p) {
-  const int last = int(diff.shape().size()) - 1;
-  T a = diff.unary(Op::Abs);
-  auto sum = [&](const T& t) { return t.reduce(ReduceOp::Sum, {last}, false); };
-  if (p == 0) return sum(a.binary(Op::CmpNe, constant_like(a, 0.0)).cast(a.dtype()));
-  if (p == 1) return sum(a);
-  if (p == 2) return sum(a.binary(Op::Mul, a)).unary(Op::Sqrt);
-  if (std::isinf(p)) return a.reduce(ReduceOp::Max, {last}, false);
-  T s = sum(a.binary(Op::Pow, constant_like(a, p)));
-  return s.binary(Op::Pow, constant_like(s, 1.0 / p));
-}
-
 void check_distance_dtype(const at::Tensor& t, const char* op) {
   TORCH_CHECK_NOT_IMPLEMENTED(t.scalar_type() == c10::kFloat || t.scalar_type() == c10::kDouble, "\"", op,
                               "\" not implemented for '", c10::toString(t.scalar_type()), "'");
@@ -207,7 +208,7 @@ at::Tensor cdist_forward(const at::Tensor& x1, const at::Tensor& x2, double p, s
   tiny::Shape out(pairs.full.begin(), pairs.full.end() - 1);
   if (tiny::numel(pairs.full) == 0)
     return make_result(T::full(out, tiny::Scalar::from_int(0), to_engine(x1.scalar_type())), x1.scalar_type());
-  return make_result(p_distance(pairs.diff, p), x1.scalar_type());
+  return make_result(p_norm_last_axis(pairs.diff, p), x1.scalar_type());
 }
 
 // d dist / d diff times the incoming gradient `g`, as the CPU's backward kernels write it (each
@@ -275,7 +276,7 @@ at::Tensor pdist_forward(const at::Tensor& self, double p) {
     at::Tensor host = at::tensor(which, at::kLong).reshape({pairs, 1}).mul(m).add(at::arange(m, at::kLong));
     return x.reshape({n * m}).gather(from_cpu(host));  // (pairs, M)
   };
-  return make_result(p_distance(rows(first).binary(Op::Sub, rows(second)), p), self.scalar_type());
+  return make_result(p_norm_last_axis(rows(first).binary(Op::Sub, rows(second)), p), self.scalar_type());
 }
 
 // The pair vector as a symmetric (N, N) matrix (zero diagonal): pair (i, j), i < j, is

@@ -47,6 +47,8 @@ tiny::DType scan_acc_dtype(tiny::DType t);
 
 // max/min over `axes` (keepdim) with NaN propagating, as ATen's max does.
 tiny::Tensor extreme(const tiny::Tensor& x, bool is_max, const std::vector<int>& axes);
+// The p-norm over x's last axis, in x's dtype (p = 0 counts nonzeros; inf is the largest |x|).
+tiny::Tensor p_norm_last_axis(const tiny::Tensor& x, double p);
 // Index along `axis` of the first element equal to the keepdim extreme `m`
 // (NaN matches NaN, as the first NaN is ATen's answer), int64 keepdim.
 tiny::Tensor index_of(const tiny::Tensor& x, const tiny::Tensor& m, int axis);

@@ -135,6 +135,24 @@ T unmove(const Slices& s, const T& v, int64_t width, bool scalar) {
   return scalar ? r.reshape({}) : r;
 }
 
+// A (rows, 1) selection per slice back in the input's layout, `dim` kept or dropped.
+T selected(const Slices& s, const T& v, const at::Tensor& self, int64_t dim, bool keepdim) {
+  T r = unmove(s, v, 1, self.dim() == 0);
+  if (keepdim || self.dim() == 0) return r;
+  tiny::Shape out = to_shape(self.sizes());
+  out.erase(out.begin() + dim);
+  return r.reshape(out);
+}
+
+// The CPU's checks of a selection's out= tensors (kthvalue, median).
+void check_selection_outs(const char* name, const at::Tensor& self, const at::Tensor& values,
+                          const at::Tensor& indices) {
+  TORCH_CHECK(values.scalar_type() == self.scalar_type(), name, "(): Expected out tensor to have dtype ",
+              self.scalar_type(), ", but got ", values.scalar_type(), " instead");
+  TORCH_CHECK(indices.scalar_type() == c10::kLong, name, "(): Expected out tensor to have dtype ", c10::kLong,
+              ", but got ", indices.scalar_type(), " instead");
+}
+
 // ---------------------------------------------------------------- sort
 
 std::pair<T, T> sort_values(const at::Tensor& self, int64_t dim, bool descending) {
@@ -218,10 +236,7 @@ std::tuple<at::Tensor&, at::Tensor&> kthvalue_out(const at::Tensor& self, int64_
   TORCH_CHECK_INDEX(self.dim() == 0 || self.size(dim) != 0, "kthvalue(): Expected reduction dim ", dim,
                     " to have non-zero size.");
   TORCH_CHECK(k >= 1 && k <= slicesize, "kthvalue(): selected number k out of range for dimension ", dim);
-  TORCH_CHECK(values.scalar_type() == self.scalar_type(), "kthvalue(): Expected out tensor to have dtype ",
-              self.scalar_type(), ", but got ", values.scalar_type(), " instead");
-  TORCH_CHECK(indices.scalar_type() == c10::kLong, "kthvalue(): Expected out tensor to have dtype ", c10::kLong,
-              ", but got ", indices.scalar_type(), " instead");
+  check_selection_outs("kthvalue", self, values, indices);
   T v, i;
   if (!lazy_ok(self, dim)) {
     auto [hv, hi] = at::kthvalue(to_host(self), k, dim, keepdim);
@@ -233,14 +248,8 @@ std::tuple<at::Tensor&, at::Tensor&> kthvalue_out(const at::Tensor& self, int64_
     Slices s = slices(self, dim);
     T rank = ranks(s.x, false);
     T slot = rank.binary(Op::Sub, i64(k - 1, rank.shape()));  // 0 for the k-th element
-    v = unmove(s, place(s.x, slot, s.rows, 1), 1, self.dim() == 0);
-    i = unmove(s, place(positions(s.rows, s.n), slot, s.rows, 1), 1, self.dim() == 0);
-    if (!keepdim && self.dim() > 0) {
-      tiny::Shape out = to_shape(self.sizes());
-      out.erase(out.begin() + dim);
-      v = v.reshape(out);
-      i = i.reshape(out);
-    }
+    v = selected(s, place(s.x, slot, s.rows, 1), self, dim, keepdim);
+    i = selected(s, place(positions(s.rows, s.n), slot, s.rows, 1), self, dim, keepdim);
   }
   TinyOp op("kthvalue");
   assign_out(values, v, self.scalar_type(), {self});
@@ -302,10 +311,7 @@ std::tuple<at::Tensor&, at::Tensor&> median_dim_out(const at::Tensor& self, int6
                                                     at::Tensor& indices, bool ignore_nan) {
   const char* name = ignore_nan ? "nanmedian" : "median";
   TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != c10::kBool, "\"", name, "_out\" not implemented for 'Bool'");
-  TORCH_CHECK(values.scalar_type() == self.scalar_type(), name, "(): Expected out tensor to have dtype ",
-              self.scalar_type(), ", but got ", values.scalar_type(), " instead");
-  TORCH_CHECK(indices.scalar_type() == c10::kLong, name, "(): Expected out tensor to have dtype ", c10::kLong,
-              ", but got ", indices.scalar_type(), " instead");
+  check_selection_outs(name, self, values, indices);
   int64_t dim = at::maybe_wrap_dim(dim_, self.dim(), true);
   TORCH_CHECK_INDEX(self.dim() == 0 || self.size(dim) != 0, name, "(): Expected reduction dim ", dim,
                     " to have non-zero size.");
@@ -320,14 +326,8 @@ std::tuple<at::Tensor&, at::Tensor&> median_dim_out(const at::Tensor& self, int6
     TinyOp op(name);
     Slices s = slices(self, dim);
     auto [rv, ri] = row_medians(s, ignore_nan);
-    v = unmove(s, rv, 1, self.dim() == 0);
-    i = unmove(s, ri, 1, self.dim() == 0);
-    if (!keepdim && self.dim() > 0) {
-      tiny::Shape out = to_shape(self.sizes());
-      out.erase(out.begin() + dim);
-      v = v.reshape(out);
-      i = i.reshape(out);
-    }
+    v = selected(s, rv, self, dim, keepdim);
+    i = selected(s, ri, self, dim, keepdim);
   }
   TinyOp op(name);
   assign_out(values, v, self.scalar_type(), {self});
@@ -391,10 +391,7 @@ std::tuple<at::Tensor, at::Tensor> tiny_mode(const at::Tensor& self, int64_t dim
     value = T::where(nan_wins, T::full(row, tiny::Scalar::from_double(std::nan("")), x.dtype()), value);
     index = T::where(nan_wins, first_nan, index);
   }
-  auto one = [&](const T& v) {  // (rows, n) of equal columns -> the result's shape
-    T r = unmove(s, v.shrink({{0, rows}, {0, 1}}), 1, self.dim() == 0);
-    return r.reshape(out);
-  };
+  auto one = [&](const T& v) { return selected(s, v.shrink({{0, rows}, {0, 1}}), self, dim, keepdim); };
   T v = one(value);
   if (is_bool) v = v.cast(DType::Bool);
   return {make_result(v, self.scalar_type()), make_result(one(index), c10::kLong)};

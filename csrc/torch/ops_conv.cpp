@@ -322,14 +322,24 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
 }
 
 // ---------------------------------------------------------------- im2col (nn.Unfold)
-// out[n, (c, ki, kj), (i, j)] = padded[n, c, ki*dh + i*sh, kj*dw + j*sw]: one strided view of
-// the padded input.
-T im2col_value(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef dilation, at::IntArrayRef padding,
-               at::IntArrayRef stride) {
+void check_window_args(at::IntArrayRef kernel, at::IntArrayRef dilation, at::IntArrayRef padding,
+                       at::IntArrayRef stride) {
   TORCH_CHECK(kernel.size() == 2, "It is expected kernel_size equals to 2, but got size ", kernel.size());
   TORCH_CHECK(dilation.size() == 2, "It is expected dilation equals to 2, but got size ", dilation.size());
   TORCH_CHECK(padding.size() == 2, "It is expected padding equals to 2, but got size ", padding.size());
   TORCH_CHECK(stride.size() == 2, "It is expected stride equals to 2, but got size ", stride.size());
+}
+
+// Window positions along a padded axis of `padded` elements.
+int64_t window_positions(int64_t padded, int64_t kernel, int64_t dilation, int64_t stride) {
+  return (padded - (dilation * (kernel - 1) + 1)) / stride + 1;
+}
+
+// out[n, (c, ki, kj), (i, j)] = padded[n, c, ki*dh + i*sh, kj*dw + j*sw]: one strided view of
+// the padded input.
+T im2col_value(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef dilation, at::IntArrayRef padding,
+               at::IntArrayRef stride) {
+  check_window_args(kernel, dilation, padding, stride);
   at::native::im2col_shape_check(self, at::Tensor(), kernel[0], kernel[1], dilation[0], dilation[1], padding[0],
                                  padding[1], stride[0], stride[1]);
   const bool batched = self.dim() == 4;
@@ -337,8 +347,8 @@ T im2col_value(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef d
   if (!batched) x = x.reshape({1, self.size(0), self.size(1), self.size(2)});
   const int64_t n = x.shape()[0], c = x.shape()[1];
   const int64_t hp = x.shape()[2] + 2 * padding[0], wp = x.shape()[3] + 2 * padding[1];
-  const int64_t oh = (hp - (dilation[0] * (kernel[0] - 1) + 1)) / stride[0] + 1;
-  const int64_t ow = (wp - (dilation[1] * (kernel[1] - 1) + 1)) / stride[1] + 1;
+  const int64_t oh = window_positions(hp, kernel[0], dilation[0], stride[0]);
+  const int64_t ow = window_positions(wp, kernel[1], dilation[1], stride[1]);
   T padded = x.pad({{0, 0}, {0, 0}, {padding[0], padding[0]}, {padding[1], padding[1]}});
   T cols = padded.as_strided({n, c, kernel[0], kernel[1], oh, ow},
                              {c * hp * wp, hp * wp, dilation[0] * wp, dilation[1], stride[0] * wp, stride[1]}, 0);
@@ -384,10 +394,7 @@ T spread(const T& v, int axis, int64_t stride, int64_t offset, int64_t size) {
 T col2im_value(const at::Tensor& self, at::IntArrayRef output_size, at::IntArrayRef kernel, at::IntArrayRef dilation,
                at::IntArrayRef padding, at::IntArrayRef stride) {
   TORCH_CHECK(output_size.size() == 2, "It is expected output_size equals to 2, but got size ", output_size.size());
-  TORCH_CHECK(kernel.size() == 2, "It is expected kernel_size equals to 2, but got size ", kernel.size());
-  TORCH_CHECK(dilation.size() == 2, "It is expected dilation equals to 2, but got size ", dilation.size());
-  TORCH_CHECK(padding.size() == 2, "It is expected padding equals to 2, but got size ", padding.size());
-  TORCH_CHECK(stride.size() == 2, "It is expected stride equals to 2, but got size ", stride.size());
+  check_window_args(kernel, dilation, padding, stride);
   at::native::col2im_shape_check(self, at::Tensor(), output_size[0], output_size[1], kernel[0], kernel[1],
                                  dilation[0], dilation[1], padding[0], padding[1], stride[0], stride[1]);
   const bool batched = self.dim() == 3;
@@ -396,8 +403,8 @@ T col2im_value(const at::Tensor& self, at::IntArrayRef output_size, at::IntArray
   const int64_t n = x.shape()[0], kk = kernel[0] * kernel[1], c = x.shape()[1] / kk;
   const int64_t h = output_size[0], w = output_size[1];
   const int64_t hp = h + 2 * padding[0], wp = w + 2 * padding[1];
-  const int64_t oh = (hp - (dilation[0] * (kernel[0] - 1) + 1)) / stride[0] + 1;
-  const int64_t ow = (wp - (dilation[1] * (kernel[1] - 1) + 1)) / stride[1] + 1;
+  const int64_t oh = window_positions(hp, kernel[0], dilation[0], stride[0]);
+  const int64_t ow = window_positions(wp, kernel[1], dilation[1], stride[1]);
   T cols = x.reshape({n, c, kernel[0], kernel[1], oh, ow});
   T image;
   for (int64_t ki = 0; ki < kernel[0]; ki++) {

@@ -13,6 +13,7 @@
 #include "torch/scan.h"
 #include "torch/shape_util.h"
 #include "torch/ops_util.h"
+#include "torch/reduce_util.h"
 #include "torch/tensor_value.h"
 
 namespace torch_tiny {
@@ -50,18 +51,11 @@ T nonzero_static_value(const at::Tensor& self, int64_t size, int64_t fill_value)
   T nonzero = read(self).reshape({n}).binary(Op::CmpNe, T::full({n}, tiny::Scalar::from_int(0), to_engine(self.scalar_type())));
   T rank = scan(nonzero.cast(tiny::DType::Int64), 0, sum_rule()).binary(Op::Sub, i64(1, {n}));  // among the nonzeros
   T kept = nonzero.binary(Op::And, rank.binary(Op::CmpLt, i64(size, {n})));
-  T flat = T::arange(n, tiny::Scalar::from_int(0), tiny::Scalar::from_int(1), tiny::DType::Int64);
-  std::vector<T> coords;  // row-major coordinates of each element
-  int64_t inner = n;
-  for (int64_t d = 0; d < nd; d++) {
-    inner /= std::max<int64_t>(self.size(d), 1);
-    T c = flat.binary(Op::FloorDiv, i64(std::max<int64_t>(inner, 1), {n})).binary(Op::FloorMod, i64(self.size(d), {n}));
-    coords.push_back(c.reshape({n, 1}));
-  }
+  const tiny::Shape shape = to_shape(self.sizes());
+  std::vector<T> coords;  // each element's coordinates
+  for (int d = 0; d < int(nd); d++) coords.push_back(iota(shape, d).reshape({n, 1}));
   T coord = concat(coords, 1);  // (n, nd)
-  T slot = rank.binary(Op::Mul, i64(nd, {n})).reshape({n, 1}).expand({n, nd})
-               .binary(Op::Add, T::arange(nd, tiny::Scalar::from_int(0), tiny::Scalar::from_int(1), tiny::DType::Int64)
-                                    .reshape({1, nd}).expand({n, nd}));
+  T slot = rank.binary(Op::Mul, i64(nd, {n})).reshape({n, 1}).expand({n, nd}).binary(Op::Add, iota({n, nd}, 1));
   T target = T::where(kept.reshape({n, 1}).expand({n, nd}), slot, i64(-1, {n, nd}));  // -1: dropped
   return out.scatter(target.reshape({n * nd}), coord.reshape({n * nd}), false).reshape({size, nd});
 }

@@ -26,6 +26,9 @@ else
     echo "== GoogleTest (engine), kernels for an AVX2 CPU without AVX-512 (TINY_CPU_TARGET=x86-64-v3) =="
     TINY_CPU_TARGET=x86-64-v3 ./build/tiny_engine_tests --gtest_brief=1 || gtest_rc=1
   fi
+  # and the baseline: SSE2 vectors, half precision through the engine's conversion helpers
+  echo "== GoogleTest (engine), kernels for a baseline x86-64 CPU (TINY_CPU_TARGET=x86-64) =="
+  TINY_CPU_TARGET=x86-64 ./build/tiny_engine_tests --gtest_brief=1 || gtest_rc=1
 fi
 
 echo "== pytest (torch) on ${TINY_DEVICE:-the default device} =="

@@ -727,11 +727,14 @@ class Builder {
   // of kTile outputs, the reduce loop is outside and kTile accumulators are
   // updated per step. The tile is unrolled, so accumulators live in
   // registers and the SLP vectorizer turns the tile into vector FMAs.
-  static constexpr int64_t kTileCols = 32;
-  static constexpr int64_t kTileRows = 8;
+  // Tile sizes follow the vector unit: two vectors of columns, and rows
+  // enough for the accumulators to fill all registers but four, at most 8
+  // (AVX-512: 8 x 32 in 16 of 32 zmm; AVX2: 6 x 16 in 12 of 16 ymm).
+  const int64_t kLanes = LLVMJit::get().vector_unit().lanes;  // float32 lanes of a vector register
+  const int64_t kTileCols = 2 * kLanes;
+  const int64_t kTileRows = std::min<int64_t>(8, (LLVMJit::get().vector_unit().registers - 4) / 2);
   static constexpr int64_t kMinTileCols = 4;  // narrower output rows are not tiled
   static constexpr int64_t kShortReduce = 16;  // reduce loops too short to vectorize
-  static constexpr int64_t kLanes = 16;        // float32 lanes of a vector register
 
   struct TileCandidate {
     const Node* reduce = nullptr;
@@ -926,8 +929,10 @@ class Builder {
   // slice of channels (once per call) into panels where a tile's channels are
   // contiguous per reduce step.
   static constexpr int64_t kChanVecs = 2;
-  static constexpr int64_t kChanCols = kChanVecs * kLanes;
-  static constexpr int64_t kChanMaxRows = 14;   // 28 vector accumulators of 32 registers
+  const int64_t kChanCols = kChanVecs * kLanes;
+  // accumulators in all registers but the weight vectors, the broadcast input
+  // and one spare: 28 of 32 (AVX-512), 12 of 16 (AVX2)
+  const int64_t kChanMaxRows = (LLVMJit::get().vector_unit().registers - 4) / kChanVecs;
   static constexpr int64_t kChanMinReduce = 32;  // shorter reduces are store-bound
   static constexpr int64_t kMinRowsLastDim = 8;
 
@@ -1079,7 +1084,7 @@ class Builder {
     if (!ct.unit && !ct.outer_packable) return false;
     int64_t w_rows = k_.shape[size_t(ct.i)];
     ct.rows = std::min(w_rows, kChanMaxRows);
-    for (int64_t r = kChanMaxRows; r >= 8 && w_rows > kChanMaxRows; r--)
+    for (int64_t r = kChanMaxRows; r >= kChanMaxRows * 4 / 7 && w_rows > kChanMaxRows; r--)
       if (w_rows % r == 0) {
         ct.rows = r;
         break;
@@ -1174,7 +1179,7 @@ class Builder {
 
   // Channels left after the whole tiles that get a zero-padded partial panel
   // (and tile): where the packed range of j is known statically.
-  static int64_t partial_cols(const ChannelTile& ct, Value* lo, Value* hi) {
+  int64_t partial_cols(const ChannelTile& ct, Value* lo, Value* hi) {
     auto* l = llvm::dyn_cast<llvm::ConstantInt>(lo);
     auto* h = llvm::dyn_cast<llvm::ConstantInt>(hi);
     if (ct.unit || !l || !h) return 0;
@@ -1252,7 +1257,7 @@ class Builder {
 
   // One tile: rows [i0, i0 + nrows) x channels [j0, j0 + kChanCols).
   void channel_block(const ChannelTile& ct, const std::vector<Expr>& idx, Value* i0, int64_t nrows, Value* j0,
-                     Value* panel, int64_t ncols = kChanCols) {
+                     Value* panel, int64_t ncols) {
     // a partial tile (ncols < kChanCols: the last channels, from a
     // zero-padded panel) computes the vectors it needs, stores its channels
     const int64_t nvecs = (ncols + kLanes - 1) / kLanes;

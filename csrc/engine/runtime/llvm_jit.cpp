@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <functional>
 #include <stdexcept>
@@ -25,6 +26,7 @@
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 
+#include "engine/dtype/dtype.h"
 #include "engine/runtime/counters.h"
 #include "engine/runtime/disk_cache.h"
 
@@ -122,6 +124,7 @@ llvm::SubtargetFeatures target_cpu_features(const std::string& triple, const std
 struct LLVMJit::Impl {
   std::unique_ptr<llvm::orc::LLJIT> jit;  // ORC's session is thread-safe: modules are added and looked up concurrently
   std::string triple, layout, cpu, features;
+  VectorUnit vector_unit;
 };
 
 LLVMJit& LLVMJit::get() {
@@ -146,6 +149,12 @@ LLVMJit::LLVMJit() : impl_(new Impl) {
     for (auto& f : host_features) features.AddFeature(f.first(), f.second);
   }
   impl_->features = features.getString();
+  auto has = [&](const std::string& f) {
+    auto all = features.getFeatures();
+    return std::find(all.begin(), all.end(), "+" + f) != all.end();
+  };
+  if (has("avx512f")) impl_->vector_unit = {16, 32};
+  else if (has("avx")) impl_->vector_unit = {8, 16};
   jtmb.setCPU(impl_->cpu);
   jtmb.addFeatures(features.getFeatures());
   jtmb.setCodeGenOptLevel(llvm::CodeGenOpt::Aggressive);
@@ -164,6 +173,16 @@ LLVMJit::LLVMJit() : impl_(new Impl) {
   impl_->jit = llvm::cantFail(builder.create());
   impl_->jit->getMainJITDylib().addGenerator(llvm::cantFail(
       llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(dl.getGlobalPrefix())));
+  // Without F16C (TINY_CPU_TARGET=x86-64) LLVM converts half precision through
+  // compiler-rt's helpers, which this process lacks: they are the engine's.
+  llvm::orc::SymbolMap half_helpers;
+  auto helper = [&](const char* name, auto* fn) {
+    half_helpers[impl_->jit->mangleAndIntern(name)] =
+        llvm::JITEvaluatedSymbol(llvm::pointerToJITTargetAddress(fn), llvm::JITSymbolFlags::Exported);
+  };
+  helper("__gnu_f2h_ieee", &float_to_half_bits);
+  helper("__gnu_h2f_ieee", &half_bits_to_float);
+  llvm::cantFail(impl_->jit->getMainJITDylib().define(llvm::orc::absoluteSymbols(std::move(half_helpers))));
 }
 
 void LLVMJit::configure(llvm::Module& m) const {
@@ -173,6 +192,7 @@ void LLVMJit::configure(llvm::Module& m) const {
 
 const std::string& LLVMJit::cpu_name() const { return impl_->cpu; }
 const std::string& LLVMJit::cpu_features() const { return impl_->features; }
+const VectorUnit& LLVMJit::vector_unit() const { return impl_->vector_unit; }
 
 std::vector<void*> LLVMJit::compile(std::unique_ptr<llvm::Module> m, std::unique_ptr<llvm::LLVMContext> ctx,
                                     const std::vector<std::string>& fns) {

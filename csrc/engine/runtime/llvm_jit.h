@@ -1,6 +1,7 @@
 // The in-process LLVM JIT for the host CPU (ORC LLJIT), with an on-disk
 // object cache keyed by the IR text, the LLVM version and the host CPU.
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +14,13 @@ class TargetMachine;
 
 namespace tiny {
 
+// The vector registers kernels are generated for: float32 lanes per register
+// and how many registers there are (register tiles are sized to fit them).
+struct VectorUnit {
+  int64_t lanes = 4;
+  int64_t registers = 16;
+};
+
 class LLVMJit {
  public:
   static LLVMJit& get();
@@ -20,6 +28,7 @@ class LLVMJit {
   void configure(llvm::Module& m) const;
   const std::string& cpu_name() const;
   const std::string& cpu_features() const;
+  const VectorUnit& vector_unit() const;
   // Optimizes (O3, vectorized for the host) and compiles `m`; returns the
   // addresses of the functions named `fns`.
   std::vector<void*> compile(std::unique_ptr<llvm::Module> m, std::unique_ptr<llvm::LLVMContext> ctx,

@@ -40,6 +40,23 @@ def test_max_pool_ties_and_infinities():
     assert_same(list(b), list(a))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
+def test_max_pool_nan_is_the_maximum(dtype):
+    # a NaN in a window is its maximum and its index (the first NaN), beside infinities
+    # and after a fused batch-norm-like epilogue, as the CPU gives
+    x = torch.randn(2, 3, 8, 9).to(dtype)
+    x[0, 0, 1, 1] = float("nan")
+    x[0, 1, 0, :3] = float("nan")
+    x[1, 2, 5, 5] = float("inf")
+    x[1, 2, 6, 6] = float("nan")
+    for f, args in [(F.max_pool2d, dict(kernel_size=3, stride=2, padding=1, return_indices=True)),
+                    (F.max_pool2d, dict(kernel_size=2, return_indices=True)),
+                    (F.adaptive_max_pool2d, dict(output_size=(3, 4), return_indices=True))]:
+        assert_same(list(f(to_dev(x), **args)), list(f(x, **args)))
+        assert_same(list(f(torch.relu(to_dev(x) * 0.5 - 0.1), **args)), list(f(torch.relu(x * 0.5 - 0.1), **args)))
+    assert_same(F.max_pool3d(to_dev(x).unsqueeze(0), 2), F.max_pool3d(x.unsqueeze(0), 2))
+
+
 def test_max_pool_errors():
     x = torch.randn(1, 1, 4, 4)
     for kw in [dict(kernel_size=2, padding=2), dict(kernel_size=5), dict(kernel_size=0)]:

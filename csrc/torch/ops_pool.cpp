@@ -184,6 +184,23 @@ void check_pool(const Dims& K, const Dims& s, const Dims& p, const Dims& d, cons
 }
 
 // ---------------------------------------------------------------- max pool
+// The index (from `pos`) of each window's maximum `mx` as the CPU picks it:
+// the last NaN where the window has one (a NaN replaces the running maximum
+// each time it is met), else the first position equal to the maximum.
+// `valid` (if given) leaves padding taps out.
+T window_argmax(const T& xw, const T& mx, const T& pos, const std::vector<int>& kaxes, const T& valid = T()) {
+  const tiny::Shape& full = xw.shape();
+  T hit = xw.binary(Op::CmpEq, mx.expand(full));
+  if (valid.defined()) hit = hit.binary(Op::And, valid);
+  T big = T::full(full, tiny::Scalar::from_int(std::numeric_limits<int64_t>::max()), tiny::DType::Int64);
+  T first_max = T::where(hit, pos, big).reduce(ReduceOp::Min, kaxes, false);
+  if (!tiny::is_float(xw.dtype())) return first_max;
+  T none = T::full(full, tiny::Scalar::from_int(-1), tiny::DType::Int64);
+  T last_nan = T::where(xw.unary(Op::IsNan), pos, none).reduce(ReduceOp::Max, kaxes, false);
+  return T::where(last_nan.binary(Op::CmpLt, T::full(last_nan.shape(), tiny::Scalar::from_int(0), tiny::DType::Int64)),
+                  first_max, last_nan);
+}
+
 // The fill of padding for a max: -inf, or the dtype's minimum for integers.
 T lowest(const tiny::Shape& shape, c10::ScalarType dt) {
   tiny::DType e = to_engine(dt);
@@ -251,16 +268,10 @@ std::tuple<at::Tensor, at::Tensor> max_pool_impl(const at::Tensor& self, size_t 
     pos = pos.defined() ? add(pos, t) : t;
     stride *= l.S[u];
   }
-  T mxb = mx.expand(full);
-  bool fl = c10::isFloatingType(dt);
-  T hit = xw.binary(Op::CmpEq, mxb);
-  if (fl) hit = hit.binary(Op::Or, xw.unary(Op::IsNan));
-  T big = T::full(full, tiny::Scalar::from_int(std::numeric_limits<int64_t>::max()), tiny::DType::Int64);
-  T idx = T::where(hit, pos, big).reduce(ReduceOp::Min, kaxes, false);
-  T val = mx;
-  if (fl) val = T::where(xw.unary(Op::IsNan).reduce(ReduceOp::Any, kaxes, true), cnst(mx.shape(), NAN, edt), mx);
+  T idx = window_argmax(xw, mx, pos, kaxes);
+  // the engine's MAX propagates NaN: the values need no second pass over the windows
   c10::DimVector os = out_sizes(l, a.O);
-  return {make_result(val.reshape(to_shape(os)), dt), make_result(idx.reshape(to_shape(os)), c10::kLong)};
+  return {make_result(mx.reshape(to_shape(os)), dt), make_result(idx.reshape(to_shape(os)), c10::kLong)};
 }
 
 at::Tensor max_pool_backward_impl(const at::Tensor& grad_output, const at::Tensor& self, size_t D,
@@ -596,12 +607,8 @@ std::tuple<at::Tensor, at::Tensor> adaptive_max_pool_impl(const at::Tensor& self
   T xw = T::where(valid, g.value, cnst(full, -INFINITY, edt));
   std::vector<int> kaxes = range_axes(int(1 + D), int(1 + 2 * D));
   T mx = xw.reduce(ReduceOp::Max, kaxes, true);
-  T hit = xw.binary(Op::CmpEq, mx.expand(full)).binary(Op::Or, xw.unary(Op::IsNan));
-  T big = T::full(full, tiny::Scalar::from_int(std::numeric_limits<int64_t>::max()), tiny::DType::Int64);
-  T idx = T::where(hit.binary(Op::And, valid), g.flat, big).reduce(ReduceOp::Min, kaxes, false);
-  T nanmax = xw.unary(Op::IsNan).reduce(ReduceOp::Any, kaxes, true);
-  T val = T::where(nanmax, cnst(mx.shape(), NAN, edt), mx);
-  return {make_result(val.reshape(to_shape(os)), dt), make_result(idx.reshape(to_shape(os)), c10::kLong)};
+  T idx = window_argmax(xw, mx, g.flat, kaxes, valid);
+  return {make_result(mx.reshape(to_shape(os)), dt), make_result(idx.reshape(to_shape(os)), c10::kLong)};
 }
 
 at::Tensor adaptive_max_pool_backward_impl(const at::Tensor& grad_output, const at::Tensor& self,

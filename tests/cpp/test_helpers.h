@@ -179,6 +179,7 @@ inline int64_t eval_expr(const Expr& e, const std::vector<int64_t>& vars, bool c
     case EOp::Mod: r = floormod_ref(eval_expr(e->src[0], vars, check_range), e->value); break;
     case EOp::Lt: r = eval_expr(e->src[0], vars, check_range) < e->value; break;
     case EOp::And: r = eval_expr(e->src[0], vars, check_range) && eval_expr(e->src[1], vars, check_range); break;
+    case EOp::Bounded: r = eval_expr(e->src[0], vars, check_range); break;  // in range where used
   }
   if (check_range) {
     EXPECT_TRUE(r >= e->vmin && r <= e->vmax)

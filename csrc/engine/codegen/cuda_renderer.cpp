@@ -513,6 +513,7 @@ class Renderer {
       case EOp::Lt:
         return std::string(wide ? "(i64)" : "(int)") + "(" + render_expr(e->src[0], wide) + " < " + c(e->value) + ")";
       case EOp::And: return "(" + render_expr(e->src[0], wide) + " & " + render_expr(e->src[1], wide) + ")";
+      case EOp::Bounded: return render_expr(e->src[0], wide);
     }
     return "0";
   }

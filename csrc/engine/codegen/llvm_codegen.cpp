@@ -437,6 +437,7 @@ class Builder {
       }
       case EOp::Lt: r = b_.CreateZExt(b_.CreateICmpSLT(index(e->src[0]), b_.getInt64(e->value)), b_.getInt64Ty()); break;
       case EOp::And: r = b_.CreateAnd(index(e->src[0]), index(e->src[1])); break;
+      case EOp::Bounded: r = index(e->src[0]); break;
     }
     remember(key, r);
     return r;

@@ -28,6 +28,7 @@ Expr make(EOp op, int64_t value, int64_t vmin, int64_t vmax, std::vector<Expr> s
 bool same_expr(const Expr& a, const Expr& b) {
   if (a == b) return true;
   if (a->op != b->op || a->value != b->value || a->src.size() != b->src.size()) return false;
+  if (a->op == EOp::Bounded && (a->vmin != b->vmin || a->vmax != b->vmax)) return false;
   for (size_t i = 0; i < a->src.size(); i++)
     if (!same_expr(a->src[i], b->src[i])) return false;
   return true;
@@ -109,7 +110,10 @@ bool split_gcd(const Linear& l, int64_t c, int64_t& g, Expr& q, Expr& r) {
     lq.constant = floordiv_i(l.constant, cand);
     lr.constant = l.constant - lq.constant * cand;
     Expr rr = lr.build();
-    if (rr->vmin < 0 || rr->vmax >= cand) continue;
+    int64_t q0 = floordiv_i(rr->vmin, cand);  // the remainder's whole multiples of g move to q
+    if (q0 != floordiv_i(rr->vmax, cand)) continue;
+    lq.constant += q0;
+    rr = add(rr, cnst(-q0 * cand));
     g = cand;
     q = lq.build();
     r = rr;
@@ -130,6 +134,15 @@ Expr var(int id, int64_t size) {
 Expr var_range(int id, int64_t lo, int64_t hi) {
   // kept a Var even for one value: callers read its id
   return make(EOp::Var, id, lo, std::max(lo, hi - 1), {});
+}
+
+Expr bounded(const Expr& e, int64_t lo, int64_t hi) {
+  lo = std::max(lo, e->vmin);
+  hi = std::min(hi - 1, e->vmax);
+  if (lo == e->vmin && hi == e->vmax) return e;  // nothing learned
+  if (lo >= hi) return cnst(lo);                 // one value (or none: never used)
+  if (e->op == EOp::Bounded) return make(EOp::Bounded, 0, lo, hi, e->src);
+  return make(EOp::Bounded, 0, lo, hi, {e});
 }
 
 Expr add(const Expr& a, const Expr& b) {
@@ -167,7 +180,8 @@ Expr floordiv(const Expr& a, int64_t c) {
   quotient.constant = floordiv_i(l.constant, c);
   rest.constant = l.constant - quotient.constant * c;
   Expr r = rest.build();
-  if (r->vmin >= 0 && r->vmax < c) return quotient.build();
+  // the remainder within one multiple of c: [q0*c, (q0+1)*c) (2*ow + kw - 1, ow >= 1)
+  if (int64_t q0 = floordiv_i(r->vmin, c); q0 == floordiv_i(r->vmax, c)) return add(quotient.build(), cnst(q0));
   // (c*q + r) // c == q + r // c
   if (!quotient.terms.empty() || quotient.constant != 0) return add(quotient.build(), floordiv(r, c));
   int64_t g;
@@ -189,8 +203,7 @@ Expr mod(const Expr& a, int64_t c) {
   }
   rest.constant = ((l.constant % c) + c) % c;
   Expr r = rest.build();
-  if (r->vmin >= 0 && r->vmax < c) return r;
-  if (r->is_const()) return cnst(((r->value % c) + c) % c);
+  if (int64_t q0 = floordiv_i(r->vmin, c); q0 == floordiv_i(r->vmax, c)) return add(r, cnst(-q0 * c));
   int64_t g;
   Expr q, rr;
   if (split_gcd(rest, c, g, q, rr)) return add(mul(mod(q, c / g), g), rr);
@@ -239,6 +252,7 @@ std::optional<int64_t> linear_coefficient(const Expr& e, int id) {
       }
       return total;
     }
+    case EOp::Bounded: return linear_coefficient(e->src[0], id);
     case EOp::Mul: {
       auto c = linear_coefficient(e->src[0], id);
       if (!c) return std::nullopt;
@@ -269,6 +283,7 @@ std::string to_string(const Expr& e) {
     case EOp::Mod: os << "(" << to_string(e->src[0]) << "%" << e->value << ")"; break;
     case EOp::Lt: os << "(" << to_string(e->src[0]) << "<" << e->value << ")"; break;
     case EOp::And: os << "(" << to_string(e->src[0]) << "&&" << to_string(e->src[1]) << ")"; break;
+    case EOp::Bounded: os << to_string(e->src[0]); break;  // the same value (index memo keys)
   }
   return os.str();
 }

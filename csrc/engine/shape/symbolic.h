@@ -10,7 +10,8 @@
 
 namespace tiny {
 
-enum class EOp : uint8_t { Const, Var, Add, Mul, Div, Mod, Lt, And };
+// Bounded: its one operand, known to lie in [vmin, vmax] wherever the value is used.
+enum class EOp : uint8_t { Const, Var, Add, Mul, Div, Mod, Lt, And, Bounded };
 
 struct ExprNode;
 using Expr = std::shared_ptr<const ExprNode>;
@@ -29,6 +30,11 @@ Expr var(int id, int64_t size);
 // Variable `id` known to lie in [lo, hi) (a loop split at mask boundaries):
 // comparisons decided by that range fold to constants.
 Expr var_range(int id, int64_t lo, int64_t hi);
+// `e`, taken to lie in [lo, hi): a masked view's coordinate, whose index is
+// only used where the mask holds. Divisions and modulos simplify by that
+// range (a padded plane's coordinates unravel without a division); the
+// mask itself must be computed from `e`, not from this.
+Expr bounded(const Expr& e, int64_t lo, int64_t hi);
 Expr add(const Expr& a, const Expr& b);
 Expr mul(const Expr& a, int64_t c);
 Expr floordiv(const Expr& a, int64_t c);  // floor division, c > 0

@@ -74,15 +74,19 @@ std::pair<Expr, Expr> View::index_valid(const std::vector<Expr>& idxs) const {
   Expr index = cnst(offset);
   Expr valid = cnst(1);
   for (size_t d = 0; d < shape.size(); d++) {
-    index = add(index, mul(idxs[d], strides[d]));
-    if (mask) {
-      auto [b, e] = (*mask)[d];
-      if (b == e) {
-        valid = cnst(0);
-      } else {
-        if (b > 0) valid = land(valid, ge(idxs[d], b));
-        if (e < shape[d]) valid = land(valid, lt(idxs[d], e));
-      }
+    if (!mask) {
+      index = add(index, mul(idxs[d], strides[d]));
+      continue;
+    }
+    auto [b, e] = (*mask)[d];
+    // the index is only read where the mask holds: there the coordinate
+    // minus the mask's start lies in [0, e - b)
+    index = add(index, mul(add(bounded(add(idxs[d], cnst(-b)), 0, e - b), cnst(b)), strides[d]));
+    if (b == e) {
+      valid = cnst(0);
+    } else {
+      if (b > 0) valid = land(valid, ge(idxs[d], b));
+      if (e < shape[d]) valid = land(valid, lt(idxs[d], e));
     }
   }
   return {index, valid};
@@ -260,6 +264,7 @@ static bool linear_coeffs(const Expr& e, Shape& strides, int64_t& offset) {
       for (auto& s : e->src)
         if (!linear_coeffs(s, strides, offset)) return false;
       return true;
+    case EOp::Bounded: return linear_coeffs(e->src[0], strides, offset);
     default: return false;
   }
 }

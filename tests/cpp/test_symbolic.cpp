@@ -291,3 +291,26 @@ TEST(Symbolic, RandomUnflattenWithStrides) {
   }
   EXPECT_GT(folded, 500);  // many of them simplify to plain linear indices
 }
+
+// A padded plane's index unravelled into the shape it was reshaped from (a
+// batch norm feeding a padded max pool): the mask bounds the coordinates, so
+// h and w come out without a division and n, c depend on the plane only.
+TEST(Symbolic, MaskedCoordinatesUnravelWithoutDivision) {
+  ShapeTracker p = ShapeTracker::from_shape({6, 5, 5}).pad({{0, 0}, {1, 1}, {1, 1}});  // (6, 7, 7)
+  std::vector<Expr> idx{var(0, 6), var(1, 7), var(2, 7)};
+  auto [flat, valid] = p.index_valid(idx);
+  Expr n = floordiv(flat, 75), c = mod(floordiv(flat, 25), 3), h = mod(floordiv(flat, 5), 5), w = mod(flat, 5);
+  for (const Expr& e : {h, w}) EXPECT_EQ(count_ops(e, EOp::Div) + count_ops(e, EOp::Mod), 0) << to_string(e);
+  for (const Expr& e : {n, c}) EXPECT_FALSE(uses_vars(e, 1, 3)) << to_string(e);
+  for_each_index({6, 7, 7}, [&](const std::vector<int64_t>& v) {
+    if (!eval_expr(valid, v, false)) return;
+    EXPECT_EQ(eval_expr(n, v), v[0] / 3);
+    EXPECT_EQ(eval_expr(c, v), v[0] % 3);
+    EXPECT_EQ(eval_expr(h, v), v[1] - 1);
+    EXPECT_EQ(eval_expr(w, v), v[2] - 1);
+  });
+  // a remainder within one multiple of the divisor: 2*o + k - 1 for o >= 1
+  Expr r = add(add(mul(var_range(0, 1, 56), 2), var(1, 3)), cnst(-1));
+  EXPECT_TRUE(floordiv(r, 112)->is_const());
+  EXPECT_EQ(count_ops(mod(add(r, mul(var(2, 4), 112)), 112), EOp::Mod), 0);
+}

@@ -458,29 +458,35 @@ TEST(Reduce, ChannelTiledProduct) {
 
 // out[c, t, o] = sum_n x[n, c + t] * g[n, o]: a weight gradient's shape, the
 // channels o last and unit-stride in g, few rows t: channel tiling with g read
-// in place (no panels).
+// in place (no panels). With a long reduce (g larger than the caches) the
+// reduce runs in blocks, accumulators kept in a scratch buffer between them:
+// the same sums (exact here: multiples of 1/8), leftover channels once.
 TEST(Reduce, ChannelTiledUnitStride) {
-  int64_t n = 50, c = 4, t = 3, oc = 40;
-  std::vector<float> x(size_t(n * (c + t - 1))), g(size_t(n * oc));
-  for (size_t i = 0; i < x.size(); i++) x[i] = float(int(i * 7 % 13) - 6) * 0.25f;
-  for (size_t i = 0; i < g.size(); i++) g[i] = float(int(i * 5 % 11) - 5) * 0.5f;
-  int64_t xw = c + t - 1;
-  Shape full{c, t, oc, n};
-  // x window: (c, t, oc, n) -> x[n, c + t]
-  Tensor xv = from(x, {n * xw}).as_strided(full, {1, 1, 0, xw}, 0);
-  Tensor gv = from(g, {n, oc}).permute({1, 0}).reshape({1, 1, oc, n}).expand(full);
-  Tensor r = xv.binary(Op::Mul, gv).reduce(ReduceOp::Sum, {3}, false);
-  Schedule sched = create_schedule({r.node()});
-  ASSERT_EQ(sched.kernels.size(), 1u);
-  std::string ir = llvm_ir(sched.kernels[0]);
-  EXPECT_NE(ir.find(vector_fma()), std::string::npos) << "channel tiling not used";
-  EXPECT_EQ(ir.find("@malloc"), std::string::npos) << "a unit-stride operand needs no panels";
-  auto got = to_vec<float>(r);
-  for (int64_t a = 0; a < c; a++)
-    for (int64_t b = 0; b < t; b++)
-      for (int64_t o = 0; o < oc; o++) {
-        double acc = 0;
-        for (int64_t q = 0; q < n; q++) acc += double(x[size_t(q * xw + a + b)]) * g[size_t(q * oc + o)];
-        EXPECT_NEAR(got[size_t((a * t + b) * oc + o)], acc, 1e-4);
-      }
+  for (int64_t n : {50, 8000}) {
+    const bool blocked = n > 50;
+    int64_t c = 4, t = 3, oc = 40;
+    std::vector<float> x(size_t(n * (c + t - 1))), g(size_t(n * oc));
+    for (size_t i = 0; i < x.size(); i++) x[i] = float(int(i * 7 % 13) - 6) * 0.25f;
+    for (size_t i = 0; i < g.size(); i++) g[i] = float(int(i * 5 % 11) - 5) * 0.5f;
+    int64_t xw = c + t - 1;
+    Shape full{c, t, oc, n};
+    // x window: (c, t, oc, n) -> x[n, c + t]
+    Tensor xv = from(x, {n * xw}).as_strided(full, {1, 1, 0, xw}, 0);
+    Tensor gv = from(g, {n, oc}).permute({1, 0}).reshape({1, 1, oc, n}).expand(full);
+    Tensor r = xv.binary(Op::Mul, gv).reduce(ReduceOp::Sum, {3}, false);
+    Schedule sched = create_schedule({r.node()});
+    ASSERT_EQ(sched.kernels.size(), 1u);
+    std::string ir = llvm_ir(sched.kernels[0]);
+    EXPECT_NE(ir.find(vector_fma()), std::string::npos) << "channel tiling not used";
+    // no panels for a unit-stride operand; a scratch buffer for blocks
+    EXPECT_EQ(ir.find("@malloc") != std::string::npos, blocked) << n;
+    auto got = to_vec<float>(r);
+    for (int64_t a = 0; a < c; a++)
+      for (int64_t b = 0; b < t; b++)
+        for (int64_t o = 0; o < oc; o++) {
+          double acc = 0;
+          for (int64_t q = 0; q < n; q++) acc += double(x[size_t(q * xw + a + b)]) * g[size_t(q * oc + o)];
+          EXPECT_EQ(got[size_t((a * t + b) * oc + o)], acc) << n << ": " << a << "," << b << "," << o;
+        }
+  }
 }

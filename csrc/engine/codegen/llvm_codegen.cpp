@@ -205,6 +205,7 @@ class Builder {
         nest(d + 1);
       });
     };
+    if (ct) blocks_ = plan_reduce_blocks(*ct, par);
     if (par < 0) {
       // a single element: run once when the slice is non-empty
       auto* body = llvm::BasicBlock::Create(ctx_, "once", fn_);
@@ -214,6 +215,25 @@ class Builder {
       nest(0);
       b_.CreateBr(exit);
       b_.SetInsertPoint(exit);
+    } else if (blocks_) {
+      ReduceBlocks& rb = *blocks_;
+      // the thread's tile elements: its slice of the parallel dim times the
+      // other dims, the channels rounded up to whole tiles
+      int64_t per_index = round_up(shape[size_t(ct->j)], kChanCols);
+      for (size_t d = 0; d < shape.size(); d++)
+        if (int(d) != par && int(d) != ct->j) per_index *= shape[d];
+      Value* bytes = b_.CreateMul(b_.CreateSub(end, begin), b_.getInt64(per_index * 4));
+      rb.scratch = b_.CreateBitCast(b_.CreateCall(libc_malloc(), {bytes}), b_.getFloatTy()->getPointerTo());
+      rb.cursor = llvm::IRBuilder<>(entry_, entry_->begin()).CreateAlloca(b_.getInt64Ty());
+      emit_loop(b_.getInt64(0), b_.getInt64(rb.count), [&](Value* block) {
+        rb.block = block;
+        rb.first = b_.CreateICmpEQ(block, b_.getInt64(0));
+        rb.last = b_.CreateICmpEQ(block, b_.getInt64(rb.count - 1));
+        b_.CreateStore(b_.getInt64(0), rb.cursor);
+        nest(0);
+      }, /*scalar=*/true);
+      b_.CreateCall(libc_free(), {b_.CreateBitCast(rb.scratch, b_.getInt8PtrTy())});
+      blocks_.reset();
     } else {
       nest(0);
     }
@@ -958,6 +978,61 @@ class Builder {
     std::vector<int> outer_vars;
   };
 
+  // ---- reduce blocking
+  //
+  // A channel tile reading b in place (a weight gradient: b is grad_output
+  // channels-last, the reduce runs over the batch and every position) streams
+  // all of b once per tile: far more than the caches hold, so each tile
+  // waited on memory. Instead the reduce runs in blocks of its first axis,
+  // every tile of the thread per block, so the block's slice of b stays in
+  // cache across tiles. Between blocks the accumulators wait in a scratch
+  // buffer, in the order the tiles are visited (a cursor counts tile
+  // elements); each output is still summed in the same order as unblocked.
+  static constexpr int64_t kBlockBytes = 128 << 10;  // b's slice per block (L2)
+  struct ReduceBlocks {
+    int axis = -1;  // the blocked axis of the reduce's source (its outermost loop)
+    int64_t extent = 0, step = 0, count = 0;
+    Value* block = nullptr;  // the current block
+    Value* first = nullptr;  // i1: block 0 starts from zero
+    Value* last = nullptr;   // i1: the last block stores the outputs
+    Value* scratch = nullptr;
+    llvm::AllocaInst* cursor = nullptr;
+  };
+  std::optional<ReduceBlocks> blocks_;
+
+  static int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
+  std::optional<ReduceBlocks> plan_reduce_blocks(const ChannelTile& ct, int par) {
+    if (!ct.unit || ct.j == par || ct.i == par) return std::nullopt;
+    const Node* src = ct.reduce->src[0].get();
+    ReduceBlocks rb;
+    for (int a : ct.reduce->args.axes)
+      if (src->shape[a] > 1) {
+        rb.axis = a;
+        break;
+      }
+    if (rb.axis < 0) return std::nullopt;
+    rb.extent = src->shape[rb.axis];
+    const int64_t per_index = ct.ck / rb.extent * k_.shape[size_t(ct.j)] * 4;  // b's bytes per index of the axis
+    if (per_index * rb.extent <= 8 * kBlockBytes) return std::nullopt;  // b stays in L2 across tiles anyway
+    rb.step = std::max<int64_t>(1, kBlockBytes / per_index);
+    rb.count = (rb.extent + rb.step - 1) / rb.step;
+    if (rb.count < 2) return std::nullopt;
+    return rb;
+  }
+
+  void emit_if(Value* cond, const std::function<void()>& body) {
+    auto* then = llvm::BasicBlock::Create(ctx_, "then", fn_);
+    auto* done = llvm::BasicBlock::Create(ctx_, "endif", fn_);
+    b_.CreateCondBr(cond, then, done);
+    b_.SetInsertPoint(then);
+    memo_.emplace_back();  // values computed here do not dominate what follows
+    body();
+    memo_.pop_back();
+    b_.CreateBr(done);
+    b_.SetInsertPoint(done);
+  }
+
   std::optional<ChannelTile> plan_channel_tile(const std::vector<Expr>& idx, int par) {
     const Shape& shape = k_.shape;
     std::vector<int> nu;
@@ -1236,15 +1311,19 @@ class Builder {
       tile(ntj);
       rest_j = hi_j;
     }
-    emit_loop(rest_j, hi_j, [&](Value* j) {
-      vars_[size_t(idx[size_t(ct.j)]->value)] = j;
-      loops(ct.mid, [&]() {
-        emit_loop(lo_i, hi_i, [&](Value* i) {
-          vars_[size_t(idx[size_t(ct.i)]->value)] = i;
-          emit_stores(idx);
+    auto leftovers = [&]() {
+      emit_loop(rest_j, hi_j, [&](Value* j) {
+        vars_[size_t(idx[size_t(ct.j)]->value)] = j;
+        loops(ct.mid, [&]() {
+          emit_loop(lo_i, hi_i, [&](Value* i) {
+            vars_[size_t(idx[size_t(ct.i)]->value)] = i;
+            emit_stores(idx);
+          });
         });
       });
-    });
+    };
+    if (blocks_) emit_if(blocks_->last, leftovers);  // whole reduces, once
+    else leftovers();
   }
 
   // The flat index of the leaf under a chain of views.
@@ -1281,9 +1360,18 @@ class Builder {
     }
     llvm::IRBuilder<> eb(entry_, entry_->begin());
     std::vector<llvm::AllocaInst*> acc(size_t(nrows * nvecs));
-    for (auto& a : acc) {
-      a = eb.CreateAlloca(vty);
-      b_.CreateStore(llvm::ConstantFP::get(vty, 0.0), a);
+    Value* saved = nullptr;  // this tile's accumulators in the scratch buffer
+    if (blocks_) saved = b_.CreateGEP(b_.getFloatTy(), blocks_->scratch, b_.CreateLoad(b_.getInt64Ty(), blocks_->cursor));
+    auto saved_vec = [&](size_t a) {
+      return b_.CreateBitCast(b_.CreateConstGEP1_64(b_.getFloatTy(), saved, uint64_t(a) * uint64_t(kLanes)),
+                              vty->getPointerTo());
+    };
+    for (size_t a = 0; a < acc.size(); a++) {
+      acc[a] = eb.CreateAlloca(vty);
+      Value* init = llvm::ConstantFP::get(vty, 0.0);
+      if (blocks_)
+        init = b_.CreateSelect(blocks_->first, init, b_.CreateAlignedLoad(vty, saved_vec(a), llvm::Align(4)));
+      b_.CreateStore(init, acc[a]);
     }
     std::vector<int> axes;
     for (int a : r->args.axes)
@@ -1324,21 +1412,36 @@ class Builder {
         }
         return;
       }
-      emit_loop(b_.getInt64(0), b_.getInt64(src->shape[axes[q]]), [&](Value* iv) {
+      Value* lo = b_.getInt64(0);
+      Value* hi = b_.getInt64(src->shape[axes[q]]);
+      if (blocks_ && q == 0) {  // this block's slice of the outermost reduce loop
+        lo = b_.CreateMul(blocks_->block, b_.getInt64(blocks_->step));
+        hi = b_.CreateAdd(lo, b_.getInt64(blocks_->step));
+        hi = b_.CreateSelect(b_.CreateICmpSLT(hi, b_.getInt64(blocks_->extent)), hi, b_.getInt64(blocks_->extent));
+      }
+      emit_loop(lo, hi, [&](Value* iv) {
         vars_[size_t(kv[q]->value)] = iv;
         nest(q + 1);
       }, /*scalar=*/true);
     };
     nest(0);
-    for (int64_t row = 0; row < nrows; row++)
-      for (int64_t v = 0; v < nvecs; v++) {
-        Value* vec = b_.CreateLoad(vty, acc[size_t(row * nvecs + v)]);
-        for (int64_t l = 0; l < kLanes && v * kLanes + l < ncols; l++) {
-          const TileCandidate& c = ctx[size_t(row * ncols + v * kLanes + l)];
-          remember(context_key(r, c.idx, c.valid), b_.CreateExtractElement(vec, uint64_t(l)));
+    auto store_outputs = [&]() {
+      for (int64_t row = 0; row < nrows; row++)
+        for (int64_t v = 0; v < nvecs; v++) {
+          Value* vec = b_.CreateLoad(vty, acc[size_t(row * nvecs + v)]);
+          for (int64_t l = 0; l < kLanes && v * kLanes + l < ncols; l++) {
+            const TileCandidate& c = ctx[size_t(row * ncols + v * kLanes + l)];
+            remember(context_key(r, c.idx, c.valid), b_.CreateExtractElement(vec, uint64_t(l)));
+          }
         }
-      }
-    emit_stores(out_idx);
+      emit_stores(out_idx);
+    };
+    if (!blocks_) return store_outputs();
+    for (size_t a = 0; a < acc.size(); a++)
+      b_.CreateAlignedStore(b_.CreateLoad(vty, acc[a]), saved_vec(a), llvm::Align(4));
+    Value* cursor = b_.CreateLoad(b_.getInt64Ty(), blocks_->cursor);
+    b_.CreateStore(b_.CreateAdd(cursor, b_.getInt64(int64_t(acc.size()) * kLanes)), blocks_->cursor);
+    emit_if(blocks_->last, store_outputs);
   }
 
   Value* identity(ReduceOp op, DType dt) {

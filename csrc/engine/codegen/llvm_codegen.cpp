@@ -749,11 +749,11 @@ class Builder {
   // updated per step. The tile is unrolled, so accumulators live in
   // registers and the SLP vectorizer turns the tile into vector FMAs.
   // Tile sizes follow the vector unit: two vectors of columns, and rows
-  // enough for the accumulators to fill all registers but four, at most 8
-  // (AVX-512: 8 x 32 in 16 of 32 zmm; AVX2: 6 x 16 in 12 of 16 ymm).
+  // enough for the accumulators to fill half the registers (AVX-512: 8 x 32
+  // in 16 of 32 zmm; AVX2: 4 x 16 in 8 of 16 ymm).
   const int64_t kLanes = LLVMJit::get().vector_unit().lanes;  // float32 lanes of a vector register
   const int64_t kTileCols = 2 * kLanes;
-  const int64_t kTileRows = std::min<int64_t>(8, (LLVMJit::get().vector_unit().registers - 4) / 2);
+  const int64_t kTileRows = LLVMJit::get().vector_unit().registers / 4;
   static constexpr int64_t kMinTileCols = 4;  // narrower output rows are not tiled
   static constexpr int64_t kShortReduce = 16;  // reduce loops too short to vectorize
 
@@ -951,9 +951,12 @@ class Builder {
   // contiguous per reduce step.
   static constexpr int64_t kChanVecs = 2;
   const int64_t kChanCols = kChanVecs * kLanes;
-  // accumulators in all registers but the weight vectors, the broadcast input
-  // and one spare: 28 of 32 (AVX-512), 12 of 16 (AVX2)
-  const int64_t kChanMaxRows = (LLVMJit::get().vector_unit().registers - 4) / kChanVecs;
+  // Rows per tile, measured: with 32 registers (AVX-512) 14 rows, 28
+  // accumulators; with 16 (AVX2) 4 rows: at 6 (12 accumulators, the weight
+  // vectors and the broadcast in 15 of 16 ymm) a 5x5 convolution with 24-wide
+  // rows ran 2x slower than at 4 or 5 (spills), and 4 was fastest on both
+  // the convolutions and the matmuls measured.
+  const int64_t kChanMaxRows = LLVMJit::get().vector_unit().registers >= 32 ? 14 : 4;
   static constexpr int64_t kChanMinReduce = 32;  // shorter reduces are store-bound
   static constexpr int64_t kMinRowsLastDim = 8;
 

@@ -1,0 +1,176 @@
+"""tiny against PyTorch's CPU backend, the cases of the CPU-speed issue, in one process.
+
+Rows (each the median of several runs after warm-up; tiny's time / the CPU's, below 1 = tiny faster):
+- an 8-op elementwise chain over 2^24 float32, a full sum of 2^24 float32, a 1024^3 matmul
+- 1000 dependent adds on 16 elements (the cost of dispatching an op through ATen into the engine)
+- the beautiful-MNIST CNN Adam step at batch 512, resnet18 inference at batch 1 and 16,
+  a resnet18 SGD-momentum step at batch 16 on 64x64 images
+and their geometric mean. Then the cold start, each in a fresh interpreter: `examples/demo.py`'s
+tiny half with an empty kernel cache and again with it warm, and the first two resnet18 training
+steps with an empty cache (`--no-cold` skips these). Printed figures only; nothing here is pass/fail.
+
+    python bench/bench_cpu.py [--reps 5] [--no-cold]
+"""
+import argparse
+import copy
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+import torch_tiny  # noqa: F401  (registers the device)
+from torch_tiny import debug
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "examples"))
+sys.path.insert(0, str(ROOT / "bench"))
+from bench_training import timed  # noqa: E402
+from mnist import beautiful_mnist  # noqa: E402
+
+ratios = []
+
+
+def row(name, tiny_fn, cpu_fn, reps, warmup=2):
+    t_tiny = timed(tiny_fn, warmup, reps)
+    t_cpu = timed(cpu_fn, warmup, reps)
+    with debug.count_kernels() as c:
+        tiny_fn()
+    ratios.append(t_tiny / t_cpu)
+    print(f"{name:44s} tiny {t_tiny * 1e3:9.2f} ms   cpu {t_cpu * 1e3:9.2f} ms   tiny/cpu {t_tiny / t_cpu:5.2f}"
+          f"   tiny kernels {c.kernels}", flush=True)
+
+
+def sync(t):
+    torch.tiny.synchronize()
+    return t
+
+
+def kernels_cases(reps):
+    x = torch.randn(1 << 24)
+    xt = x.to("tiny")
+
+    def chain(v):
+        return ((((v * 1.5 + 0.5).relu() - 0.25) * v).exp2().sqrt() + 1.0).tanh()
+    row("8-op elementwise chain, 2^24 float32", lambda: sync(chain(xt)), lambda: chain(x), reps)
+    row("x.sum(), 2^24 float32", lambda: xt.sum().item(), lambda: x.sum().item(), reps)
+    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
+    at, bt = a.to("tiny"), b.to("tiny")
+    row("matmul 1024^3 float32", lambda: sync(at @ bt), lambda: a @ b, reps)
+    s = torch.randn(16)
+    st = s.to("tiny")
+
+    def adds(v):
+        for _ in range(1000):
+            v = v + 1.0
+        return v
+    row("1000 dependent adds on 16 elements", lambda: adds(st).cpu(), lambda: adds(s), reps)
+
+
+def mnist_case(reps, batch=512):
+    torch.manual_seed(0)
+    model = beautiful_mnist()
+    data, labels = torch.randn(4096, 1, 28, 28), torch.randint(0, 10, (4096,))
+
+    def runner(device):
+        m = copy.deepcopy(model).to(device)
+        opt = torch.optim.Adam(m.parameters(), lr=1e-3)
+        x, y = data.to(device), labels.to(device)
+        g = torch.Generator().manual_seed(0)
+
+        def step():
+            idx = torch.randint(0, x.shape[0], (batch,), generator=g).to(device)
+            opt.zero_grad()
+            loss = F.cross_entropy(m(x[idx]), y[idx])
+            loss.backward()
+            opt.step()
+            return loss.item()
+        return step
+    row(f"beautiful-MNIST Adam step, batch {batch}", runner("tiny"), runner("cpu"), reps)
+
+
+def resnet_cases(reps):
+    import torchvision
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18().eval()
+    for batch in (1, 16):
+        x = torch.randn(batch, 3, 224, 224)
+        mt, xt = copy.deepcopy(model).to("tiny"), x.to("tiny")
+
+        def tiny_fwd():
+            with torch.no_grad():
+                return sync(mt(xt))
+
+        def cpu_fwd():
+            with torch.no_grad():
+                return model(x)
+        row(f"resnet18 inference, batch {batch}", tiny_fwd, cpu_fwd, reps)
+    train = torchvision.models.resnet18(num_classes=10).train()
+    x, y = torch.randn(16, 3, 64, 64), torch.randint(0, 10, (16,))
+
+    def runner(device):
+        m = copy.deepcopy(train).to(device)
+        opt = torch.optim.SGD(m.parameters(), lr=1e-2, momentum=0.9)
+        xd, yd = x.to(device), y.to(device)
+
+        def step():
+            opt.zero_grad()
+            loss = F.cross_entropy(m(xd), yd)
+            loss.backward()
+            opt.step()
+            return loss.item()
+        return step
+    row("resnet18 SGD-momentum step, batch 16 at 64^2", runner("tiny"), runner("cpu"), reps)
+
+
+COLD_RESNET = """
+import time, torch, torchvision, torch.nn.functional as F
+import torch_tiny
+torch.manual_seed(0)
+m = torchvision.models.resnet18(num_classes=10).to("tiny")
+opt = torch.optim.SGD(m.parameters(), lr=1e-2, momentum=0.9)
+x, y = torch.randn(16, 3, 64, 64).to("tiny"), torch.randint(0, 10, (16,)).to("tiny")
+for i in range(2):
+    t0 = time.perf_counter()
+    opt.zero_grad(); F.cross_entropy(m(x), y).backward(); opt.step(); torch.tiny.synchronize()
+    print(f"step {i} {time.perf_counter() - t0:.2f}")
+"""
+
+
+def cold_start():
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, TINY_CACHE_DIR=cache)
+        for label in ("empty kernel cache", "warm kernel cache"):
+            out = subprocess.run([sys.executable, str(ROOT / "examples" / "demo.py")], env=env, capture_output=True,
+                                 text=True, check=True).stdout
+            tiny = re.search(r"time: tiny ([\d.]+)s", out).group(1)
+            print(f"cold start: examples/demo.py's tiny half, {label:18s} {tiny} s", flush=True)
+    with tempfile.TemporaryDirectory() as cache:
+        out = subprocess.run([sys.executable, "-c", COLD_RESNET], env=dict(os.environ, TINY_CACHE_DIR=cache),
+                             capture_output=True, text=True, check=True).stdout
+        steps = re.findall(r"step \d ([\d.]+)", out)
+        print(f"cold start: resnet18 SGD step (batch 16 at 64^2), empty cache: first {steps[0]} s, second {steps[1]} s")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--no-cold", action="store_true", help="skip the cold-start runs")
+    args = ap.parse_args()
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads for the CPU backend")
+    kernels_cases(args.reps)
+    mnist_case(args.reps)
+    resnet_cases(args.reps)
+    print(f"geometric mean of tiny/cpu over {len(ratios)} rows: "
+          f"{math.exp(sum(math.log(r) for r in ratios) / len(ratios)):.2f}")
+    if not args.no_cold:
+        cold_start()
+
+
+if __name__ == "__main__":
+    main()

@@ -434,3 +434,208 @@ def test_kernel_counts():
     assert kernels_of(lambda a, b: torch.einsum("ij,jk->ik", a, b), a, b) == 1
     assert kernels_of(lambda a, b, c: (a @ b + c).relu(), a, b, c) == 1
     assert kernels_of(lambda c, a, b: torch._addmm_activation(c, a, b), c, a, b) == 1
+
+
+# ---------------------------------------------------------------- triangular solves, Cholesky
+def spd(*batch, n, dtype=torch.float32, seed=0):
+    a = make((*batch, n, n), torch.float64, seed)
+    return (a @ a.mT + n * torch.eye(n, dtype=torch.float64)).to(dtype)
+
+
+def lin_tol(dtype):
+    return dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("batch,n", [((), 5), ((3,), 4), ((2, 2), 7), ((), 1), ((), 0), ((0,), 3), ((), 33)])
+def test_cholesky_ex(dtype, batch, n):
+    a = spd(*batch, n=n, dtype=dtype)
+    a = a + torch.triu(make(a.shape, dtype, 1), 1)  # only the named triangle is read
+    for upper in (False, True):
+        b = a.mT.contiguous() if upper else a
+        check(lambda x: torch.linalg.cholesky_ex(x, upper=upper), b, **lin_tol(dtype), msg=f"upper={upper}")
+        check(lambda x: torch.linalg.cholesky(x, upper=upper), b, **lin_tol(dtype))
+
+
+def test_cholesky_not_positive_definite():
+    # LAPACK stops at the first pivot that is not positive: info names it, the matrix is left
+    # as updated so far; the error names the batch element
+    a = torch.stack([torch.eye(3), -torch.eye(3), torch.tensor([[4.0, 2, 0], [2, 1, 0], [0, 0, 1]]),
+                     torch.tensor([[1.0, 2, 3], [2, 1, 0], [3, 0, 5]]), torch.full((3, 3), float("nan"))])
+    check(torch.linalg.cholesky_ex, a)
+    check(torch.linalg.cholesky_ex, a[3])
+    check(torch.linalg.cholesky, a, msg="error")
+    check(torch.linalg.cholesky, a[1], msg="error, one matrix")
+    check(lambda x: torch.linalg.cholesky_ex(x, check_errors=True), a, msg="check_errors")
+
+
+def test_cholesky_errors_and_out():
+    for x in [torch.ones(3), torch.ones(3, 4), torch.ones(3, 3, dtype=torch.long), torch.ones(3, 3).half()]:
+        check(torch.linalg.cholesky_ex, x, msg=str((x.shape, x.dtype)))
+    a = spd(2, n=4)
+    L, info = torch.empty(0), torch.empty(0, dtype=torch.int32)
+    Ld, infod = to_dev(L), to_dev(info)
+    torch.linalg.cholesky_ex(to_dev(a), out=(Ld, infod))
+    torch.testing.assert_close(Ld.cpu(), torch.linalg.cholesky(a), rtol=1e-5, atol=1e-5)
+    assert infod.cpu().tolist() == [0, 0]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_solve_triangular(dtype):
+    A = make((3, 5, 5), dtype).tril() + 4 * torch.eye(5, dtype=dtype)
+    A = A + torch.triu(make(A.shape, dtype, 2), 1) * 100  # the other triangle is never read
+    B = make((3, 5, 2), dtype, 1)
+    for upper in (False, True):
+        AA = A.mT.contiguous() if upper else A
+        for left in (True, False):
+            BB = B if left else B.mT
+            for unit in (False, True):
+                check(lambda a, b: torch.linalg.solve_triangular(a, b, upper=upper, left=left, unitriangular=unit),
+                      AA, BB, **lin_tol(dtype), msg=f"upper={upper} left={left} unit={unit}")
+    # broadcasting batch dims, non-contiguous B, type promotion, empty
+    check(lambda a, b: torch.linalg.solve_triangular(a, b, upper=False), A[:1], make((2, 3, 5, 4), dtype, 3).mT.mT,
+          **lin_tol(dtype))
+    check(lambda a, b: torch.linalg.solve_triangular(a, b, upper=False), A.float(), B.double(), **lin_tol(torch.float32))
+    check(lambda a, b: torch.linalg.solve_triangular(a, b, upper=True), A[:, :0, :0], B[:, :0])
+    out = to_dev(torch.empty(0, dtype=dtype))
+    torch.linalg.solve_triangular(to_dev(A), to_dev(B), upper=False, out=out)
+    torch.testing.assert_close(out.cpu(), torch.linalg.solve_triangular(A, B, upper=False), **lin_tol(dtype))
+
+
+def test_solve_triangular_errors():
+    e3 = torch.eye(3)
+    for a, b in [(e3, torch.ones(3)), (torch.ones(3, 4), torch.ones(3, 2)), (e3, torch.ones(4, 2)),
+                 (e3.half(), torch.ones(3, 2).half()), (e3.long(), torch.ones(3, 2).long())]:
+        check(lambda x, y: torch.linalg.solve_triangular(x, y, upper=True), a, b, msg=str((a.shape, b.shape, a.dtype)))
+
+
+@pytest.mark.filterwarnings("ignore:torch.triangular_solve is deprecated")
+def test_triangular_solve_cholesky_solve_and_inverse():
+    A = make((2, 4, 4)).tril() + 4 * torch.eye(4)
+    b = make((2, 4, 3), seed=1)
+    for upper in (False, True):
+        for transpose in (False, True):
+            AA = A.mT.contiguous() if upper else A
+            check(lambda x, y: torch.triangular_solve(x, y, upper=upper, transpose=transpose), b, AA, rtol=1e-5,
+                  atol=1e-5, msg=f"triangular_solve upper={upper} transpose={transpose}")
+    L = torch.linalg.cholesky(spd(2, n=4))
+    for upper in (False, True):
+        LL = L.mT.contiguous() if upper else L
+        check(lambda x, y: torch.cholesky_solve(x, y, upper=upper), b, LL, rtol=1e-5, atol=1e-5)
+        check(lambda x: torch.cholesky_inverse(x, upper=upper), LL, rtol=1e-5, atol=1e-5)
+    check(torch.cholesky_solve, make((3, 2)), torch.eye(4), msg="sizes")
+    check(torch.cholesky_inverse, torch.ones(3), msg="1-d")
+    check(torch.cholesky_inverse, torch.ones(3, 3, dtype=torch.long), msg="long")
+
+
+def test_cholesky_and_solves_backward():
+    a = spd(2, n=4).requires_grad_()
+    check_grad(torch.linalg.cholesky, a, rtol=1e-4, atol=1e-4)
+    A = (make((4, 4)).tril() + 4 * torch.eye(4)).requires_grad_()
+    B = make((4, 2), seed=1).requires_grad_()
+    check_grad(lambda x, y: torch.linalg.solve_triangular(x, y, upper=False), A, B, rtol=1e-4, atol=1e-4)
+
+
+# ---------------------------------------------------------------- LU and what is built on it
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("shape", [(5, 5), (3, 4, 4), (4, 6), (6, 4), (2, 3, 3, 3), (0, 3, 3), (1, 1), (24, 24)])
+def test_lu_factor_and_unpack(dtype, shape):
+    a = make(shape, dtype)
+    check(torch.linalg.lu_factor_ex, a, **lin_tol(dtype))
+    check(torch.linalg.lu, a, **lin_tol(dtype))
+    LU, piv = torch.linalg.lu_factor(a)
+    check(torch.lu_unpack, LU, piv)
+    check(lambda x, p: torch.lu_unpack(x, p, unpack_data=False), LU, piv)
+    check(lambda x, p: torch.lu_unpack(x, p, unpack_pivots=False), LU, piv)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("shape", [(5, 5), (3, 4, 4), (2, 3, 3, 3), (0, 3, 3), (1, 1), (16, 16)])
+def test_det_inv_solve(dtype, shape):
+    a = make(shape, dtype)
+    t = dict(rtol=1e-4, atol=1e-4) if dtype == torch.float32 else lin_tol(dtype)
+    check(torch.linalg.det, a, **t)
+    check(torch.linalg.slogdet, a, **t)
+    # the factors these return are what their backward solves with: the CPU's (A^T's for det)
+    check(torch.ops.aten._linalg_det, a, **t)
+    check(torch.ops.aten._linalg_slogdet, a, **t)
+    check(torch.ops.aten._linalg_solve_ex, a, make((*shape[:-1], 2), dtype, 1), **t)
+    check(torch.linalg.inv, a, **t)
+    check(torch.linalg.inv_ex, a, **t)
+    b = make((*shape[:-1], 2), dtype, 1)
+    check(torch.linalg.solve, a, b, **t)
+    check(lambda x, y: torch.linalg.solve(x, y, left=False), a, b.mT, **t)
+    LU, piv = torch.linalg.lu_factor(a)
+    for adjoint in (False, True):
+        check(lambda x, p, y: torch.linalg.lu_solve(x, p, y, adjoint=adjoint), LU, piv, b, **t)
+        check(lambda x, p, y: torch.linalg.lu_solve(x, p, y, left=False, adjoint=adjoint), LU, piv, b.mT, **t)
+
+
+def test_solve_broadcasting_and_vectors():
+    a = make((2, 1, 4, 4))
+    check(torch.linalg.solve, a, make((3, 4, 2), seed=1), rtol=1e-4, atol=1e-4)
+    check(torch.linalg.solve, a[0, 0], make((4,), seed=1), rtol=1e-4, atol=1e-4)  # a vector right side
+    check(torch.linalg.solve, make((3, 4, 4)), make((3, 4), seed=1), rtol=1e-4, atol=1e-4)  # batched vectors
+    check(lambda x, y: torch.linalg.solve(x, y, left=False), make((3, 4, 4)), make((3, 4), seed=1), msg="left=False")
+
+
+def test_singular_and_errors():
+    s = torch.tensor([[1.0, 2, 3], [2, 4, 6], [1, 0, 1]])
+    check(torch.linalg.lu_factor_ex, s)
+    check(torch.linalg.det, s)
+    check(torch.linalg.slogdet, s)
+    check(torch.linalg.inv_ex, torch.stack([s, torch.eye(3), torch.zeros(3, 3)]), msg="inv_ex info")
+    for f in (torch.linalg.inv, lambda x: torch.linalg.solve(x, torch.ones(x.shape[:-1], device=x.device))):
+        check(f, s, msg="singular")
+        check(f, torch.ones(2, 3, 3), msg="singular batch")
+    check(lambda x: torch.linalg.lu_factor_ex(x, check_errors=True), torch.zeros(3, 3), msg="check_errors")
+    for x in (torch.ones(3), torch.ones(3, 3).long(), torch.ones(3, 3).half()):
+        check(torch.linalg.lu_factor_ex, x, msg=str(x.dtype))
+    check(lambda x: torch.linalg.lu_factor_ex(x, pivot=False), torch.eye(3))
+    for f in (torch.linalg.det, torch.linalg.slogdet, torch.linalg.inv):
+        for x in (torch.ones(3, 4), torch.ones(3), torch.ones(3, 3).long()):
+            check(f, x, msg=str((x.shape, x.dtype)))
+    check(torch.linalg.inv, torch.eye(3).half())
+    check(torch.linalg.solve, torch.eye(3), torch.ones(4))
+    check(torch.linalg.solve, torch.eye(3).long(), torch.ones(3).long())
+
+
+def test_lu_family_backward():
+    a = (make((4, 4)) + 4 * torch.eye(4)).requires_grad_()
+    b = make((4, 2), seed=1).requires_grad_()
+    check_grad(torch.linalg.det, a, rtol=1e-4, atol=1e-4)
+    check_grad(torch.linalg.inv, a, rtol=1e-4, atol=1e-4)
+    check_grad(torch.linalg.solve, a, b, rtol=1e-4, atol=1e-4)
+    check_grad(lambda x: torch.linalg.slogdet(x)[1], a, rtol=1e-4, atol=1e-4)
+
+
+def test_lu_family_out_variants():
+    a, b = make((2, 4, 4)) + 4 * torch.eye(4), make((2, 4, 3), seed=1)
+
+    def outs(*dtypes):
+        return [to_dev(torch.empty(0, dtype=d)) for d in dtypes]
+    f, i = torch.float32, torch.int32
+    cases = [
+        (lambda x, o: torch.linalg.lu_factor_ex(x, out=o), torch.linalg.lu_factor_ex, (f, i, i)),
+        (lambda x, o: torch.linalg.lu(x, out=o), torch.linalg.lu, (f, f, f)),
+        (lambda x, o: torch.linalg.det(x, out=o[0]), torch.linalg.det, (f,)),
+        (lambda x, o: torch.linalg.slogdet(x, out=o), torch.linalg.slogdet, (f, f)),
+        (lambda x, o: torch.linalg.inv(x, out=o[0]), torch.linalg.inv, (f,)),
+        (lambda x, o: torch.linalg.inv_ex(x, out=o), torch.linalg.inv_ex, (f, i)),
+        (lambda x, o: torch.linalg.solve(x, to_dev(b), out=o[0]), lambda x: torch.linalg.solve(x, b), (f,)),
+    ]
+    for run, ref, dtypes in cases:
+        o = outs(*dtypes)
+        run(to_dev(a), o)
+        want = ref(a)
+        want = [want] if isinstance(want, torch.Tensor) else list(want)
+        for got, w in zip(o, want):
+            torch.testing.assert_close(got.cpu(), w, rtol=1e-4, atol=1e-4)
+    LU, piv = torch.linalg.lu_factor(a)
+    o = outs(f)
+    torch.linalg.lu_solve(to_dev(LU), to_dev(piv), to_dev(b), out=o[0])
+    torch.testing.assert_close(o[0].cpu(), torch.linalg.lu_solve(LU, piv, b), rtol=1e-4, atol=1e-4)
+    o = outs(f, f, f)
+    torch.lu_unpack(to_dev(LU), to_dev(piv), out=o)
+    for got, w in zip(o, torch.lu_unpack(LU, piv)):
+        torch.testing.assert_close(got.cpu(), w)

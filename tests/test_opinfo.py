@@ -56,6 +56,13 @@ OTHERS = (
     # selection, layout and geometry ops with tiny kernels (issue 14)
     "median", "nanmedian", "mode", "nonzero_static", "nn.functional.channel_shuffle", "linalg.cross", "cross", "nn.functional.unfold",
     "histc", "nn.functional.max_unpool2d", "cdist", "nn.functional.pdist",
+    # triangular solves and the Cholesky family (loops of lazy kernels)
+    "linalg.cholesky", "linalg.cholesky_ex", "cholesky_solve", "cholesky_inverse", "linalg.solve_triangular",
+    "triangular_solve",
+    # LU with partial pivoting and what is built on it
+    "linalg.lu_factor", "linalg.lu_factor_ex", "linalg.lu", "lu", "lu_unpack", "linalg.lu_solve", "lu_solve",
+    "linalg.det", "det", "linalg.slogdet", "logdet", "linalg.solve", "linalg.solve_ex", "linalg.inv",
+    "linalg.inv_ex", "inverse", "linalg.matrix_power",
 )
 
 # ---------------------------------------------------------------------------------------------

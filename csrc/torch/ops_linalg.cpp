@@ -1,6 +1,6 @@
 // Linear algebra on engine graphs: mm, bmm, addmm, addmv, mv, dot, vdot,
 // baddbmm, addbmm, addr, trace, diag_embed, _addmm_activation (tril / triu
-// live with the creation ops).
+// live with the creation ops; solves and factorizations in ops_linalg_solve).
 // A product is a broadcast multiply and a SUM reduce over k, so an epilogue
 // (bias, activation) fuses into the same kernel. 16-bit floats accumulate in
 // float32 and round once at the end, as the CPU's BLAS paths do. matmul,

@@ -28,10 +28,8 @@ import torch_tiny  # noqa: F401  (registers the device)
 from torch_tiny import debug
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "examples"))
 sys.path.insert(0, str(ROOT / "bench"))
-from bench_training import timed  # noqa: E402
-from mnist import beautiful_mnist  # noqa: E402
+from bench_training import mnist_steps, timed  # noqa: E402
 
 ratios = []
 
@@ -73,24 +71,7 @@ def kernels_cases(reps):
 
 
 def mnist_case(reps, batch=512):
-    torch.manual_seed(0)
-    model = beautiful_mnist()
-    data, labels = torch.randn(4096, 1, 28, 28), torch.randint(0, 10, (4096,))
-
-    def runner(device):
-        m = copy.deepcopy(model).to(device)
-        opt = torch.optim.Adam(m.parameters(), lr=1e-3)
-        x, y = data.to(device), labels.to(device)
-        g = torch.Generator().manual_seed(0)
-
-        def step():
-            idx = torch.randint(0, x.shape[0], (batch,), generator=g).to(device)
-            opt.zero_grad()
-            loss = F.cross_entropy(m(x[idx]), y[idx])
-            loss.backward()
-            opt.step()
-            return loss.item()
-        return step
+    runner = mnist_steps(batch)
     row(f"beautiful-MNIST Adam step, batch {batch}", runner("tiny"), runner("cpu"), reps)
 
 

@@ -52,7 +52,8 @@ def report(name, t_tiny, t_cpu, kernels):
           f"tiny speed / cpu {t_cpu / t_tiny:5.2f}x   tiny kernels {kernels}", flush=True)
 
 
-def bench_mnist_step(batch, reps):
+def mnist_steps(batch):
+    """step(device): one Adam training step of a copy of the beautiful-MNIST CNN on random batches."""
     torch.manual_seed(0)
     model = beautiful_mnist()
     data = torch.randn(4096, 1, 28, 28)
@@ -72,7 +73,11 @@ def bench_mnist_step(batch, reps):
             opt.step()
             return loss.item()  # tiny: runs the step's kernels
         return step
+    return runner
 
+
+def bench_mnist_step(batch, reps):
+    runner = mnist_steps(batch)
     tiny_step, cpu_step = runner("tiny"), runner("cpu")
     t_tiny = timed(tiny_step, warmup=2, reps=reps)
     report(f"MNIST training step, batch {batch}", t_tiny, timed(cpu_step, warmup=2, reps=reps),

@@ -438,12 +438,16 @@ T permutation_matrix(const T& perm, c10::ScalarType dt) {  // P[r, c] = perm[c] 
   return transposed(eq(pc, cols_of(sq))).cast(to_engine(dt));
 }
 
-Results lu_factor_values(const at::Tensor& A, bool pivot) {
-  TORCH_CHECK(A.dim() >= 2, "torch.lu_factor: Expected tensor with 2 or more dimensions. Got size: ", A.sizes(),
-              " instead");
-  TORCH_CHECK(pivot, "linalg.lu_factor: LU without pivoting is not implemented on the CPU");
+// A's factors after the CPU's checks (`dim_api` names the op in the rank's message)
+LU checked_lu(const at::Tensor& A, bool pivot, const char* dim_api, const char* api) {
+  TORCH_CHECK(A.dim() >= 2, dim_api, ": Expected tensor with 2 or more dimensions. Got size: ", A.sizes(), " instead");
+  TORCH_CHECK(pivot, api, ": LU without pivoting is not implemented on the CPU");
   check_lu_dtype(A.scalar_type());
-  LU f = lu_factor(read(A));
+  return lu_factor(read(A));
+}
+
+Results lu_factor_values(const at::Tensor& A, bool pivot) {
+  LU f = checked_lu(A, pivot, "torch.lu_factor", "linalg.lu_factor");
   return {{f.lu, A.scalar_type()}, {f.pivots, c10::kInt}, {f.info, c10::kInt}};
 }
 std::tuple<at::Tensor, at::Tensor, at::Tensor> linalg_lu_factor_ex(const at::Tensor& A, bool pivot, bool check_errors) {
@@ -494,11 +498,7 @@ std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> lu_unpack_out(const at::Tensor
 }
 
 Results linalg_lu_values(const at::Tensor& A, bool pivot) {
-  TORCH_CHECK(A.dim() >= 2, "linalg.lu: Expected tensor with 2 or more dimensions. Got size: ", A.sizes(),
-              " instead");
-  TORCH_CHECK(pivot, "linalg.lu: LU without pivoting is not implemented on the CPU");
-  check_lu_dtype(A.scalar_type());
-  LU f = lu_factor(read(A));
+  LU f = checked_lu(A, pivot, "linalg.lu", "linalg.lu");
   auto [l, u] = unpack_factors(f.lu);
   c10::ScalarType dt = A.scalar_type();
   return {{permutation_matrix(perm_from_pivots(f.pivots, A.size(-2)), dt), dt}, {l, dt}, {u, dt}};

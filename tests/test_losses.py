@@ -1,5 +1,6 @@
 """Losses forward/backward vs the CPU: nll_loss (1d, 2d, nd, weight, ignore_index, reductions),
-cross_entropy (composite), mse, smooth_l1, huber, binary_cross_entropy (+ with_logits)."""
+cross_entropy (composite), mse, smooth_l1, huber, binary_cross_entropy (+ with_logits),
+multi_margin_loss and multilabel_margin_loss."""
 
 import math
 
@@ -116,3 +117,42 @@ def test_binary_cross_entropy_with_logits(red):
 def test_bce_size_mismatch():
     with pytest.raises(ValueError):
         F.binary_cross_entropy(to_dev(torch.rand(3)), to_dev(torch.rand(4)))
+
+
+@pytest.mark.parametrize("red", REDS)
+@pytest.mark.parametrize("p", [1, 2])
+def test_multi_margin_loss(red, p):
+    x = torch.randn(6, 5)
+    x[0, 2] = x[0, 1] + 1.0  # a hinge exactly at 0 (margin 1): no gradient there
+    t = torch.tensor([1, 0, 4, 4, 2, 3])
+    check_fwd_bwd(F.multi_margin_loss, x, t, p=p, reduction=red, **TOL)
+    check_fwd_bwd(F.multi_margin_loss, x, t, p=p, margin=0.3, weight=torch.rand(5), reduction=red, **TOL)
+    check_fwd_bwd(F.multi_margin_loss, x[2], t[2], p=p, reduction=red, **TOL)  # one sample, 0-d target
+
+
+@pytest.mark.parametrize("red", REDS)
+def test_multilabel_margin_loss(red):
+    # labels end at the first -1; a repeated label counts twice, as on the CPU
+    x = torch.randn(5, 6)
+    t = torch.tensor([[3, 0, -1, 1, 2, 0], [1, 2, 3, 4, 5, 0], [-1, 1, 2, 3, 4, 5], [0, 0, 2, -1, 1, 1],
+                      [5, 4, 3, 2, 1, 0]])
+    check_fwd_bwd(F.multilabel_margin_loss, x, t, reduction=red, **TOL)
+    check_fwd_bwd(F.multilabel_margin_loss, x[0], t[0], reduction=red, **TOL)
+    out, is_target = torch.ops.aten.multilabel_margin_loss_forward(to_dev(x), to_dev(t), 1)
+    assert_same(is_target, torch.ops.aten.multilabel_margin_loss_forward(x, t, 1)[1])
+
+
+def test_margin_loss_errors_and_bad_targets():
+    x = torch.randn(3, 4)
+    for f, t in [(lambda a, b: F.multi_margin_loss(a, b, p=3), torch.tensor([0, 1, 1])),
+                 (F.multi_margin_loss, torch.tensor([0, 1])),
+                 (F.multi_margin_loss, torch.tensor([0.0, 1, 1])),
+                 (F.multilabel_margin_loss, torch.tensor([[0, 1, -1, 0]] * 2))]:
+        with pytest.raises((RuntimeError, ValueError)) as ec:
+            f(x, t)
+        with pytest.raises((RuntimeError, ValueError)) as ed:
+            f(to_dev(x), to_dev(t))
+        assert type(ed.value) is type(ec.value) and str(ed.value).split("\n")[0] == str(ec.value).split("\n")[0]
+    if IS_TINY:  # an out-of-range target: NaN where the CPU raises after reading it
+        assert math.isnan(F.multi_margin_loss(to_dev(x), to_dev(torch.tensor([0, 5, 1]))).item())
+        assert math.isnan(F.multilabel_margin_loss(to_dev(x), to_dev(torch.tensor([[0, 5, -1, 0]] * 3))).item())

@@ -63,6 +63,7 @@ OTHERS = (
     "linalg.lu_factor", "linalg.lu_factor_ex", "linalg.lu", "lu", "lu_unpack", "linalg.lu_solve", "lu_solve",
     "linalg.det", "det", "linalg.slogdet", "logdet", "linalg.solve", "linalg.solve_ex", "linalg.inv",
     "linalg.inv_ex", "inverse", "linalg.matrix_power",
+    "nn.functional.multi_margin_loss", "nn.functional.multilabel_margin_loss",
 )
 
 # ---------------------------------------------------------------------------------------------

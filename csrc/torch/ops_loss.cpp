@@ -1,6 +1,6 @@
 // Loss functions with ATen kernels and their backward: nll_loss (1d and nd),
 // mse, smooth_l1, huber, binary_cross_entropy (+ with_logits forward; its
-// backward is a composite formula). Composite losses (cross_entropy, l1,
+// backward is a composite formula), multi_margin_loss, multilabel_margin_loss. Composite losses (cross_entropy, l1,
 // kl_div, cosine_similarity) decompose into these and elementwise ops.
 //
 // Data-dependent checks the CPU makes by reading values (target out of range,
@@ -342,10 +342,194 @@ at::Tensor binary_cross_entropy_with_logits(const at::Tensor& self, const at::Te
   return make_result(reduce_loss(loss, reduction).cast(to_engine(dt)), dt);
 }
 
+
+// ---------------------------------------------------------------- multi-class margin losses
+// Per sample (a row of C scores), with a one-hot of the target class built by
+// comparing class positions (no gather): an out-of-range target makes the
+// sample's loss NaN (the CPU raises after reading it).
+T class_iota(const tiny::Shape& shape) {  // the position along the last dim
+  tiny::Shape s(shape.size(), 1);
+  s.back() = shape.back();
+  return T::arange(shape.back(), tiny::Scalar::from_int(0), tiny::Scalar::from_int(1), tiny::DType::Int64)
+      .reshape(s)
+      .expand(shape);
+}
+T row_sum(const T& x) { return x.reduce(ReduceOp::Sum, {x.ndim() - 1}, true); }
+
+struct MultiMargin {
+  int64_t N = 1, C = 1;
+  bool batched = false;
+  T x, t, onehot, bad, h, wy;  // h: max(0, margin - x[y] + x[i]) (N, C); wy: the target's weight (N, 1)
+};
+MultiMargin multi_margin_parts(const at::Tensor& self, const at::Tensor& target, const c10::Scalar& p,
+                               const c10::Scalar& margin, const std::optional<at::Tensor>& weight) {
+  TORCH_CHECK_VALUE(p.toDouble() == 1 || p.toDouble() == 2, "only p == 1 and p == 2 supported");
+  TORCH_CHECK(self.dim() <= 2 && (self.dim() == 0 || self.size(-1) != 0),
+              "Expected non-empty vector or matrix with optional 0-dim batch size, but got: ", self.sizes());
+  TORCH_CHECK(target.scalar_type() == c10::kLong, "expected scalar type Long but found ", target.scalar_type());
+  MultiMargin m;
+  m.batched = self.dim() == 2;
+  m.N = m.batched ? self.size(0) : 1;
+  m.C = self.dim() == 0 ? 1 : self.size(-1);
+  TORCH_CHECK(target.dim() <= 1 && target.numel() == m.N, "multi_margin_loss: target tensor should be 1-D with size "
+              "equal to the number of input samples (batch size). Expected target size [", m.N, "], but got ",
+              target.sizes(), ". Input has shape ", self.sizes(), ".");
+  TORCH_CHECK(!present(weight) || (weight->dim() <= 1 && weight->numel() == m.C), "inconsistent weight size, "
+              "expected ", m.C, " but got ", weight->sizes());
+  tiny::DType acc = acc_dtype(self.scalar_type());
+  tiny::Shape nc{m.N, m.C}, n1{m.N, 1};
+  m.x = read_acc(self).reshape(nc);
+  m.t = read(target).reshape(n1);
+  m.bad = T::where(m.t.binary(Op::CmpLt, cnst(n1, 0, tiny::DType::Int64)), cnst(n1, 1, tiny::DType::Bool),
+                   cnst(n1, m.C - 1, tiny::DType::Int64).binary(Op::CmpLt, m.t));
+  m.onehot = class_iota(nc).binary(Op::CmpEq, m.t.expand(nc));
+  T xy = row_sum(T::where(m.onehot, m.x, cnst(nc, 0.0, acc)));
+  m.h = add(sub(m.x, xy.expand(nc)), margin.toDouble()).binary(Op::Max, cnst(nc, 0.0, acc));
+  m.wy = present(weight)
+             ? row_sum(T::where(m.onehot, read(*weight).cast(acc).reshape({1, m.C}).expand(nc), cnst(nc, 0.0, acc)))
+             : cnst(n1, 1.0, acc);
+  return m;
+}
+
+T multi_margin_value(const at::Tensor& self, const at::Tensor& target, const c10::Scalar& p,
+                     const c10::Scalar& margin, const std::optional<at::Tensor>& weight, int64_t reduction) {
+  check_reduction(reduction);
+  MultiMargin m = multi_margin_parts(self, target, p, margin, weight);
+  tiny::Shape nc{m.N, m.C};
+  T hp = p.toDouble() == 2 ? mul(m.h, m.h) : m.h;
+  T terms = T::where(m.onehot, cnst(nc, 0.0, m.x.dtype()), mul(hp, m.wy.expand(nc)));
+  T loss = mul(row_sum(terms), 1.0 / double(m.C)).reshape({m.N});
+  loss = T::where(m.bad.reshape({m.N}), cnst({m.N}, NAN, loss.dtype()), loss);
+  if (!m.batched && reduction == at::Reduction::None) loss = loss.reshape({});
+  return reduce_loss(loss, reduction).cast(to_engine(self.scalar_type()));
+}
+at::Tensor multi_margin_loss(const at::Tensor& self, const at::Tensor& target, const c10::Scalar& p,
+                             const c10::Scalar& margin, const std::optional<at::Tensor>& weight, int64_t reduction) {
+  TinyOp op("multi_margin_loss");
+  return make_result(multi_margin_value(self, target, p, margin, weight, reduction), self.scalar_type());
+}
+at::Tensor& multi_margin_loss_out(const at::Tensor& self, const at::Tensor& target, const c10::Scalar& p,
+                                  const c10::Scalar& margin, const std::optional<at::Tensor>& weight,
+                                  int64_t reduction, at::Tensor& out) {
+  TinyOp op("multi_margin_loss");
+  return assign_out(out, multi_margin_value(self, target, p, margin, weight, reduction), self.scalar_type(),
+                    {self, target});
+}
+at::Tensor multi_margin_loss_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                                      const c10::Scalar& p, const c10::Scalar& margin,
+                                      const std::optional<at::Tensor>& weight, int64_t reduction) {
+  TinyOp op("multi_margin_loss_backward");
+  MultiMargin m = multi_margin_parts(self, target, p, margin, weight);
+  tiny::Shape nc{m.N, m.C};
+  tiny::DType acc = m.x.dtype();
+  T slope = p.toDouble() == 2 ? mul(m.h, 2.0) : m.h.binary(Op::CmpLt, cnst(nc, 0.0, acc)).unary(Op::Not).cast(acc);
+  slope = T::where(m.h.binary(Op::CmpEq, cnst(nc, 0.0, acc)), cnst(nc, 0.0, acc), slope);  // no term where z <= 0
+  T g = mul(T::where(m.onehot, cnst(nc, 0.0, acc), mul(slope, m.wy.expand(nc))), 1.0 / double(m.C));
+  T gy = row_sum(g).unary(Op::Neg).expand(nc);  // the target's score gets minus the sum of the others
+  T grad = T::where(m.onehot, gy, g);
+  tiny::Shape ls = (m.batched || reduction != at::Reduction::None) ? tiny::Shape{m.N} : tiny::Shape{};
+  T scale = loss_grad_scale(grad_output, ls, reduction, acc).reshape({m.N, 1}).expand(nc);
+  return make_result(mul(grad, scale).reshape(to_shape(self.sizes())).cast(to_engine(self.scalar_type())),
+                     self.scalar_type());
+}
+
+// multilabel: the targets of a row are its labels before the first -1; the
+// loss sums, over target labels k and non-target classes i, max(0, 1 - x[k] + x[i]) / C
+// (a repeated label counts again, as in the CPU's loop).
+struct MultiLabel {
+  int64_t N = 1, C = 1;
+  bool batched = false;
+  T x, label_is, valid, is_target, z, bad;  // label_is (N, K, C): label k is class i; z (N, K, C): 1 - x[k] + x[i]
+};
+MultiLabel multilabel_parts(const at::Tensor& self, const at::Tensor& target) {
+  TORCH_CHECK(self.dim() <= 2 && (self.dim() == 0 || self.size(-1) != 0),
+              "Expected non-empty vector or matrix with optional 0-dim batch size, but got: ", self.sizes());
+  TORCH_CHECK(target.sizes() == self.sizes(), "inconsistent target size: ", target.sizes(), " for input of size: ",
+              self.sizes());
+  TORCH_CHECK(target.scalar_type() == c10::kLong, "expected scalar type Long but found ", target.scalar_type());
+  MultiLabel m;
+  m.batched = self.dim() == 2;
+  m.N = m.batched ? self.size(0) : 1;
+  m.C = self.dim() == 0 ? 1 : self.size(-1);
+  int64_t N = m.N, C = m.C;
+  tiny::DType acc = acc_dtype(self.scalar_type());
+  tiny::Shape nkc{N, C, C}, nk1{N, C, 1};
+  m.x = read_acc(self).reshape({N, 1, C});
+  T t = read(target).reshape(nk1);
+  T k = T::arange(C, tiny::Scalar::from_int(0), tiny::Scalar::from_int(1), tiny::DType::Int64).reshape({1, C, 1});
+  T first_end = T::where(t.binary(Op::CmpEq, cnst(nk1, -1, tiny::DType::Int64)), k.expand(nk1),
+                         cnst(nk1, C, tiny::DType::Int64)).reduce(ReduceOp::Min, {1}, true);
+  m.valid = k.expand(nk1).binary(Op::CmpLt, first_end.expand(nk1));  // (N, K, 1)
+  T in_range = t.binary(Op::CmpLt, cnst(nk1, 0, tiny::DType::Int64)).unary(Op::Not)
+                   .binary(Op::And, t.binary(Op::CmpLt, cnst(nk1, C, tiny::DType::Int64)));
+  m.bad = m.valid.binary(Op::And, in_range.unary(Op::Not)).reduce(ReduceOp::Any, {1, 2}, false);  // (N,)
+  m.label_is = class_iota(nkc).binary(Op::CmpEq, t.expand(nkc)).binary(Op::And, m.valid.expand(nkc));
+  m.is_target = m.label_is.reduce(ReduceOp::Any, {1}, true);  // (N, 1, C)
+  T xk = row_sum(T::where(m.label_is, m.x.expand(nkc), cnst(nkc, 0.0, acc)));  // (N, K, 1)
+  m.z = add(sub(m.x.expand(nkc), xk.expand(nkc)), 1.0);
+  return m;
+}
+// the hinge terms that count: valid label k, non-target class i, z > 0
+T multilabel_active(const MultiLabel& m) {
+  tiny::Shape nkc{m.N, m.C, m.C};
+  return m.valid.expand(nkc)
+      .binary(Op::And, m.is_target.expand(nkc).unary(Op::Not))
+      .binary(Op::And, cnst(nkc, 0.0, m.z.dtype()).binary(Op::CmpLt, m.z));
+}
+
+std::pair<T, T> multilabel_values(const at::Tensor& self, const at::Tensor& target, int64_t reduction) {
+  check_reduction(reduction);
+  MultiLabel m = multilabel_parts(self, target);
+  tiny::Shape nkc{m.N, m.C, m.C};
+  T terms = T::where(multilabel_active(m), m.z, cnst(nkc, 0.0, m.z.dtype()));
+  T loss = mul(terms.reduce(ReduceOp::Sum, {1, 2}, false), 1.0 / double(m.C));
+  loss = T::where(m.bad, cnst({m.N}, NAN, loss.dtype()), loss);
+  if (!m.batched && reduction == at::Reduction::None) loss = loss.reshape({});
+  tiny::DType edt = to_engine(self.scalar_type());
+  return {reduce_loss(loss, reduction).cast(edt), m.is_target.cast(edt).reshape(to_shape(target.sizes()))};
+}
+std::tuple<at::Tensor, at::Tensor> multilabel_margin_loss_forward(const at::Tensor& self, const at::Tensor& target,
+                                                                  int64_t reduction) {
+  TinyOp op("multilabel_margin_loss");
+  auto [loss, is_target] = multilabel_values(self, target, reduction);
+  return {make_result(loss, self.scalar_type()), make_result(is_target, self.scalar_type())};
+}
+std::tuple<at::Tensor&, at::Tensor&> multilabel_margin_loss_forward_out(const at::Tensor& self,
+                                                                        const at::Tensor& target, int64_t reduction,
+                                                                        at::Tensor& output, at::Tensor& is_target) {
+  TinyOp op("multilabel_margin_loss");
+  auto [loss, it] = multilabel_values(self, target, reduction);
+  assign_out(output, loss, self.scalar_type(), {self, target});
+  assign_out(is_target, it, self.scalar_type(), {self, target});
+  return {output, is_target};
+}
+at::Tensor multilabel_margin_loss_backward(const at::Tensor& grad_output, const at::Tensor& self,
+                                           const at::Tensor& target, int64_t reduction, const at::Tensor&) {
+  TinyOp op("multilabel_margin_loss_backward");
+  MultiLabel m = multilabel_parts(self, target);
+  tiny::Shape nkc{m.N, m.C, m.C};
+  tiny::DType acc = m.z.dtype();
+  T active = multilabel_active(m).cast(acc);
+  T up = active.reduce(ReduceOp::Sum, {1}, true);     // (N, 1, C): each non-target class, once per active term
+  T count = active.reduce(ReduceOp::Sum, {2}, true);  // (N, K, 1): per label, its active terms
+  T down = T::where(m.label_is, count.expand(nkc), cnst(nkc, 0.0, acc)).reduce(ReduceOp::Sum, {1}, true);
+  T grad = mul(sub(up, down), 1.0 / double(m.C)).reshape({m.N, m.C});
+  tiny::Shape ls = (m.batched || reduction != at::Reduction::None) ? tiny::Shape{m.N} : tiny::Shape{};
+  T scale = loss_grad_scale(grad_output, ls, reduction, acc).reshape({m.N, 1}).expand({m.N, m.C});
+  return make_result(mul(grad, scale).reshape(to_shape(self.sizes())).cast(to_engine(self.scalar_type())),
+                     self.scalar_type());
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nll_loss_forward", nll_loss_forward);
+  m.impl("multi_margin_loss", multi_margin_loss);
+  m.impl("multi_margin_loss.out", multi_margin_loss_out);
+  m.impl("multi_margin_loss_backward", multi_margin_loss_backward);
+  m.impl("multilabel_margin_loss_forward", multilabel_margin_loss_forward);
+  m.impl("multilabel_margin_loss_forward.output", multilabel_margin_loss_forward_out);
+  m.impl("multilabel_margin_loss_backward", multilabel_margin_loss_backward);
   m.impl("nll_loss_backward", nll_loss_backward);
   m.impl("nll_loss2d_forward", nll_loss2d_forward);
   m.impl("nll_loss2d_backward", nll_loss_backward);

@@ -1545,6 +1545,11 @@ class Builder {
     return r;
   }
 
+  // Whether float32 tanh / exp2 go through double exp: only with AVX. On an
+  // SSE-only target LLVM 14 maps a 4-wide double exp to libmvec's AVX2 entry
+  // (_ZGVdN4v_exp), whose ymm arguments an SSE caller does not pass (zeros came back).
+  bool double_exp_pays(Value* a) const { return a->getType()->isFloatTy() && kLanes >= 8; }
+
   // float32 tanh through double exp, which libmvec vectorizes (tanhf is a
   // scalar call: 160 ms over 2^24 floats): (e - 1) / (e + 1) with e = exp(2x),
   // x clamped to +-20 (tanh is 1 in float there), and the series below 1e-2
@@ -1631,7 +1636,7 @@ class Builder {
       case Op::Recip: return fp(b_.CreateFDiv(llvm::ConstantFP::get(a->getType(), 1.0), a));
       case Op::Tan: return fp(libm("tan", a));
       case Op::Erf: return fp(libm("erf", a));
-      case Op::Tanh: return fp(a->getType()->isFloatTy() ? tanh_f32(a) : libm("tanh", a));
+      case Op::Tanh: return fp(double_exp_pays(a) ? tanh_f32(a) : libm("tanh", a));
       case Op::Asin: return fp(libm("asin", a));
       case Op::Acos: return fp(libm("acos", a));
       case Op::Atan: return fp(libm("atan", a));
@@ -1645,7 +1650,7 @@ class Builder {
       case Op::Erfinv: return fp(erfinv(a));
       case Op::Erfc: return fp(libm("erfc", a));
       case Op::Exp2: {
-        if (!a->getType()->isFloatTy()) return fp(call(llvm::Intrinsic::exp2, a));
+        if (!double_exp_pays(a)) return fp(call(llvm::Intrinsic::exp2, a));
         // exp(x ln 2) in double: vectorized, within 1e-14 relative (exp2f is a scalar call)
         Value* x = b_.CreateFMul(b_.CreateFPExt(a, b_.getDoubleTy()), llvm::ConstantFP::get(b_.getDoubleTy(), M_LN2));
         return fp(b_.CreateFPTrunc(call(llvm::Intrinsic::exp, x), a->getType()));

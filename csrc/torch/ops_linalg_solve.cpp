@@ -18,55 +18,15 @@
 #include "torch/pointwise.h"
 #include "torch/reduce_util.h"
 #include "torch/tensor_value.h"
+#include "torch/linalg_util.h"
 
 namespace torch_tiny {
 namespace {
 
 using namespace pw;
+using namespace linalg;
 using T = tiny::Tensor;
 using tiny::Op;
-
-// The rows [r, r + 1) or columns [c, c + 1) of the last two dims, as a view.
-T slice_last2(const T& a, int axis_from_end, int64_t at) {
-  tiny::Ranges r;
-  for (auto v : a.shape()) r.push_back({0, v});
-  r[r.size() - size_t(axis_from_end)] = {at, at + 1};
-  return a.shrink(r);
-}
-T row_of(const T& a, int64_t i) { return slice_last2(a, 2, i); }  // (..., 1, m)
-T col_of(const T& a, int64_t j) { return slice_last2(a, 1, j); }  // (..., n, 1)
-T entry(const T& a, int64_t i, int64_t j) { return col_of(row_of(a, i), j); }  // (..., 1, 1)
-T transposed(const T& a) {
-  std::vector<int> p;
-  for (int i = 0; i < a.ndim(); i++) p.push_back(i);
-  std::swap(p[p.size() - 1], p[p.size() - 2]);
-  return a.permute(p);
-}
-// x expanded to `shape`, leading dims added as needed (batch broadcasting)
-T broadcast_to(const T& x, const tiny::Shape& shape) {
-  tiny::Shape s(shape.size() - x.shape().size(), 1);
-  s.insert(s.end(), x.shape().begin(), x.shape().end());
-  return x.reshape(s).expand(shape);
-}
-tiny::Shape appended(tiny::Shape s, int64_t v) {
-  s.push_back(v);
-  return s;
-}
-T rows_of(const tiny::Shape& s) { return iota(s, int(s.size()) - 2); }
-T cols_of(const tiny::Shape& s) { return iota(s, int(s.size()) - 1); }
-
-void check_matrix(const at::Tensor& a, const char* api, const char* name) {
-  TORCH_CHECK(a.dim() >= 2, api, ": The input tensor ", name, " must have at least 2 dimensions.");
-}
-void check_square(const at::Tensor& a, const char* api) {
-  TORCH_CHECK(a.size(-1) == a.size(-2), api, api[0] ? ": " : "", "A must be batches of square matrices, but they are ",
-              a.size(-2), " by ", a.size(-1), " matrices");
-}
-// float32 and float64 compute here (the CPU's LAPACK has no 16-bit kernels);
-// complex tensors are stored on tiny but not computed with.
-void check_lapack_dtype(c10::ScalarType t, const char* kernel) {
-  if (t == c10::kHalf || t == c10::kBFloat16) not_implemented_for(kernel, t);
-}
 
 // Solves A X = B for X, A (..., n, n) lower (or upper) triangular, B (..., n, k),
 // batch dims equal. Only A's triangle (and diagonal unless unit) is read.
@@ -253,8 +213,8 @@ T cholesky_inverse_value(const at::Tensor& self, bool upper) {
   check_lapack_dtype(dt, "cholesky_inverse_out_cpu");
   T l = read(self);
   const tiny::Shape& s = l.shape();
-  T eye = eq(rows_of(s), cols_of(s)).cast(l.dtype());
-  return cholesky_solve_value(eye, l, upper);
+  T identity = eye(s, l.dtype());
+  return cholesky_solve_value(identity, l, upper);
 }
 
 at::Tensor cholesky_inverse(const at::Tensor& self, bool upper) {
@@ -382,39 +342,6 @@ void check_lu_dtype(c10::ScalarType dt) {
   if ((!c10::isFloatingType(dt) && !c10::isComplexType(dt)) || dt == c10::kHalf || dt == c10::kBFloat16)
     not_implemented_for("lu_cpu", dt);
 }
-void check_float_input(c10::ScalarType dt, const char* api) {
-  TORCH_CHECK(c10::isFloatingType(dt) || c10::isComplexType(dt), api,
-              ": Expected a floating point or complex tensor as input. Got ", dt);
-}
-void check_square_matrices(const at::Tensor& A, const char* api) {
-  check_matrix(A, api, "A");
-  check_square(A, api);
-}
-
-// The results of an op, each with its dtype: the functional form makes new
-// tensors of them, the out= form writes them into the given ones.
-struct Result {
-  T value;
-  c10::ScalarType dtype;
-};
-using Results = std::vector<Result>;
-
-template <size_t... I>
-auto made(const Results& r, std::index_sequence<I...>) {
-  return std::make_tuple(make_result(r[I].value, r[I].dtype)...);
-}
-template <size_t N>
-auto made(const Results& r) {
-  return made(r, std::make_index_sequence<N>());
-}
-template <class... Outs>
-std::tuple<Outs&...> assigned(const Results& r, const std::vector<at::Tensor>& inputs, Outs&... outs) {
-  size_t i = 0;
-  ((assign_out(outs, r[i].value, r[i].dtype, inputs), ++i), ...);
-  return {outs...};
-}
-
-// L (..., m, k) unit lower and U (..., k, n) upper from the packed factors.
 std::pair<T, T> unpack_factors(const T& lu) {
   const tiny::Shape& s = lu.shape();
   size_t nd = s.size();
@@ -640,8 +567,8 @@ Results inv_ex_values(const at::Tensor& A) {
   T a = read(A);
   LU f = lu_factor(a);
   const tiny::Shape& s = a.shape();
-  T eye = eq(rows_of(s), cols_of(s)).cast(a.dtype());
-  return {{lu_solve_left(f.lu, perm_from_pivots(f.pivots, s.back()), eye, false), dt}, {f.info, c10::kInt}};
+  T identity = eye(s, a.dtype());
+  return {{lu_solve_left(f.lu, perm_from_pivots(f.pivots, s.back()), identity, false), dt}, {f.info, c10::kInt}};
 }
 std::tuple<at::Tensor, at::Tensor> linalg_inv_ex(const at::Tensor& A, bool check_errors) {
   TinyOp op("linalg_inv_ex");

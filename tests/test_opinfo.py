@@ -68,6 +68,10 @@ OTHERS = (
     "geqrf", "ormqr", "linalg.householder_product", "linalg.qr", "linalg.eigh", "linalg.eigvalsh",
     "linalg.matrix_sqrth", "svd", "linalg.svd", "linalg.svdvals", "linalg.pinv", "pinverse", "linalg.matrix_rank",
     "linalg.matrix_norm", "linalg.cond", "linalg.polar", "linalg.lstsq", "matrix_exp",
+    # discrete Fourier transforms (DFT matmuls over complex pairs)
+    "fft.fft", "fft.ifft", "fft.rfft", "fft.irfft", "fft.hfft", "fft.ihfft", "fft.fft2", "fft.ifft2", "fft.rfft2",
+    "fft.irfft2", "fft.hfft2", "fft.ihfft2", "fft.fftn", "fft.ifftn", "fft.rfftn", "fft.irfftn", "fft.hfftn",
+    "fft.ihfftn", "stft",
     # results on the CPU by request, CPU-only index arguments
     "to", "tensor_split",
 )

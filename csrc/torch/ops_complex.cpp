@@ -33,22 +33,11 @@ c10::ScalarType check_complex_args(const at::Tensor& a, const at::Tensor& b, con
   return t;
 }
 
-at::Tensor& write_pairs(at::Tensor& out, const tiny::Tensor& re, const tiny::Tensor& im, const tiny::Shape& shape,
-                        const std::vector<at::Tensor>& inputs) {
-  at::native::resize_output(out, c10::IntArrayRef(shape));
-  at::assert_no_internal_overlap(out);
-  for (const auto& in : inputs)
-    if (in.device() == out.device()) at::assert_no_partial_overlap(out, in);
-  if (out.numel() == 0) return out;
-  write(engine_view(out), interleave(re, im));
-  return out;
-}
-
 at::Tensor& complex_out(const at::Tensor& real, const at::Tensor& imag, at::Tensor& out) {
   TinyOp op("complex");
   c10::ScalarType t = check_complex_args(real, imag, out);
   tiny::Shape shape = broadcast_shape({real, imag});
-  return write_pairs(out, operand(real, t, shape), operand(imag, t, shape), shape, {real, imag});
+  return write_complex(out, operand(real, t, shape), operand(imag, t, shape), shape, {real, imag});
 }
 
 // abs * cos(angle), abs * sin(angle), in opmath of the type and rounded back
@@ -58,7 +47,7 @@ at::Tensor& polar_out(const at::Tensor& abs, const at::Tensor& angle, at::Tensor
   tiny::Shape shape = broadcast_shape({abs, angle});
   T r = operand_op(abs, t, shape), a = operand_op(angle, t, shape);
   tiny::DType dt = to_engine(t);
-  return write_pairs(out, (r * un(Op::Cos, a)).cast(dt), (r * un(Op::Sin, a)).cast(dt), shape, {abs, angle});
+  return write_complex(out, (r * un(Op::Cos, a)).cast(dt), (r * un(Op::Sin, a)).cast(dt), shape, {abs, angle});
 }
 
 // _copy_from's Conjugate / Negative fallbacks resolve a lazy bit by cloning,
@@ -83,7 +72,7 @@ at::Tensor& complex_mul_out(const at::Tensor& a, const at::Tensor& b, at::Tensor
   auto [ar, ai] = complex_parts(a, acc, shape);
   auto [br, bi] = complex_parts(b, acc, shape);
   tiny::DType oc = to_engine(c10::toRealValueType(out.scalar_type()));
-  return write_pairs(out, (ar * br - ai * bi).cast(oc), (ar * bi + ai * br).cast(oc), shape, {a, b});
+  return write_complex(out, (ar * br - ai * bi).cast(oc), (ar * bi + ai * br).cast(oc), shape, {a, b});
 }
 
 at::Tensor complex_mul(const at::Tensor& a, const at::Tensor& b) {
@@ -106,10 +95,26 @@ at::Tensor& complex_sgn_out(const at::Tensor& self, at::Tensor& out) {
   T mag = r.binary(Op::Hypot, i);
   T zero = eq(mag, 0.0);
   T safe = where(zero, 1.0, mag);
-  return write_pairs(out, where(zero, 0.0, r / safe).cast(comp), where(zero, 0.0, i / safe).cast(comp), shape, {self});
+  return write_complex(out, where(zero, 0.0, r / safe).cast(comp), where(zero, 0.0, i / safe).cast(comp), shape, {self});
 }
 
+namespace {
+// re - i im; a real tensor is copied
+at::Tensor& conj_physical_into(const at::Tensor& self, at::Tensor& out) {
+  TinyOp op("conj_physical");
+  if (!self.is_complex()) return assign_out(out, read(self), self.scalar_type(), {self});
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "Expected out tensor to have dtype ", self.dtype(),
+              ", but got ", out.dtype(), " instead");
+  tiny::Shape shape = to_shape(self.sizes());
+  auto [re, im] = complex_parts(self, to_engine(c10::toRealValueType(self.scalar_type())), shape);
+  return write_complex(out, re, -im, shape, {self});
+}
+at::Tensor& conj_physical_inplace(at::Tensor& self) { return self.is_complex() ? conj_physical_into(self, self) : self; }
+}  // namespace
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("conj_physical.out", conj_physical_into);
+  m.impl("conj_physical_", conj_physical_inplace);
   m.impl("complex.out", complex_out);
   m.impl("polar.out", polar_out);
 }

@@ -194,6 +194,14 @@ c10::Scalar local_scalar_dense(const at::Tensor& self) {
 
 at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
   TinyOp op("fill_");
+  if (self.is_complex()) {  // storage-only: both components through the real view
+    tiny::Shape shape = to_shape(self.sizes());
+    tiny::DType comp = to_engine(c10::toRealValueType(self.scalar_type()));
+    c10::complex<double> z = value.toComplexDouble();
+    write(engine_view(self), interleave(tiny::Tensor::full(shape, tiny::Scalar::from_double(z.real()), comp),
+                                        tiny::Tensor::full(shape, tiny::Scalar::from_double(z.imag()), comp)));
+    return self;
+  }
   write(self, tiny::Tensor::full(to_shape(self.sizes()), to_engine(value), to_engine(self.scalar_type())));
   return self;
 }

@@ -7,6 +7,7 @@
 #include <ATen/native/Padding.h>
 #include <ATen/native/TensorShape.h>
 #include <ATen/ops/cat_meta.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/reflection_pad1d_backward_meta.h>
 #include <ATen/ops/reflection_pad1d_meta.h>
 #include <ATen/ops/reflection_pad3d_backward_meta.h>
@@ -22,6 +23,7 @@
 #include "torch/index_util.h"
 #include "torch/ops_util.h"
 #include "torch/shape_util.h"
+#include "torch/storage_only.h"
 #include "torch/tensor_value.h"
 
 namespace torch_tiny {
@@ -229,7 +231,10 @@ at::Tensor& repeat_interleave_out(const at::Tensor& repeats, std::optional<int64
 
 // ---------------------------------------------------------------- constant padding
 
-T constant_pad_value(const at::Tensor& self, at::IntArrayRef pad, const c10::Scalar& value) {
+// `v` (self's value, or one component of a complex self) padded by `pad`, with
+// `fill` (made for the output shape) outside.
+template <class Fill>
+T constant_pad(const at::Tensor& self, const T& value_of_self, at::IntArrayRef pad, DType dt, Fill fill) {
   TORCH_CHECK(pad.size() % 2 == 0, "Length of pad must be even but instead it equals ", pad.size());
   int64_t nd = self.dim(), npad = int64_t(pad.size() / 2);
   TORCH_CHECK(nd >= npad, "Length of pad should be no more than twice the number of dimensions of the input. Pad length is ",
@@ -252,24 +257,45 @@ T constant_pad_value(const at::Tensor& self, at::IntArrayRef pad, const c10::Sca
     any_pad |= before > 0 || after > 0;
     out[size_t(d)] = size + before + after;
   }
-  DType dt = to_engine(self.scalar_type());
   if (tiny::numel(out) == 0) return T::full(out, tiny::Scalar::from_int(0), dt);
-  T v = read(self);
+  T v = value_of_self;
   if (nd == 0) return v;
   v = v.shrink(keep);
   if (!any_pad) return v;
   T padded = v.pad(grow);
-  // outside the input: `value` (a select keeps -0.0 and NaN payloads exact)
+  // outside the input: the fill value (a select keeps -0.0 and NaN payloads exact)
   tiny::Shape inner = v.shape();
   T inside = T::full(inner, tiny::Scalar::from_bool(true), DType::Bool).pad(grow);
-  return T::where(inside, padded, scalar_operand(value, self.scalar_type(), out));
+  return T::where(inside, padded, fill(out));
+}
+T constant_pad_value(const at::Tensor& self, at::IntArrayRef pad, const c10::Scalar& value) {
+  DType dt = to_engine(self.scalar_type());
+  return constant_pad(self, read(self), pad, dt,
+                      [&](const tiny::Shape& out) { return scalar_operand(value, self.scalar_type(), out); });
+}
+// Complex tensors (storage-only) pad their real and imaginary parts.
+at::Tensor& constant_pad_complex(const at::Tensor& self, at::IntArrayRef pad, const c10::Scalar& value,
+                                 at::Tensor& out) {
+  DType comp = to_engine(c10::toRealValueType(self.scalar_type()));
+  auto [re, im] = complex_parts(self, comp, to_shape(self.sizes()));
+  c10::complex<double> z = value.toComplexDouble();
+  auto fill = [comp](double v) {
+    return [comp, v](const tiny::Shape& out) { return T::full(out, tiny::Scalar::from_double(v), comp); };
+  };
+  T r = constant_pad(self, re, pad, comp, fill(z.real())), i = constant_pad(self, im, pad, comp, fill(z.imag()));
+  return write_complex(out, r, i, r.shape(), {self});
 }
 at::Tensor constant_pad_nd(const at::Tensor& self, at::IntArrayRef pad, const c10::Scalar& value) {
   TinyOp op("constant_pad_nd");
+  if (self.is_complex()) {
+    at::Tensor out = at::empty({0}, self.options().dtype(self.scalar_type()));
+    return constant_pad_complex(self, pad, value, out);
+  }
   return make_result(constant_pad_value(self, pad, value), self.scalar_type());
 }
 at::Tensor& constant_pad_nd_out(const at::Tensor& self, at::IntArrayRef pad, const c10::Scalar& value, at::Tensor& out) {
   TinyOp op("constant_pad_nd");
+  if (self.is_complex()) return constant_pad_complex(self, pad, value, out);
   return assign_out(out, constant_pad_value(self, pad, value), self.scalar_type(), {self});
 }
 

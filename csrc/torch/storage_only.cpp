@@ -1,5 +1,7 @@
 #include "torch/storage_only.h"
 
+#include <ATen/MemoryOverlap.h>
+#include <ATen/native/Resize.h>
 #include <ATen/ops/_conj.h>
 #include <ATen/ops/_neg_view.h>
 #include <ATen/ops/view_as_real_native.h>
@@ -60,6 +62,17 @@ at::Tensor strip_math_bits(const at::Tensor& t) {
   if (p.is_conj()) p = at::_conj(p);  // toggles the bit: a plain alias
   if (p.is_neg()) p = at::_neg_view(p);
   return p;
+}
+
+at::Tensor& write_complex(at::Tensor& out, const tiny::Tensor& re, const tiny::Tensor& im, const tiny::Shape& shape,
+                          const std::vector<at::Tensor>& inputs) {
+  at::native::resize_output(out, c10::IntArrayRef(shape));
+  at::assert_no_internal_overlap(out);
+  for (const auto& in : inputs)
+    if (in.device() == out.device()) at::assert_no_partial_overlap(out, in);
+  if (out.numel() == 0) return out;
+  write(engine_view(out), interleave(re, im));
+  return out;
 }
 
 std::pair<tiny::Tensor, tiny::Tensor> complex_parts(const at::Tensor& t, tiny::DType comp, const tiny::Shape& shape) {

@@ -8,6 +8,9 @@
 #pragma once
 #include <ATen/Tensor.h>
 
+#include <utility>
+#include <vector>
+
 #include "engine/tensor/tensor.h"
 
 namespace torch_tiny {
@@ -21,6 +24,10 @@ at::Tensor engine_view(const at::Tensor& t);
 tiny::Tensor convert_for_storage_only(const at::Tensor& self, c10::ScalarType dst_dtype);
 // Interleaves two equally shaped values as [..., 2] (real, imaginary).
 tiny::Tensor interleave(const tiny::Tensor& re, const tiny::Tensor& im);
+// Writes a complex result into `out` (resized to `shape`, overlap-checked against
+// `inputs`) through its real view: re and im interleaved.
+at::Tensor& write_complex(at::Tensor& out, const tiny::Tensor& re, const tiny::Tensor& im, const tiny::Shape& shape,
+                          const std::vector<at::Tensor>& inputs);
 // A complex tensor without its lazy conjugate / negative bits (the same storage).
 at::Tensor strip_math_bits(const at::Tensor& t);
 // Real and imaginary parts of `t` (tiny, or a 0-d CPU scalar; real tensors have

@@ -1,6 +1,6 @@
 """Ops that used to leave the device (issue 14): median / nanmedian, mode, nonzero_static, histc, channel_shuffle,
-linalg.cross, unfold (im2col), fold (col2im), max_unpool2d, cdist and pdist (with their backward),
-embedding_renorm_ (nn.Embedding's max_norm), each against the CPU on the same inputs, with the
+linalg.cross, unfold (im2col), fold (col2im), max_unpool2d / 3d, cdist and pdist (with their backward),
+embedding_renorm_ (nn.Embedding's max_norm), grid_sample (2-d and 3-d, every mode), the CPU's flash-attention op, each against the CPU on the same inputs, with the
 edge cases (NaN, ties, empty, 0-d, broadcasting, 16-bit, out=) and the CPU's errors.
 """
 import pytest
@@ -222,6 +222,69 @@ def test_max_unpool2d_errors():
                match="exactly two elements")
     same_error(lambda o, i: torch.ops.aten.max_unpool2d(o, i, [4, 4]), ones, torch.zeros(1, 1, 2, 3, dtype=torch.long),
                match="Expected shape of indices")
+
+
+def test_max_unpool3d():
+    x = torch.randn(2, 3, 4, 6, 6)
+    out, idx = F.max_pool3d(x, 2, return_indices=True)
+    same_on_both(lambda o, i: F.max_unpool3d(o, i, 2), out, idx)
+    out, idx = F.max_pool3d(x[0], 3, stride=2, return_indices=True)  # overlapping windows, unbatched
+    same_on_both(lambda o, i: F.max_unpool3d(o, i, 3, stride=2, output_size=(4, 6, 6)), out, idx)
+    ones, zeros = torch.ones(1, 1, 1, 2, 2), torch.zeros(1, 1, 1, 2, 2, dtype=torch.long)
+    same_error(lambda o, i: F.max_unpool3d(o, i, 2), ones, zeros + 99, match="Found an invalid max index: 99")
+    same_error(lambda o, i: torch.ops.aten.max_unpool3d(o, i, [2, 4], [2, 2, 2], [0, 0, 0]), ones, zeros,
+               match="exactly three elements")
+    same_error(lambda o, i: torch.ops.aten.max_unpool3d(o, i, [2, 4, 4], [0, 2, 2], [0, 0, 0]), ones, zeros,
+               match="strides should be greater than zero")
+
+
+# ----------------------------------------------------------------------------- grid_sample
+
+@pytest.mark.parametrize("dims", [2, 3])
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_grid_sample(dims, mode, padding_mode, align_corners):
+    if dims == 3 and mode == "bicubic":
+        pytest.skip("bicubic is 2-d only, on the CPU too")
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn((2, 3, 5, 6) if dims == 2 else (2, 3, 4, 5, 6), generator=g)
+    grid = torch.rand((2, 4, 7, 2) if dims == 2 else (2, 3, 4, 7, 3), generator=g) * 2.6 - 1.3  # outside too
+    grid.view(-1)[:4] = torch.tensor([1.0, -1.0, 0.0, 0.5])  # edges and centres exactly
+    grid.view(-1)[4] = NAN  # a NaN coordinate reads nothing
+    fn = lambda t, gr: F.grid_sample(t, gr, mode=mode, padding_mode=padding_mode, align_corners=align_corners)
+    same_on_both(fn, x, grid, rtol=1e-5, atol=1e-5)
+    same_on_both(fn, x[:, :, ::2], grid[:, :2], rtol=1e-5, atol=1e-5)  # strided input, fewer points
+    same_on_both(fn, x.double(), grid.double())
+
+
+def test_grid_sample_errors():
+    x, grid = torch.randn(1, 1, 3, 3), torch.rand(1, 2, 2, 2)
+    same_error(lambda t, gr: F.grid_sample(t, gr, align_corners=False), x, grid.double(), match="expected scalar type")
+    same_error(lambda t, gr: F.grid_sample(t, gr, align_corners=False), x.long(), grid.long(), exc=NotImplementedError,
+               match="not implemented for 'Long'")
+    same_error(lambda t, gr: F.grid_sample(t, gr, align_corners=False), x, torch.rand(2, 2, 2, 2),
+               match="same batch size")
+    same_error(lambda t, gr: F.grid_sample(t, gr, align_corners=False), x, torch.rand(1, 2, 2, 3),
+               match="size 2 in last dimension")
+
+
+# ----------------------------------------------------------------------------- flash attention (CPU op)
+
+def test_flash_attention_for_cpu():
+    op = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(s, generator=g) for s in ((2, 3, 4, 8), (2, 3, 6, 8), (2, 3, 6, 8)))
+    same_on_both(lambda a, b, c: op(a, b, c), q, k, v, rtol=1e-5, atol=1e-5)
+    same_on_both(lambda a, b, c: op(a, b, c, is_causal=True, scale=0.3), q, k, v, rtol=1e-5, atol=1e-5)
+    mask = torch.randn(4, 6, generator=g)
+    mask[0] = float("-inf")  # a query that sees no key: output and log-sum-exp 0, as the CPU gives
+    same_on_both(lambda a, b, c, m: op(a, b, c, attn_mask=m), q, k, v, mask, rtol=1e-5, atol=1e-5)
+    same_on_both(lambda a, b, c: op(a, b, c), q, k[:, :1], v[:, :1], rtol=1e-5, atol=1e-5)  # heads broadcast
+    same_on_both(lambda a, b, c: op(a, b, c), q.double(), k.double(), v.double())
+    same_error(lambda a, b, c: op(a, b, c, dropout_p=0.5), q, k, v, match="dropout")
+    same_error(lambda a, b, c: op(a, b, c), q[0], k[0], v[0], match="4 dims")
+    same_error(lambda a, b, c, m: op(a, b, c, attn_mask=m), q, k, v, mask > 0, match="same data type")
 
 
 # ----------------------------------------------------------------------------- cdist / pdist

@@ -15,6 +15,8 @@
 #include <ATen/native/UpSample.h>
 #include <torch/library.h>
 
+#include <string>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -861,32 +863,39 @@ at::Tensor pixel_unshuffle(const at::Tensor& self, int64_t r) {
   return make_result(x.reshape(to_shape(os)), self.scalar_type());
 }
 
-// ---------------------------------------------------------------- max_unpool2d
-// Zeros of (..., oH, oW) with each plane's inputs written at their flat indices (a scatter; the
-// indices are checked on the host, as the CPU checks them).
-T max_unpool2d_value(const at::Tensor& self, const at::Tensor& indices, at::IntArrayRef output_size) {
+// ---------------------------------------------------------------- max_unpool2d / 3d
+// Zeros of (..., o1, .., on) with each plane's inputs written at their flat indices (a scatter;
+// the indices are checked on the host, as the CPU checks them). n = 2 or 3 spatial dims.
+T max_unpool_value(const at::Tensor& self, const at::Tensor& indices, at::IntArrayRef output_size, int n) {
+  const char* dims = n == 2 ? "two elements (height, width)" : "three elements (depth, height, width)";
+  const char* name = n == 2 ? "max_unpooling2d" : "max_unpooling3d";
   TORCH_CHECK(indices.scalar_type() == c10::kLong, "elements in indices should be type int64 but got: ",
               indices.scalar_type());
-  TORCH_CHECK(output_size.size() == 2, "There should be exactly two elements (height, width) in output_size, but got ",
+  TORCH_CHECK(int64_t(output_size.size()) == n, "There should be exactly ", dims, " in output_size, but got ",
               output_size.size(), " elements.");
-  TORCH_CHECK(self.dim() == 3 || self.dim() == 4, "Input to max_unpooling2d should be a 3d or 4d Tensor, but got a "
-              "tensor with ", self.dim(), " dimensions.");
+  TORCH_CHECK(self.dim() == n + 1 || self.dim() == n + 2, "Input to ", name, " should be a ", n + 1, "d or ", n + 2,
+              "d Tensor, but got a tensor with ", self.dim(), " dimensions.");
   TORCH_CHECK(self.sizes() == indices.sizes(), "Expected shape of indices to be same as that of the input tensor (",
               self.sizes(), ") but got indices tensor with shape: ", indices.sizes());
   for (int64_t d = 1; d < self.dim(); d++)
-    TORCH_CHECK(self.size(d) > 0, "max_unpooling2d_forward_out_cpu(): Expected input to have non-zero size for "
+    TORCH_CHECK(self.size(d) > 0, name, "_forward_out_cpu(): Expected input to have non-zero size for "
                 "non-batch dimensions, but got ", self.sizes(), " with dimension ", d, " being empty.");
-  const int64_t oh = output_size[0], ow = output_size[1], plane = oh * ow;
-  const int64_t planes = self.numel() / (self.size(-1) * self.size(-2)), per = self.size(-1) * self.size(-2);
+  int64_t plane = 1, per = 1;
   tiny::Shape out = to_shape(self.sizes());
-  out[out.size() - 2] = oh;
-  out[out.size() - 1] = ow;
+  std::string volume;
+  for (int i = 0; i < n; i++) {
+    plane *= output_size[size_t(i)];
+    per *= self.size(self.dim() - n + i);
+    out[out.size() - size_t(n - i)] = output_size[size_t(i)];
+    volume += (i ? "x" : "") + std::to_string(output_size[size_t(i)]);
+  }
+  const int64_t planes = per ? self.numel() / per : 0;
   const tiny::DType dt = to_engine(self.scalar_type());
   T zeros = T::full({planes * plane}, tiny::Scalar::from_int(0), dt);
   if (self.numel() == 0) return zeros.reshape(out);
   HostIndex idx = host_index(indices);
   if (const int64_t* bad = find_bad(idx, [&](int64_t i) { return i < 0 || i >= plane; }))
-    TORCH_CHECK(false, "Found an invalid max index: ", *bad, " (output volumes are of size ", oh, "x", ow);
+    TORCH_CHECK(false, "Found an invalid max index: ", *bad, " (output volumes are of size ", volume);
   T base = T::arange(planes, tiny::Scalar::from_int(0), tiny::Scalar::from_int(plane), tiny::DType::Int64)
                .reshape({planes, 1})
                .expand({planes, per});
@@ -895,12 +904,34 @@ T max_unpool2d_value(const at::Tensor& self, const at::Tensor& indices, at::IntA
 }
 at::Tensor max_unpool2d(const at::Tensor& self, const at::Tensor& indices, at::IntArrayRef output_size) {
   TinyOp op("max_unpool2d");
-  return make_result(max_unpool2d_value(self, indices, output_size), self.scalar_type());
+  return make_result(max_unpool_value(self, indices, output_size, 2), self.scalar_type());
 }
 at::Tensor& max_unpool2d_out(const at::Tensor& self, const at::Tensor& indices, at::IntArrayRef output_size,
                              at::Tensor& out) {
   TinyOp op("max_unpool2d");
-  return assign_out(out, max_unpool2d_value(self, indices, output_size), self.scalar_type(), {self});
+  return assign_out(out, max_unpool_value(self, indices, output_size, 2), self.scalar_type(), {self});
+}
+void check_unpool3d_args(at::IntArrayRef stride, at::IntArrayRef padding) {
+  TORCH_CHECK(stride.size() == 3, "There should be exactly three elements (depth, height, width) in stride, but got: ",
+              stride.size(), " elements.");
+  TORCH_CHECK(padding.size() == 3, "There should be exactly three elements (depth, height, width) in padding, but "
+              "got: ", padding.size(), " elements.");
+  TORCH_CHECK(stride[0] > 0 && stride[1] > 0 && stride[2] > 0, "strides should be greater than zero, but got stride: ",
+              stride);
+}
+at::Tensor max_unpool3d(const at::Tensor& self, const at::Tensor& indices, at::IntArrayRef output_size,
+                        at::IntArrayRef stride, at::IntArrayRef padding) {
+  TinyOp op("max_unpool3d");
+  T v = max_unpool_value(self, indices, output_size, 3);
+  check_unpool3d_args(stride, padding);
+  return make_result(v, self.scalar_type());
+}
+at::Tensor& max_unpool3d_out(const at::Tensor& self, const at::Tensor& indices, at::IntArrayRef output_size,
+                             at::IntArrayRef stride, at::IntArrayRef padding, at::Tensor& out) {
+  TinyOp op("max_unpool3d");
+  T v = max_unpool_value(self, indices, output_size, 3);
+  check_unpool3d_args(stride, padding);
+  return assign_out(out, v, self.scalar_type(), {self});
 }
 
 }  // namespace
@@ -908,6 +939,8 @@ at::Tensor& max_unpool2d_out(const at::Tensor& self, const at::Tensor& indices, 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("max_unpool2d", max_unpool2d);
   m.impl("max_unpool2d.out", max_unpool2d_out);
+  m.impl("max_unpool3d", max_unpool3d);
+  m.impl("max_unpool3d.out", max_unpool3d_out);
   m.impl("max_pool2d_with_indices", max_pool2d_with_indices);
   m.impl("max_pool3d_with_indices", max_pool3d_with_indices);
   m.impl("max_pool2d_with_indices_backward", max_pool2d_with_indices_backward);

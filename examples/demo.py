@@ -56,6 +56,9 @@ def main():
     args = ap.parse_args()
     x, y = make_data()
     print(f"torch {torch.__version__}, torch_tiny on device {torch.device('tiny')}")
+    # PyTorch's first optimizer construction imports torch._dynamo (about 1.2 s, on any device):
+    # paid here, so neither half's time includes it
+    torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
     t0 = time.perf_counter()
     tl, tk, tacc = train("tiny", x, y, args.steps, args.batch, report=10)
     t1 = time.perf_counter()

@@ -179,36 +179,27 @@ T grid_sample_value(const at::Tensor& input, const at::Tensor& grid, int64_t int
   return result.cast(to_engine(dt));
 }
 
-at::Tensor grid_sampler_2d(const at::Tensor& input, const at::Tensor& grid, int64_t interpolation, int64_t padding,
-                           bool align_corners) {
-  TinyOp op("grid_sampler_2d");
-  return make_result(grid_sample_value(input, grid, interpolation, padding, align_corners, 2), input.scalar_type());
+template <int nd>
+at::Tensor grid_sampler(const at::Tensor& input, const at::Tensor& grid, int64_t interpolation, int64_t padding,
+                        bool align_corners) {
+  TinyOp op(nd == 2 ? "grid_sampler_2d" : "grid_sampler_3d");
+  return make_result(grid_sample_value(input, grid, interpolation, padding, align_corners, nd), input.scalar_type());
 }
-at::Tensor& grid_sampler_2d_out(const at::Tensor& input, const at::Tensor& grid, int64_t interpolation,
-                                int64_t padding, bool align_corners, at::Tensor& out) {
-  TinyOp op("grid_sampler_2d");
-  return assign_out(out, grid_sample_value(input, grid, interpolation, padding, align_corners, 2),
-                    input.scalar_type(), {input, grid});
-}
-at::Tensor grid_sampler_3d(const at::Tensor& input, const at::Tensor& grid, int64_t interpolation, int64_t padding,
-                           bool align_corners) {
-  TinyOp op("grid_sampler_3d");
-  return make_result(grid_sample_value(input, grid, interpolation, padding, align_corners, 3), input.scalar_type());
-}
-at::Tensor& grid_sampler_3d_out(const at::Tensor& input, const at::Tensor& grid, int64_t interpolation,
-                                int64_t padding, bool align_corners, at::Tensor& out) {
-  TinyOp op("grid_sampler_3d");
-  return assign_out(out, grid_sample_value(input, grid, interpolation, padding, align_corners, 3),
+template <int nd>
+at::Tensor& grid_sampler_out(const at::Tensor& input, const at::Tensor& grid, int64_t interpolation, int64_t padding,
+                             bool align_corners, at::Tensor& out) {
+  TinyOp op(nd == 2 ? "grid_sampler_2d" : "grid_sampler_3d");
+  return assign_out(out, grid_sample_value(input, grid, interpolation, padding, align_corners, nd),
                     input.scalar_type(), {input, grid});
 }
 
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("grid_sampler_2d", grid_sampler_2d);
-  m.impl("grid_sampler_2d.out", grid_sampler_2d_out);
-  m.impl("grid_sampler_3d", grid_sampler_3d);
-  m.impl("grid_sampler_3d.out", grid_sampler_3d_out);
+  m.impl("grid_sampler_2d", grid_sampler<2>);
+  m.impl("grid_sampler_2d.out", grid_sampler_out<2>);
+  m.impl("grid_sampler_3d", grid_sampler<3>);
+  m.impl("grid_sampler_3d.out", grid_sampler_out<3>);
 }
 
 }  // namespace torch_tiny

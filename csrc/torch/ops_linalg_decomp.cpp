@@ -192,6 +192,21 @@ T permuted_values(const T& d, const T& onehot) {  // d_j moved to place c
 
 constexpr int kMaxSweeps = 40;
 
+// Jacobi sweeps: `rotate(pairs, sign)` runs one round, `residual()` gives the
+// largest relative off-diagonal part (a host sync); sweeps repeat until it is
+// at rounding level, then one more.
+template <class Rotate, class Residual>
+void jacobi_sweeps(int64_t n, tiny::DType dt, const tiny::Shape& batch, Rotate rotate, Residual residual) {
+  double tol = double(n) * unit_roundoff(dt);
+  bool converged = false;
+  std::vector<Round> rounds = round_robin(n, dt);
+  for (int sweep = 0; sweep < kMaxSweeps; sweep++) {
+    for (const Round& r : rounds) rotate(expand_rounds(r.pairs, batch), expand_rounds(r.sign, batch));
+    if (converged) break;
+    converged = !(residual() > tol);  // NaN stops too
+  }
+}
+
 struct Eigen {
   T values, vectors;  // ascending; vectors as columns
 };
@@ -204,25 +219,20 @@ Eigen jacobi_eigh(const T& sym, bool want_vectors) {
   T a = sym, v = eye(shape, dt);
   if (n > 1 && !empty_batch(shape)) {
     T is_diag = eq(rows_of(shape), cols_of(shape));
-    double tol = double(n) * unit_roundoff(dt);
-    bool converged = false;
-    std::vector<Round> rounds = round_robin(n, dt);
-    for (int sweep = 0; sweep < kMaxSweeps; sweep++) {
-      for (const Round& r : rounds) {
-        T pairs = expand_rounds(r.pairs, batch), sign = expand_rounds(r.sign, batch);
-        T g = (a * pairs).reduce(ReduceOp::Sum, {nd - 1}, false);
-        T j = rotation(diagonal_of(a), g, pairs, sign);
-        T rotated = transposed(j).matmul(a.matmul(j));
-        a = ((rotated + transposed(rotated)) * 0.5).contiguous();  // symmetric to the last bit
-        if (want_vectors) v = v.matmul(j).contiguous();
-      }
-      if (converged) break;  // one more sweep after reaching rounding level
+    auto rotate = [&](const T& pairs, const T& sign) {
+      T g = (a * pairs).reduce(ReduceOp::Sum, {nd - 1}, false);
+      T j = rotation(diagonal_of(a), g, pairs, sign);
+      T rotated = transposed(j).matmul(a.matmul(j));
+      a = ((rotated + transposed(rotated)) * 0.5).contiguous();  // symmetric to the last bit
+      if (want_vectors) v = v.matmul(j).contiguous();
+    };
+    auto residual = [&] {  // ||off(A)|| / ||A||
       T sq = a * a;
       T off = where(is_diag, 0.0, sq).reduce(ReduceOp::Sum, {nd - 2, nd - 1}, false);
       T total = sq.reduce(ReduceOp::Sum, {nd - 2, nd - 1}, false);
-      double worst = host_max(where(gt(total, 0.0), un(Op::Sqrt, off / total), 0.0));
-      converged = !(worst > tol);  // NaN stops too
-    }
+      return host_max(where(gt(total, 0.0), un(Op::Sqrt, off / total), 0.0));
+    };
+    jacobi_sweeps(n, dt, batch, rotate, residual);
   }
   T order = sort_permutation(diagonal_of(a), false);
   return {permuted_values(diagonal_of(a), order), want_vectors ? v.matmul(order.cast(dt)) : T()};
@@ -249,25 +259,20 @@ Svd jacobi_svd(const T& a, bool full, bool want_uv) {
   if (n > 1) {
     tiny::Shape sq = appended(appended(batch, n), n);
     T is_diag = eq(rows_of(sq), cols_of(sq));
-    double tol = double(n) * unit_roundoff(dt);
-    bool converged = false;
-    std::vector<Round> rounds = round_robin(n, dt);
-    for (int sweep = 0; sweep < kMaxSweeps; sweep++) {
-      for (const Round& r : rounds) {
-        T pairs = expand_rounds(r.pairs, batch), sign = expand_rounds(r.sign, batch);
-        T norms = sum_rows(g * g).reshape(appended(batch, n));
-        T dots = sum_rows(g * g.matmul(pairs)).reshape(appended(batch, n));
-        T j = rotation(norms, dots, pairs, sign);
-        g = g.matmul(j).contiguous();
-        if (want_uv) v = v.matmul(j).contiguous();
-      }
-      if (converged) break;
+    auto rotate = [&](const T& pairs, const T& sign) {
+      T norms = sum_rows(g * g).reshape(appended(batch, n));
+      T dots = sum_rows(g * g.matmul(pairs)).reshape(appended(batch, n));
+      T j = rotation(norms, dots, pairs, sign);
+      g = g.matmul(j).contiguous();
+      if (want_uv) v = v.matmul(j).contiguous();
+    };
+    auto residual = [&] {  // the largest cosine between two columns
       T gram = transposed(g).matmul(g);
       T d = diagonal_of(gram);
       T scale = un(Op::Sqrt, as_col(d).expand(sq) * as_row(d).expand(sq));
-      T cosine = where(lor(is_diag, eq(scale, 0.0)), 0.0, un(Op::Abs, gram) / scale);
-      converged = !(host_max(cosine) > tol);
-    }
+      return host_max(where(lor(is_diag, eq(scale, 0.0)), 0.0, un(Op::Abs, gram) / scale));
+    };
+    jacobi_sweeps(n, dt, batch, rotate, residual);
   }
   T sigma = un(Op::Sqrt, sum_rows(g * g).reshape(appended(batch, n)));
   T order = sort_permutation(sigma, true);

@@ -42,3 +42,16 @@ TEST(Smoke, ScatterAccumulateDuplicates) {
   EXPECT_EQ(v2[4], 30);
   EXPECT_TRUE(v2[1] == 10 || v2[1] == 20);
 }
+
+// Two scatters that differ only in the size of the tensor written into: the
+// size bounds the index in the generated code, so they must not share a program
+// (they did, and the larger one dropped its indices past the smaller size).
+TEST(Smoke, ScatterProgramsKeyedByTargetSize) {
+  std::vector<int64_t> idx{0, 1, 1};
+  auto src = from(std::vector<float>{1, 2, 3}, {3});
+  auto small = from(iota_f(3), {3}).scatter(from(idx, {3}), src, true);
+  EXPECT_EQ(to_vec<float>(small), (std::vector<float>{1, 6, 2}));
+  std::vector<int64_t> far{6, 4, 2};
+  auto large = from(iota_f(9), {9}).scatter(from(far, {3}), src, true);
+  EXPECT_EQ(to_vec<float>(large), (std::vector<float>{0, 1, 5, 3, 6, 5, 7, 7, 8}));
+}

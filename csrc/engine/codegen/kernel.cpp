@@ -50,8 +50,9 @@ std::string Kernel::key() const {
   });
   for (auto& o : outputs) {
     os << "O" << o.buffer << ":" << dtype_name(buffers[o.buffer]->dtype()) << "<-" << ids[o.value.get()] << "@";
-    if (o.scatter_index)
-      os << "scatter" << ids[o.scatter_index.get()] << (o.accumulate ? reduce_name(o.rop) : "") << ";";
+    if (o.scatter_index)  // the output's size bounds the data-dependent index in the code
+      os << "scatter" << ids[o.scatter_index.get()] << (o.accumulate ? reduce_name(o.rop) : "") << " into "
+         << buffers[o.buffer]->numel() << ";";
     else
       os << o.store.str() << ";";
   }

@@ -9,7 +9,8 @@
 // linalg_qr's signs are the CPU's. eigh and the SVD are Jacobi's methods
 // (two-sided on the symmetric matrix; one-sided, on the columns, for the SVD):
 // a round rotates n/2 disjoint index pairs at once (a round-robin ordering
-// whose pairing is uploaded as data, so every round runs the same programs),
+// whose pairing is uploaded as data, so every round runs the same programs;
+// a rotation is a gather of the partner columns and an elementwise update, O(n^2)),
 // and sweeps of n - 1 rounds repeat until the off-diagonal part is at rounding
 // level, checked on the host once per sweep. Values agree with LAPACK's to
 // working precision; vectors are unique only up to sign, which LAPACK leaves
@@ -47,10 +48,6 @@ T diagonal_of(const T& a) {  // (..., n) of a square (..., n, n)
   const tiny::Shape& s = a.shape();
   return where(eq(rows_of(s), cols_of(s)), a, 0.0).reduce(ReduceOp::Sum, {int(s.size()) - 1}, false);
 }
-T diag_matrix(const T& d) {  // (..., n, n) with d on the diagonal
-  tiny::Shape s = appended(d.shape(), d.shape().back());
-  return where(eq(rows_of(s), cols_of(s)), as_row(d).expand(s), 0.0);
-}
 // The (..., m, n) identity with batch dims `batch`.
 T eye_like(const tiny::Shape& batch, int64_t m, int64_t n, tiny::DType dt) {
   return eye(appended(appended(batch, m), n), dt);
@@ -80,30 +77,49 @@ struct Reflectors {
   T a, tau;
 };
 
+// The step index j as a launch parameter: positions compare with it, so every
+// step of a loop is the same graph, scheduled and compiled once per shape.
+struct Step {
+  T index;  // float64, broadcast to `shape`; positions are exact in float64
+  Step(const tiny::Shape& shape, int64_t j) : index(T::param(shape, tiny::Scalar::from_double(double(j)), tiny::DType::Float64)) {}
+};
+T positions(const tiny::Shape& s, int axis_from_end) {
+  return iota(s, int(s.size()) - axis_from_end).cast(tiny::DType::Float64);
+}
+// Column j of x (..., m, n) as (..., m, 1), by a masked row sum (no step-specific view).
+T column_at(const T& x, const T& cols_f, const T& j) {
+  return where(eq(cols_f, j), x, 0.0).reduce(ReduceOp::Sum, {x.ndim() - 1}, true);
+}
+
 Reflectors householder_qr(const T& a0) {
   const tiny::Shape& shape = a0.shape();
   int64_t m = shape[shape.size() - 2], n = shape.back(), k = std::min(m, n);
   tiny::Shape batch = batch_of(shape), tshape = appended(batch, k), col_shape = shape;
   col_shape.back() = 1;
-  T rows = rows_of(shape), cols = cols_of(shape), col_rows = rows_of(col_shape);
-  T tau = constant(tshape, 0, a0.dtype()), tau_at = iota(tshape, int(tshape.size()) - 1);
+  T rows = positions(shape, 2), cols = positions(shape, 1), col_rows = positions(col_shape, 2);
+  T tau = constant(tshape, 0, a0.dtype()), tau_at = positions(tshape, 1);
   T x = a0;
-  for (int64_t j = 0; j < k; j++) {
+  for (int64_t step = 0; step < k; step++) {
+    T j = Step(shape, step).index, jc = Step(col_shape, step).index;
     // dlarfg: beta = -sign(alpha) * ||(alpha, tail)||, v = tail / (alpha - beta)
-    T alpha = entry(x, j, j);
-    T tail = where(gt(col_rows, double(j)), col_of(x, j), 0.0);
+    T c = column_at(x, cols, j);
+    T alpha = sum_rows(where(eq(col_rows, jc), c, 0.0));
+    T tail = where(gt(col_rows, jc), c, 0.0);
     T tail_norm = un(Op::Sqrt, sum_rows(tail * tail));
     T beta = -alpha.binary(Op::Hypot, tail_norm).binary(Op::Copysign, alpha);
     T identity = eq(tail_norm, 0.0);  // H = I, tau = 0
     T tau_j = where(identity, 0.0, (beta - alpha) / beta);
-    T v = where(eq(col_rows, double(j)), 1.0, tail * where(identity, 0.0, 1.0 / (alpha - beta)).expand(col_shape));
+    T v = where(eq(col_rows, jc), 1.0, tail * where(identity, 0.0, 1.0 / (alpha - beta)).expand(col_shape));
     T ve = v.expand(shape);
     T applied = x - tau_j.expand(shape) * ve * sum_rows(ve * x).expand(shape);
-    T column = where(eq(rows, double(j)), where(identity, alpha, beta).expand(shape),
-                     where(gt(rows, double(j)), where(identity.expand(shape), x, ve), x));
-    x = where(gt(cols, double(j)), applied, where(eq(cols, double(j)), column, x));
-    tau = where(eq(tau_at, double(j)), tau_j.reshape(appended(batch, 1)).expand(tshape), tau);
-    if (j + 1 < k) x = x.contiguous();
+    T column = where(eq(rows, j), where(identity, alpha, beta).expand(shape),
+                     where(gt(rows, j), where(identity.expand(shape), x, ve), x));
+    x = where(gt(cols, j), applied, where(eq(cols, j), column, x));
+    tau = where(eq(tau_at, Step(tshape, step).index), tau_j.reshape(appended(batch, 1)).expand(tshape), tau);
+    if (step + 1 < k) {
+      x = x.contiguous();
+      tau = tau.contiguous();
+    }
   }
   return {x, tau};
 }
@@ -112,18 +128,17 @@ Reflectors householder_qr(const T& a0) {
 // from f's first k reflectors.
 T apply_q_left(const Reflectors& f, int64_t k, const T& c, bool transpose) {
   const tiny::Shape& shape = c.shape();
-  tiny::Shape col_shape = shape, tau_shape = f.tau.shape();
+  tiny::Shape col_shape = f.a.shape(), tau_shape = f.tau.shape();
   col_shape.back() = 1;
-  T col_rows = rows_of(col_shape);
+  T col_rows = positions(col_shape, 2), a_cols = positions(f.a.shape(), 1), tau_at = positions(tau_shape, 1);
   T x = c;
   for (int64_t q = 0; q < k; q++) {
-    int64_t i = transpose ? q : k - 1 - q;
-    T v = where(eq(col_rows, double(i)), 1.0, where(gt(col_rows, double(i)), col_of(f.a, i), 0.0)).expand(shape);
-    tiny::Ranges r;
-    for (auto d : tau_shape) r.push_back({0, d});
-    r.back() = {i, i + 1};
-    T tau_i = as_col(f.tau.shrink(r)).expand(shape);
-    x = x - tau_i * v * sum_rows(v * x).expand(shape);
+    int64_t step = transpose ? q : k - 1 - q;
+    T i = Step(col_shape, step).index;
+    T v = where(eq(col_rows, i), 1.0, where(gt(col_rows, i), column_at(f.a, a_cols, Step(f.a.shape(), step).index), 0.0))
+              .expand(shape);
+    T tau_i = where(eq(tau_at, Step(tau_shape, step).index), f.tau, 0.0).reduce(ReduceOp::Sum, {int(tau_shape.size()) - 1}, true);
+    x = x - as_col(tau_i).expand(shape) * v * sum_rows(v * x).expand(shape);
     if (q + 1 < k) x = x.contiguous();
   }
   return x;
@@ -131,46 +146,60 @@ T apply_q_left(const Reflectors& f, int64_t k, const T& c, bool transpose) {
 
 // ================================================================ Jacobi rotations
 // Round r of a round-robin tournament on n indices (one idle when n is odd)
-// pairs every index with another; `pairs` (n, n) is 1 at (partner(j), j), and
-// `sign` (n) is -1 for the lower index of a pair, +1 for the upper, 0 if idle.
+// pairs every index with another: `partner` (n, int64; an idle index is its own)
+// and `sign` (n): -1 for the lower index of a pair, +1 for the upper, 0 if idle.
 struct Round {
-  T pairs, sign;
+  T partner, sign;
 };
 std::vector<Round> round_robin(int64_t n, tiny::DType dt) {
   int64_t players = n + n % 2, last = players - 1;
   std::vector<Round> rounds;
   for (int64_t r = 0; r < last; r++) {
-    std::vector<double> pairs(size_t(n * n), 0.0), sign(size_t(n), 0.0);
+    std::vector<int64_t> partner(static_cast<size_t>(n), 0);
+    std::vector<double> sign(size_t(n), 0.0);
     for (int64_t j = 0; j < n; j++) {
       int64_t p = j == r ? last : j == last ? r : ((2 * r - j) % last + last) % last;
-      if (p >= n || p == j) continue;
-      pairs[size_t(p * n + j)] = 1;
-      sign[size_t(j)] = j < p ? -1 : 1;
+      partner[size_t(j)] = p < n ? p : j;
+      if (p < n && p != j) sign[size_t(j)] = j < p ? -1 : 1;
     }
-    rounds.push_back({upload(pairs, {n, n}, dt), upload(sign, {n}, dt)});
+    rounds.push_back({T::from_host(partner.data(), {n}, tiny::DType::Int64), upload(sign, {n}, dt)});
   }
   return rounds;
 }
 
-// The round's rotation J (..., n, n): (X J)[:, j] = c_j X[:, j] + sign_j s_j X[:, partner(j)],
-// with (c, s) for each pair chosen to zero its off-diagonal entry apq between the
-// diagonal entries app, aqq. own_j is j's diagonal entry, g_j the pair's
-// off-diagonal one (the same value for both members); all (..., n).
-T rotation(const T& own, const T& g, const T& pairs, const T& sign) {
-  const tiny::Shape& sq = pairs.shape();
-  T other = (as_col(own).expand(sq) * pairs).reduce(ReduceOp::Sum, {int(sq.size()) - 2}, false);
-  T lower = lt(sign, 0.0);
-  T app = where(lower, own, other), aqq = where(lower, other, own);
-  T zeta = (aqq - app) / (2.0 * g);
-  T t = cnst(zeta, 1.0).binary(Op::Copysign, zeta) / (un(Op::Abs, zeta) + un(Op::Sqrt, 1.0 + zeta * zeta));
-  T c = 1.0 / un(Op::Sqrt, 1.0 + t * t);
-  T active = land(ne(sign, 0.0), ne(g, 0.0));
-  T s = where(active, t * c, 0.0);
-  c = where(active, c, 1.0);
-  return diag_matrix(c) + pairs * as_row(sign * s).expand(sq);
+// x (..., n) with its last dim permuted: x[..., partner[j]] at j (a gather, O(size)).
+T partner_of(const T& x, const T& partner) {
+  const tiny::Shape& s = x.shape();
+  int64_t n = s.back(), rows = n ? x.numel() / n : 0;
+  T at = iota({rows, n}, 0) * double(n) + partner.reshape({1, n}).expand({rows, n});
+  return x.gather(at).reshape(s);
 }
 
-T expand_rounds(const T& x, const tiny::Shape& batch) {  // (n, n) or (n) broadcast over the batch
+// One round's rotation, applied to columns: (X J)[:, j] = c_j X[:, j] + sign_j s_j X[:, partner(j)],
+// with (c, s) for each pair chosen to zero its off-diagonal entry g between the
+// diagonal entries app, aqq. own_j is j's diagonal entry, g_j the pair's
+// off-diagonal one (the same value for both members); all (..., n).
+struct Rotation {
+  T c, s_signed, partner;  // c_j and sign_j s_j as rows (..., 1, n)
+
+  Rotation(const T& own, const T& g, const T& sign, const T& partner_index) : partner(partner_index) {
+    T other = partner_of(own, partner);
+    T lower = lt(sign, 0.0);
+    T app = where(lower, own, other), aqq = where(lower, other, own);
+    T zeta = (aqq - app) / (2.0 * g);
+    T t = cnst(zeta, 1.0).binary(Op::Copysign, zeta) / (un(Op::Abs, zeta) + un(Op::Sqrt, 1.0 + zeta * zeta));
+    T cos = 1.0 / un(Op::Sqrt, 1.0 + t * t);
+    T active = land(ne(sign, 0.0), ne(g, 0.0));
+    c = as_row(where(active, cos, 1.0));
+    s_signed = as_row(sign * where(active, t * cos, 0.0));
+  }
+  T columns(const T& x) const {  // X J
+    return x * c.expand(x.shape()) + partner_of(x, partner) * s_signed.expand(x.shape());
+  }
+  T rows(const T& x) const { return transposed(columns(transposed(x))); }  // J^T X
+};
+
+T expand_rounds(const T& x, const tiny::Shape& batch) {  // (n) broadcast over the batch
   tiny::Shape s = batch;
   s.insert(s.end(), x.shape().begin(), x.shape().end());
   return broadcast_to(x, s);
@@ -192,7 +221,7 @@ T permuted_values(const T& d, const T& onehot) {  // d_j moved to place c
 
 constexpr int kMaxSweeps = 40;
 
-// Jacobi sweeps: `rotate(pairs, sign)` runs one round, `residual()` gives the
+// Jacobi sweeps: `rotate(sign, partner)` runs one round, `residual()` gives the
 // largest relative off-diagonal part (a host sync); sweeps repeat until it is
 // at rounding level, then one more.
 template <class Rotate, class Residual>
@@ -201,7 +230,7 @@ void jacobi_sweeps(int64_t n, tiny::DType dt, const tiny::Shape& batch, Rotate r
   bool converged = false;
   std::vector<Round> rounds = round_robin(n, dt);
   for (int sweep = 0; sweep < kMaxSweeps; sweep++) {
-    for (const Round& r : rounds) rotate(expand_rounds(r.pairs, batch), expand_rounds(r.sign, batch));
+    for (const Round& r : rounds) rotate(expand_rounds(r.sign, batch), r.partner);
     if (converged) break;
     converged = !(residual() > tol);  // NaN stops too
   }
@@ -219,12 +248,12 @@ Eigen jacobi_eigh(const T& sym, bool want_vectors) {
   T a = sym, v = eye(shape, dt);
   if (n > 1 && !empty_batch(shape)) {
     T is_diag = eq(rows_of(shape), cols_of(shape));
-    auto rotate = [&](const T& pairs, const T& sign) {
-      T g = (a * pairs).reduce(ReduceOp::Sum, {nd - 1}, false);
-      T j = rotation(diagonal_of(a), g, pairs, sign);
-      T rotated = transposed(j).matmul(a.matmul(j));
+    auto rotate = [&](const T& sign, const T& partner) {
+      T g = diagonal_of(partner_of(a, partner));  // a[j, partner(j)]: a is exactly symmetric
+      Rotation j(diagonal_of(a), g, sign, partner);
+      T rotated = j.rows(j.columns(a));
       a = ((rotated + transposed(rotated)) * 0.5).contiguous();  // symmetric to the last bit
-      if (want_vectors) v = v.matmul(j).contiguous();
+      if (want_vectors) v = j.columns(v).contiguous();
     };
     auto residual = [&] {  // ||off(A)|| / ||A||
       T sq = a * a;
@@ -259,12 +288,12 @@ Svd jacobi_svd(const T& a, bool full, bool want_uv) {
   if (n > 1) {
     tiny::Shape sq = appended(appended(batch, n), n);
     T is_diag = eq(rows_of(sq), cols_of(sq));
-    auto rotate = [&](const T& pairs, const T& sign) {
+    auto rotate = [&](const T& sign, const T& partner) {
       T norms = sum_rows(g * g).reshape(appended(batch, n));
-      T dots = sum_rows(g * g.matmul(pairs)).reshape(appended(batch, n));
-      T j = rotation(norms, dots, pairs, sign);
-      g = g.matmul(j).contiguous();
-      if (want_uv) v = v.matmul(j).contiguous();
+      T dots = sum_rows(g * partner_of(g, partner)).reshape(appended(batch, n));
+      Rotation j(norms, dots, sign, partner);
+      g = j.columns(g).contiguous();
+      if (want_uv) v = j.columns(v).contiguous();
     };
     auto residual = [&] {  // the largest cosine between two columns
       T gram = transposed(g).matmul(g);

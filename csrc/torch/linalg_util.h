@@ -18,16 +18,6 @@ namespace torch_tiny::linalg {
 
 using T = tiny::Tensor;
 
-// The rows [at, at + 1) (axis_from_end 2) or columns (axis_from_end 1) of the last two dims, as a view.
-inline T slice_last2(const T& a, int axis_from_end, int64_t at) {
-  tiny::Ranges r;
-  for (auto v : a.shape()) r.push_back({0, v});
-  r[r.size() - size_t(axis_from_end)] = {at, at + 1};
-  return a.shrink(r);
-}
-inline T row_of(const T& a, int64_t i) { return slice_last2(a, 2, i); }  // (..., 1, m)
-inline T col_of(const T& a, int64_t j) { return slice_last2(a, 1, j); }  // (..., n, 1)
-inline T entry(const T& a, int64_t i, int64_t j) { return col_of(row_of(a, i), j); }  // (..., 1, 1)
 // The first `count` rows (axis_from_end 2) or columns (1) of a.
 inline T leading(const T& a, int axis_from_end, int64_t count) {
   tiny::Ranges r;
@@ -41,10 +31,39 @@ inline T transposed(const T& a) {
   std::swap(p[p.size() - 1], p[p.size() - 2]);
   return a.permute(p);
 }
+// A host loop's step index as a launch parameter (float64, so positions compare
+// exactly): every step of the loop is then the same graph, scheduled and compiled
+// once per shape, where a literal index would make each step a new program.
+inline T step_index(const tiny::Shape& s, int64_t j) {
+  return T::param(s, tiny::Scalar::from_double(double(j)), tiny::DType::Float64);
+}
+// Each element's position along the axis `axis_from_end` (1: columns, 2: rows), as float64.
+inline T positions(const tiny::Shape& s, int axis_from_end) {
+  return iota(s, int(s.size()) - axis_from_end).cast(tiny::DType::Float64);
+}
+// Row (axis_from_end 2) or column (1) `at` of x (..., m, n), kept as a size-1 dim, by a
+// masked sum over that axis (no step-specific view).
+inline T line_at(const T& x, int axis_from_end, int64_t at) {
+  const tiny::Shape& s = x.shape();
+  T hit = positions(s, axis_from_end).binary(tiny::Op::CmpEq, step_index(s, at));
+  return T::where(hit, x, T::full(s, tiny::Scalar::from_int(0), x.dtype()))
+      .reduce(tiny::ReduceOp::Sum, {int(s.size()) - axis_from_end}, true);
+}
+inline T row_at(const T& x, int64_t i) { return line_at(x, 2, i); }  // (..., 1, n)
+inline T col_at(const T& x, int64_t j) { return line_at(x, 1, j); }  // (..., m, 1)
+inline T entry_at(const T& x, int64_t i, int64_t j) { return col_at(row_at(x, i), j); }  // (..., 1, 1)
+
 inline tiny::Shape appended(tiny::Shape s, int64_t v) {
   s.push_back(v);
   return s;
 }
+// (..., n) as a row (..., 1, n) or a column (..., n, 1)
+inline T as_row(const T& v) {
+  tiny::Shape s = v.shape();
+  s.insert(s.end() - 1, 1);
+  return v.reshape(s);
+}
+inline T as_col(const T& v) { return v.reshape(appended(v.shape(), 1)); }
 inline tiny::Shape batch_of(const tiny::Shape& s) { return tiny::Shape(s.begin(), s.end() - 2); }
 inline T rows_of(const tiny::Shape& s) { return iota(s, int(s.size()) - 2); }
 inline T cols_of(const tiny::Shape& s) { return iota(s, int(s.size()) - 1); }

@@ -37,13 +37,6 @@ using tiny::ReduceOp;
 
 T sum_rows(const T& x) { return x.reduce(ReduceOp::Sum, {x.ndim() - 2}, true); }  // (..., 1, n)
 T sum_cols(const T& x) { return x.reduce(ReduceOp::Sum, {x.ndim() - 1}, true); }  // (..., m, 1)
-// (..., n) as a row (..., 1, n) or a column (..., n, 1)
-T as_row(const T& v) {
-  tiny::Shape s = v.shape();
-  s.insert(s.end() - 1, 1);
-  return v.reshape(s);
-}
-T as_col(const T& v) { return v.reshape(appended(v.shape(), 1)); }
 T diagonal_of(const T& a) {  // (..., n) of a square (..., n, n)
   const tiny::Shape& s = a.shape();
   return where(eq(rows_of(s), cols_of(s)), a, 0.0).reduce(ReduceOp::Sum, {int(s.size()) - 1}, false);
@@ -77,20 +70,6 @@ struct Reflectors {
   T a, tau;
 };
 
-// The step index j as a launch parameter: positions compare with it, so every
-// step of a loop is the same graph, scheduled and compiled once per shape.
-struct Step {
-  T index;  // float64, broadcast to `shape`; positions are exact in float64
-  Step(const tiny::Shape& shape, int64_t j) : index(T::param(shape, tiny::Scalar::from_double(double(j)), tiny::DType::Float64)) {}
-};
-T positions(const tiny::Shape& s, int axis_from_end) {
-  return iota(s, int(s.size()) - axis_from_end).cast(tiny::DType::Float64);
-}
-// Column j of x (..., m, n) as (..., m, 1), by a masked row sum (no step-specific view).
-T column_at(const T& x, const T& cols_f, const T& j) {
-  return where(eq(cols_f, j), x, 0.0).reduce(ReduceOp::Sum, {x.ndim() - 1}, true);
-}
-
 Reflectors householder_qr(const T& a0) {
   const tiny::Shape& shape = a0.shape();
   int64_t m = shape[shape.size() - 2], n = shape.back(), k = std::min(m, n);
@@ -100,10 +79,10 @@ Reflectors householder_qr(const T& a0) {
   T tau = constant(tshape, 0, a0.dtype()), tau_at = positions(tshape, 1);
   T x = a0;
   for (int64_t step = 0; step < k; step++) {
-    T j = Step(shape, step).index, jc = Step(col_shape, step).index;
+    T j = step_index(shape, step), jc = step_index(col_shape, step);
     // dlarfg: beta = -sign(alpha) * ||(alpha, tail)||, v = tail / (alpha - beta)
-    T c = column_at(x, cols, j);
-    T alpha = sum_rows(where(eq(col_rows, jc), c, 0.0));
+    T c = col_at(x, step);
+    T alpha = row_at(c, step);
     T tail = where(gt(col_rows, jc), c, 0.0);
     T tail_norm = un(Op::Sqrt, sum_rows(tail * tail));
     T beta = -alpha.binary(Op::Hypot, tail_norm).binary(Op::Copysign, alpha);
@@ -115,7 +94,7 @@ Reflectors householder_qr(const T& a0) {
     T column = where(eq(rows, j), where(identity, alpha, beta).expand(shape),
                      where(gt(rows, j), where(identity.expand(shape), x, ve), x));
     x = where(gt(cols, j), applied, where(eq(cols, j), column, x));
-    tau = where(eq(tau_at, Step(tshape, step).index), tau_j.reshape(appended(batch, 1)).expand(tshape), tau);
+    tau = where(eq(tau_at, step_index(tshape, step)), tau_j.reshape(appended(batch, 1)).expand(tshape), tau);
     if (step + 1 < k) {
       x = x.contiguous();
       tau = tau.contiguous();
@@ -130,15 +109,14 @@ T apply_q_left(const Reflectors& f, int64_t k, const T& c, bool transpose) {
   const tiny::Shape& shape = c.shape();
   tiny::Shape col_shape = f.a.shape(), tau_shape = f.tau.shape();
   col_shape.back() = 1;
-  T col_rows = positions(col_shape, 2), a_cols = positions(f.a.shape(), 1), tau_at = positions(tau_shape, 1);
+  T col_rows = positions(col_shape, 2);
   T x = c;
   for (int64_t q = 0; q < k; q++) {
     int64_t step = transpose ? q : k - 1 - q;
-    T i = Step(col_shape, step).index;
-    T v = where(eq(col_rows, i), 1.0, where(gt(col_rows, i), column_at(f.a, a_cols, Step(f.a.shape(), step).index), 0.0))
-              .expand(shape);
-    T tau_i = where(eq(tau_at, Step(tau_shape, step).index), f.tau, 0.0).reduce(ReduceOp::Sum, {int(tau_shape.size()) - 1}, true);
-    x = x - as_col(tau_i).expand(shape) * v * sum_rows(v * x).expand(shape);
+    T i = step_index(col_shape, step);
+    T v = where(eq(col_rows, i), 1.0, where(gt(col_rows, i), col_at(f.a, step), 0.0)).expand(shape);
+    T tau_i = col_at(as_row(f.tau), step);  // (..., 1, 1)
+    x = x - tau_i.expand(shape) * v * sum_rows(v * x).expand(shape);
     if (q + 1 < k) x = x.contiguous();
   }
   return x;

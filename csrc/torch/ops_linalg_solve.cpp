@@ -33,15 +33,16 @@ using tiny::Op;
 T solve_triangular_left(const T& A, const T& B, bool upper, bool unit) {
   const tiny::Shape& s = B.shape();
   int64_t n = s[s.size() - 2];
-  T rows = rows_of(s);
+  T rows = positions(s, 2);
   T x = B;
   for (int64_t q = 0; q < n; q++) {
     int64_t i = upper ? n - 1 - q : q;
-    T xi = row_of(x, i);
-    if (!unit) xi = xi / entry(A, i, i).expand(xi.shape());
+    T at = step_index(s, i);
+    T xi = row_at(x, i);
+    if (!unit) xi = xi / entry_at(A, i, i).expand(xi.shape());
     T xe = xi.expand(s);
-    T later = upper ? lt(rows, double(i)) : gt(rows, double(i));
-    T step = where(eq(rows, double(i)), xe, where(later, x - col_of(A, i).expand(s) * xe, x));
+    T later = upper ? lt(rows, at) : gt(rows, at);
+    T step = where(eq(rows, at), xe, where(later, x - col_at(A, i).expand(s) * xe, x));
     x = q + 1 < n ? step.contiguous() : step;
   }
   return x;
@@ -58,23 +59,28 @@ std::pair<T, T> cholesky_lower(const T& s) {
   tiny::Shape col_shape = shape, one_shape = shape;
   col_shape.back() = 1;
   one_shape[shape.size() - 2] = one_shape.back() = 1;
-  T rows = rows_of(shape), cols = cols_of(shape), col_rows = rows_of(col_shape);
+  T rows = positions(shape, 2), cols = positions(shape, 1), col_rows = positions(col_shape, 2);
   T info = constant(one_shape, 0, tiny::DType::Int32);
   T m = s;
   for (int64_t j = 0; j < n; j++) {
+    T at = step_index(shape, j), col_at_j = step_index(col_shape, j);
     // sum over p < j of L[i, p] * L[j, p], for every row i
-    T done = where(lt(cols, double(j)), m * row_of(m, j).expand(shape), 0.0);
-    T c = col_of(m, j) - done.reduce(tiny::ReduceOp::Sum, {int(shape.size()) - 1}, true);  // (..., n, 1)
-    T ajj = entry(c, j, 0);
+    T done = where(lt(cols, at), m * row_at(m, j).expand(shape), 0.0);
+    T mj = col_at(m, j);
+    T c = mj - done.reduce(tiny::ReduceOp::Sum, {int(shape.size()) - 1}, true);  // (..., n, 1)
+    T ajj = row_at(c, j);
     T fails = land(eq(info, 0.0), lnot(gt(ajj, 0.0)));  // also NaN
     T frozen = ne(info, 0.0);
-    info = where(fails, double(j + 1), info);
+    info = where(fails, (step_index(one_shape, j) + 1.0).cast(tiny::DType::Int32), info);
     T d = un(Op::Sqrt, ajj).expand(col_shape);
-    T col = where(eq(col_rows, double(j)), where(fails.expand(col_shape), c, d),
-                  where(gt(col_rows, double(j)), where(fails.expand(col_shape), col_of(m, j), c / d), col_of(m, j)));
-    T updated = where(eq(cols, double(j)), col.expand(shape), m);
+    T col = where(eq(col_rows, col_at_j), where(fails.expand(col_shape), c, d),
+                  where(gt(col_rows, col_at_j), where(fails.expand(col_shape), mj, c / d), mj));
+    T updated = where(eq(cols, at), col.expand(shape), m);
     m = where(frozen.expand(shape), m, updated);
-    if (j + 1 < n) m = m.contiguous();
+    if (j + 1 < n) {
+      m = m.contiguous();
+      info = info.contiguous();
+    }
   }
   return {where(ge(rows, cols), m, 0.0), info};
 }
@@ -249,32 +255,38 @@ LU lu_factor(const T& a) {
   int64_t m = shape[nd - 2], n = shape[nd - 1], k = std::min(m, n);
   tiny::Shape batch(shape.begin(), shape.end() - 2), one = appended(appended(batch, 1), 1);
   tiny::Shape pvec = appended(batch, k);
-  T rows = rows_of(shape), cols = cols_of(shape);
+  T rows = positions(shape, 2), cols = positions(shape, 1), row_index = rows_of(shape);
   T info = constant(one, 0, tiny::DType::Int32);
-  T piv = constant(pvec, 0, tiny::DType::Int32), piv_at = iota(pvec, int(pvec.size()) - 1);
+  T piv = constant(pvec, 0, tiny::DType::Int32), piv_at = positions(pvec, 1);
   T x = a;
   tiny::Shape col_shape = shape;
   col_shape.back() = 1;
   T col_rows = rows_of(col_shape);
   for (int64_t j = 0; j < k; j++) {
-    T c = col_of(x, j);  // (..., m, 1)
-    T mag = where(lt(col_rows, double(j)), -1.0, where(isnan(c), -1.0, un(Op::Abs, c)));
+    T at = step_index(shape, j);
+    T c = col_at(x, j);  // (..., m, 1)
+    T mag = where(lt(col_rows.cast(tiny::DType::Float64), step_index(col_shape, j)), -1.0,
+                  where(isnan(c), -1.0, un(Op::Abs, c)));
     T top = mag.reduce(tiny::ReduceOp::Max, {int(nd) - 2}, true);
     T big = constant(col_shape, double(m), tiny::DType::Int64);
     T p = where(eq(mag, top.expand(col_shape)), col_rows, big).reduce(tiny::ReduceOp::Min, {int(nd) - 2}, true);
-    T pivot_row = row_where(x, p), row_j = row_of(x, j);  // (..., 1, n)
+    T pivot_row = row_where(x, p), row_j = row_at(x, j);  // (..., 1, n)
     T pe = p.expand(shape);
-    T swapped = where(eq(rows, double(j)), pivot_row.expand(shape), where(eq(rows, pe), row_j.expand(shape), x));
-    T pv = entry(pivot_row, 0, j);
+    T swapped = where(eq(rows, at), pivot_row.expand(shape), where(eq(row_index, pe), row_j.expand(shape), x));
+    T pv = col_at(pivot_row, j);
     T zero = eq(pv, 0.0);
-    info = where(land(eq(info, 0.0), zero), double(j + 1), info);
+    info = where(land(eq(info, 0.0), zero), (step_index(one, j) + 1.0).cast(tiny::DType::Int32), info);
     T l = where(zero.expand(shape), swapped, swapped / pv.expand(shape));  // column j scaled below the pivot
-    T lj = col_of(l, j).expand(shape);
+    T lj = col_at(l, j).expand(shape);
     T update = swapped - lj * pivot_row.expand(shape);
-    x = where(gt(rows, double(j)), where(eq(cols, double(j)), l, where(gt(cols, double(j)), update, swapped)), swapped);
+    x = where(gt(rows, at), where(eq(cols, at), l, where(gt(cols, at), update, swapped)), swapped);
     T p1 = p.reshape(appended(batch, 1));  // (..., 1)
-    piv = where(eq(piv_at, double(j)), (p1 + 1.0).cast(tiny::DType::Int32).expand(pvec), piv);
-    if (j + 1 < k) x = x.contiguous();
+    piv = where(eq(piv_at, step_index(pvec, j)), (p1 + 1.0).cast(tiny::DType::Int32).expand(pvec), piv);
+    if (j + 1 < k) {
+      x = x.contiguous();
+      piv = piv.contiguous();
+      info = info.contiguous();
+    }
   }
   return {x, piv, info.reshape(batch)};
 }
@@ -286,17 +298,12 @@ T perm_from_pivots(const T& pivots, int64_t m) {
   tiny::Shape batch(ps.begin(), ps.end() - 1), vec = appended(batch, m);
   int last = int(vec.size()) - 1;
   T at = iota(vec, last), perm = at;
+  T pivot_rows = as_row(pivots.cast(tiny::DType::Int64));  // (..., 1, k)
   for (int64_t j = 0; j < ps.back(); j++) {
-    tiny::Ranges r;
-    for (auto v : ps) r.push_back({0, v});
-    r.back() = {j, j + 1};
-    T p = (pivots.shrink(r).cast(tiny::DType::Int64) - 1.0).expand(vec);  // (..., m)
-    r = {};
-    for (auto v : vec) r.push_back({0, v});
-    r.back() = {j, j + 1};
-    T perm_j = perm.shrink(r).expand(vec);
+    T p = (col_at(pivot_rows, j).reshape(appended(batch, 1)) - 1.0).expand(vec);  // (..., m)
+    T perm_j = col_at(as_row(perm), j).reshape(appended(batch, 1)).expand(vec);
     T perm_p = where(eq(at, p), perm, 0.0).reduce(tiny::ReduceOp::Sum, {last}, true).expand(vec);
-    perm = where(eq(at, double(j)), perm_p, where(eq(at, p), perm_j, perm));
+    perm = where(eq(at.cast(tiny::DType::Float64), step_index(vec, j)), perm_p, where(eq(at, p), perm_j, perm));
     if (j + 1 < ps.back()) perm = perm.contiguous();
   }
   return perm;

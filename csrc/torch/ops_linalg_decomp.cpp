@@ -16,7 +16,6 @@
 // working precision; vectors are unique only up to sign, which LAPACK leaves
 // unspecified too.
 #include <ATen/ExpandUtils.h>
-#include <ATen/native/LinearAlgebraUtils.h>
 #include <torch/library.h>
 
 #include <cmath>

@@ -28,6 +28,9 @@ fi
 for mod in pytest numpy tqdm graphviz transformers; do
   $PY -c "import $mod" 2>/dev/null || $PY -m pip install -q "$mod"
 done
+# pytest-xdist: the test command runs pytest in one process per core (most of a cold run is
+# compiling kernels, one at a time per test)
+$PY -c "import xdist" 2>/dev/null || $PY -m pip install -q pytest-xdist
 # expecttest and hypothesis are needed by PyTorch's OpInfo test database
 $PY -c "import expecttest" 2>/dev/null || $PY -m pip install -q expecttest
 $PY -c "import hypothesis" 2>/dev/null || $PY -m pip install -q hypothesis

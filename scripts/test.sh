@@ -31,8 +31,15 @@ else
   TINY_CPU_TARGET=x86-64 ./build/tiny_engine_tests --gtest_brief=1 || gtest_rc=1
 fi
 
+# One pytest process per core on the CPU (files stay whole: their tests share state in order);
+# one process where tests share a GPU.
+workers=()
+if [ "${TINY_DEVICE:-}" != cuda ] && $PY -c "import xdist" 2>/dev/null; then
+  workers=(-n "$(nproc)" --dist loadfile)
+fi
+
 echo "== pytest (torch) on ${TINY_DEVICE:-the default device} =="
-TINY_STRICT=1 $PY -m pytest -q -p no:cacheprovider tests "$@"
+TINY_STRICT=1 $PY -m pytest -q -p no:cacheprovider "${workers[@]}" tests "$@"
 pytest_rc=$?
 
 # The CUDA path end to end without a GPU: the emulated device (rendered CUDA C built
@@ -43,7 +50,7 @@ pytest_rc=$?
 emu_rc=0
 if [ -z "${TINY_DEVICE:-}" ] && [ $# -eq 0 ]; then
   echo "== pytest (torch) on the emulated CUDA device (TINY_DEVICE=cuda-emu) =="
-  TINY_DEVICE=cuda-emu TINY_STRICT=1 $PY -m pytest -q -p no:cacheprovider \
+  TINY_DEVICE=cuda-emu TINY_STRICT=1 $PY -m pytest -q -p no:cacheprovider "${workers[@]}" \
     tests/test_device.py tests/test_unary.py tests/test_reductions.py tests/test_views.py tests/test_indexing.py \
     tests/test_conv.py tests/test_batchnorm.py tests/test_optim.py tests/test_client_code.py tests/test_models.py \
     tests/test_debug_trace.py \

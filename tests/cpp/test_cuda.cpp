@@ -267,6 +267,13 @@ class CudaCheck {
       o.block_size = m ? 32 : 64;
       results.emplace_back(m ? "emulated, reduce per block" : "emulated, reduce per thread", run_on(*emu, sched, before, o));
     }
+    // and one output per thread where the renderer gave threads register tiles
+    CudaRenderOptions per_thread, untiled;
+    per_thread.block_reduce = untiled.block_reduce = 0;
+    untiled.register_tile = false;
+    bool any_tile = false;
+    for (auto& k : sched.kernels) any_tile |= render_cuda(k, per_thread).tile_cols > 1;
+    if (any_tile) results.emplace_back("emulated, one output per thread", run_on(*emu, sched, before, untiled));
     // 3. the GPU, when there is one
     if (Device* gpu = cuda_device()) results.emplace_back("on the GPU", run_on(*gpu, sched, before));
 
@@ -747,6 +754,58 @@ TEST_F(Cuda, ReduceOfMaskedViewsAndMatmul) {
       .add(padded.reduce(ReduceOp::Max, {1}, true), true)
       .add(a.matmul(b), false)
       .add(i.matmul(i.permute({1, 0})), true)
+      .run();
+}
+
+TEST_F(Cuda, RegisterTilesOfMatmulOutputs) {
+  // one thread per 4 x 4 tile: each step loads 4 values of a and 4 of b for 16 products
+  Tensor a = input(DType::Float32, {12, 8}, 191, false);
+  Tensor b = input(DType::Float32, {8, 20}, 192, false);
+  Schedule mm = create_schedule({a.matmul(b).node()});
+  ASSERT_EQ(mm.kernels.size(), 1u);
+  CudaKernelSource src = render_cuda(mm.kernels[0]);
+  EXPECT_EQ(src.tile_rows, 4);
+  EXPECT_EQ(src.tile_cols, 4);
+  EXPECT_EQ(src.outputs, 12 * 20 / 16);
+  EXPECT_NE(src.kernel.find("4 x 4 tile of outputs"), std::string::npos) << src.kernel;
+  // 16 accumulators, 8 loads per step: a[i0 + r][k] for 4 rows, b[k][j0 + c] for 4 columns
+  size_t loop = src.kernel.find("for (int r"), end = src.kernel.find("}", loop);
+  std::string body = src.kernel.substr(loop, end - loop);
+  size_t loads = 0;
+  for (size_t at = body.find("= b"); at != std::string::npos; at = body.find("= b", at + 1)) loads++;
+  EXPECT_EQ(loads, 8u) << body;
+  CudaRenderOptions plain;
+  plain.register_tile = false;
+  EXPECT_EQ(render_cuda(mm.kernels[0], plain).tile_cols, 1);
+  // a linear layer's x @ w.T: w moves by a whole row along the output columns, a
+  // thread's scalar accumulators do not mind (the CPU's vectors would)
+  Tensor w = input(DType::Float32, {20, 8}, 203, false);
+  EXPECT_EQ(render_cuda(create_schedule({a.matmul(w.permute({1, 0})).node()}).kernels[0]).tile_cols, 4);
+  // a column sum reuses nothing across its columns: one output per thread
+  EXPECT_EQ(render_cuda(create_schedule({b.reduce(ReduceOp::Sum, {0}, false).node()}).kernels[0]).tile_cols, 1);
+
+  // tiles divide their dims: 2 x 2 for a batched 6 x 10; none for 7 x 11 (11 has no even
+  // tile) or 7 x 6 (two columns alone are not worth a tile)
+  Tensor ba = input(DType::Float32, {3, 6, 5}, 193, false), bb = input(DType::Float32, {3, 5, 10}, 194, false);
+  EXPECT_EQ(render_cuda(create_schedule({ba.matmul(bb).node()}).kernels[0]).tile_rows, 2);
+  Tensor oa = input(DType::Float32, {7, 9}, 195, false), ob = input(DType::Float32, {9, 11}, 196, false);
+  EXPECT_EQ(render_cuda(create_schedule({oa.matmul(ob).node()}).kernels[0]).tile_cols, 1);
+  Tensor oc = input(DType::Float32, {9, 6}, 197, false);
+  EXPECT_EQ(render_cuda(create_schedule({oa.matmul(oc).node()}).kernels[0]).tile_cols, 1);
+
+  // results: transposed operands, a fused bias + exp epilogue, 16-bit and integer dtypes
+  Tensor bias = input(DType::Float32, {20}, 198, false);
+  Tensor h = input(DType::Float16, {8, 12}, 199, false), hb = input(DType::Float16, {16, 8}, 200, false);
+  Tensor i = input(DType::Int32, {4, 6}, 201), ib = input(DType::Int32, {6, 8}, 202);
+  CudaCheck c;
+  c.add(a.matmul(b), false, "matmul")
+      .add(b.permute({1, 0}).matmul(a.permute({1, 0})), false, "transposed")
+      .add(a.matmul(w.permute({1, 0})), false, "linear")
+      .add(a.matmul(b).binary(Op::Add, bias.reshape({1, 20}).expand({12, 20})).unary(Op::Exp), false, "bias exp")
+      .add(ba.matmul(bb), false, "batched")
+      .add(oa.matmul(ob), false, "odd")
+      .add(h.permute({1, 0}).matmul(hb.permute({1, 0})), false, "float16")
+      .add(i.matmul(ib), true, "int32")
       .run();
 }
 

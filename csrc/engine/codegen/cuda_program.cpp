@@ -105,7 +105,7 @@ std::vector<std::shared_ptr<Program>> cuda_programs(Device& device, const std::v
   CudaRenderOptions o = opt;
   if (o.multiprocessors == 0) o.multiprocessors = device.properties().multiprocessors;
   std::string tag = device.name() + "|" + std::to_string(o.block_reduce) + "," + std::to_string(o.block_size) + "," +
-                    std::to_string(o.multiprocessors) + "|";
+                    std::to_string(o.multiprocessors) + "," + std::to_string(o.register_tile) + "|";
   std::vector<std::string> keys;
   std::vector<CudaKernelSource> fresh;  // distinct kernels not compiled before
   std::unordered_map<std::string, size_t> fresh_index;

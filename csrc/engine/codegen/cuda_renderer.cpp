@@ -4,6 +4,7 @@
 #include "engine/codegen/cuda_renderer.h"
 
 #include "engine/codegen/index_walk.h"
+#include "engine/codegen/register_tile.h"
 
 #include <algorithm>
 #include <climits>
@@ -297,6 +298,10 @@ class Renderer {
     else
       block_ = max_r >= 128 && (out.outputs <= 4096 || max_r >= 4 * out.outputs ||
                                 (inner && max_r >= 512 && out.outputs <= 32768));
+    if (!k_.serial && !block_ && opt_.register_tile) plan_register_tile();
+    out.tile_rows = tile_rows_;
+    out.tile_cols = tile_cols_;
+    if (tiled()) out.outputs /= tile_rows_ * tile_cols_;  // the launch range counts tiles
     int bs = std::max(32, opt_.block_size);
     int p2 = 32;
     while (p2 < bs && p2 < 1024) p2 *= 2;
@@ -331,6 +336,8 @@ class Renderer {
         << (k_.serial  ? "one thread, in order"
             : split_ > 1 ? std::to_string(split_) + " blocks per output, shared-memory reduce, partials combined in order"
             : block_     ? "one block per output, shared-memory reduce"
+            : tiled()    ? "one thread per " + std::to_string(tile_rows_) + " x " + std::to_string(tile_cols_) +
+                            " tile of outputs, an accumulator each"
                          : "one thread per output")
         << ")\n// reason: " << k_.reason << "\n";
     src << "extern \"C\" __global__ void __launch_bounds__(" << block_size_ << ") " << out.name << "(";
@@ -435,6 +442,109 @@ class Renderer {
     for (auto& r : found) eval(r.node, r.idx, r.valid);
   }
 
+  // ---- register tiles (see register_tile.h)
+  // One thread computes tile_rows_ x tile_cols_ outputs: dim tile_d_ (the
+  // last non-unit one) by tile_cols_ and the non-unit dim before it, when
+  // there is one, by tile_rows_, with one accumulator each in registers. A
+  // matmul's thread then loads rows + cols values per step instead of two per
+  // product. Tiles divide their dims: no partial tiles, no masks.
+  static constexpr int64_t kTileSide = 4;
+  bool tiled() const { return tile_rows_ * tile_cols_ > 1; }
+
+  void plan_register_tile() {
+    const Shape& shape = k_.shape;
+    int d = int(shape.size()) - 1;
+    while (d >= 0 && shape[size_t(d)] == 1) d--;
+    if (d < 0 || k_.outputs.empty()) return;
+    int d2 = d - 1;
+    while (d2 >= 0 && shape[size_t(d2)] == 1) d2--;
+    for (auto& o : k_.outputs)
+      if (o.scatter_index) return;
+    auto side = [](int64_t extent) {  // the largest tile side up to kTileSide dividing the extent
+      int64_t t = kTileSide;
+      while (t > 1 && extent % t) t /= 2;
+      return t;
+    };
+    int64_t cols = side(shape[size_t(d)]), rows = d2 >= 0 ? side(shape[size_t(d2)]) : 1;
+    if (cols < 2 || rows * cols < 4) return;
+    int first = int(var_names_.size());
+    std::vector<Expr> idx;
+    for (int64_t e : shape) idx.push_back(new_var("", e));
+    // the tile's dims: every variable from the row dim's on (the dims between
+    // them are unit, so only the two tiled ones are real variables)
+    int jid = first + (d2 >= 0 ? d2 : d);
+    auto fresh = [&](int64_t size) { return new_var("", size); };
+    auto cand = find_tiled_reduce(k_, idx, jid, fresh);
+    if (!cand || !worth_tiling(k_, *cand, first + d, TileKind::Scalars, fresh) || !one_flat_reduce()) return;
+    tile_d_ = d;
+    tile_d2_ = rows > 1 ? d2 : -1;
+    tile_rows_ = rows;
+    tile_cols_ = cols;
+  }
+
+  // The tile at `idx` (its first row and column): one loop over the reduce
+  // axes updates every output's accumulator, then each output is stored.
+  void emit_tile(const std::vector<Expr>& idx) {
+    std::vector<std::vector<Expr>> outs;
+    std::vector<TiledReduce> ctx;
+    auto fresh = [&](int64_t size) { return new_var("", size); };
+    for (int64_t r = 0; r < tile_rows_; r++)
+      for (int64_t c = 0; c < tile_cols_; c++) {
+        std::vector<Expr> o = idx;
+        if (tile_d2_ >= 0) o[size_t(tile_d2_)] = add(idx[size_t(tile_d2_)], cnst(r));
+        o[size_t(tile_d_)] = add(idx[size_t(tile_d_)], cnst(c));
+        auto cc = find_tiled_reduce(k_, o, 0, fresh);  // the kernel's one reduce (one_flat_reduce)
+        if (!cc) throw std::logic_error("tiny cuda: a tile's output lost its reduce");
+        outs.push_back(o);
+        ctx.push_back(*cc);
+      }
+    const Node* r = ctx[0].reduce;
+    const Node* src = r->src[0].get();
+    DType dt = r->dtype, sdt = src->dtype;
+    std::vector<int> axes;
+    for (int a : r->args.axes)
+      if (src->shape[size_t(a)] > 1) axes.push_back(a);
+    std::vector<std::string> acc;
+    for (size_t i = 0; i < ctx.size(); i++) {
+      acc.push_back(tmp("acc"));
+      line(std::string(reg_type(dt)) + " " + acc.back() + " = " + identity(r->args.rop, dt) + ";");
+    }
+    bool empty = false;
+    for (int a : r->args.axes) empty |= src->shape[size_t(a)] == 0;
+    std::vector<Expr> kv(src->shape.size());
+    std::vector<std::string> names;
+    for (int a : axes) {
+      names.push_back(tmp("r"));
+      kv[size_t(a)] = new_var(names.back(), src->shape[size_t(a)]);
+    }
+    std::function<void(size_t)> nest = [&](size_t i) {
+      if (i == axes.size()) {
+        for (size_t t = 0; t < ctx.size(); t++) {
+          std::vector<Expr> sub = ctx[t].idx;
+          for (int a : axes) sub[size_t(a)] = kv[size_t(a)];
+          std::string v = eval(src, sub, ctx[t].valid);
+          if (sdt != dt) v = cast(v, sdt, dt);
+          line(acc[t] + " = " + combine(r->args.rop, acc[t], v, dt) + ";");
+        }
+        return;
+      }
+      int64_t size = src->shape[size_t(axes[i])];
+      const std::string& name = names[i];
+      const char* t = index_type(size);
+      line(std::string("for (") + t + " " + name + " = 0; " + name + " < " + std::to_string(size) + "; " + name + "++) {");
+      indent_++;
+      memo_.emplace_back();
+      nest(i + 1);
+      memo_.pop_back();
+      indent_--;
+      line("}");
+    };
+    if (!empty) nest(0);
+    for (size_t t = 0; t < ctx.size(); t++)
+      remember(context_key(r, ctx[t].idx, ctx[t].valid), value(dt, round_to(acc[t], dt)));
+    for (auto& o : outs) emit_stores(o);
+  }
+
   Expr new_var(const std::string& name, int64_t size) {
     int id = int(var_names_.size());
     var_names_.push_back(name);
@@ -461,24 +571,35 @@ class Renderer {
     indent_++;
     memo_.emplace_back();
     std::vector<Expr> idx(shape.size(), cnst(0));
-    int64_t total = numel(shape);
+    // gid counts output elements, or tiles: then dims d2 and d count tiles, each
+    // coordinate the tile's first row or column
+    Shape grid = shape;
+    if (tiled()) {
+      grid[size_t(tile_d_)] /= tile_cols_;
+      if (tile_d2_ >= 0) grid[size_t(tile_d2_)] /= tile_rows_;
+    }
+    int64_t total = numel(grid);
     bool narrow = total - 1 <= INT32_MAX;
     if (narrow) line("const u32 g = (u32)gid;");
     int64_t stride = total;
     bool first = true;
-    for (size_t d = 0; d < shape.size(); d++) {
-      if (shape[d] == 0) break;
-      stride /= shape[d];
+    for (size_t d = 0; d < grid.size(); d++) {
+      if (grid[d] == 0) break;
+      stride /= grid[d];
       if (shape[d] == 1) continue;
       std::string name = "i" + std::to_string(d);
       std::string g = narrow ? "g" : "gid";
       std::string e = stride == 1 ? g : "(" + g + " / " + std::to_string(stride) + (narrow ? "u" : "ll") + ")";
-      if (!first) e = "(" + e + " % " + std::to_string(shape[d]) + (narrow ? "u" : "ll") + ")";
+      if (!first) e = "(" + e + " % " + std::to_string(grid[d]) + (narrow ? "u" : "ll") + ")";
       first = false;
+      int64_t step = int(d) == tile_d_ ? tile_cols_ : int(d) == tile_d2_ ? tile_rows_ : 1;
+      if (step > 1) e = "(" + e + " * " + std::to_string(step) + ")";
       line("const " + std::string(index_type(shape[d])) + " " + name + " = (" + index_type(shape[d]) + ")" + e + ";");
-      idx[d] = new_var(name, shape[d]);
+      // a tile's first coordinate plus its offset stays inside the dim
+      idx[d] = new_var(name, shape[d] - step + 1);
     }
-    emit_stores(idx);
+    if (tiled()) emit_tile(idx);
+    else emit_stores(idx);
     memo_.pop_back();
     indent_--;
     line("}");
@@ -531,12 +652,6 @@ class Renderer {
   }
   std::string condition(const Expr& valid) { return index(valid); }
 
-  static Expr row_major(const std::vector<Expr>& idx, const Shape& shape) {
-    Expr flat = cnst(0);
-    Shape st = contiguous_strides(shape);
-    for (size_t d = 0; d < shape.size(); d++) flat = add(flat, mul(idx[d], st[d]));
-    return flat;
-  }
   // The load index, clamped to 0 where the element is masked out.
   std::string load_index(const std::vector<Expr>& idx, const Shape& shape, const Expr& valid) {
     std::string ix = index(row_major(idx, shape));
@@ -1125,6 +1240,8 @@ class Renderer {
   CudaRenderOptions opt_;
   bool block_ = false;
   int split_ = 1;  // blocks per output
+  int tile_d_ = -1, tile_d2_ = -1;  // register tile dims (-1: none)
+  int64_t tile_rows_ = 1, tile_cols_ = 1;
   int block_size_ = 256;
   int indent_ = 0;
   int next_id_ = 0;

@@ -13,7 +13,10 @@
 //               flattened reduce axes and combine through shared memory (chosen
 //               for few outputs with long reductions, e.g. a full reduction);
 //   split:      per block, with several blocks per output when the outputs are
-//               too few to fill the GPU (see CudaKernelSource::split).
+//               too few to fill the GPU (see CudaKernelSource::split);
+//   tiled:      per thread, each thread owning a tile of neighbouring outputs
+//               with an accumulator each (a matmul's or convolution's loads
+//               shared across the tile; register_tile.h decides when).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -29,6 +32,7 @@ struct CudaRenderOptions {
   // fill them is split across several blocks per output. 0 here: never split,
   // but cuda_programs fills in the device's count; < 0: never split anywhere.
   int multiprocessors = 0;
+  bool register_tile = true;  // per-thread reductions may own a tile of outputs
 };
 
 struct CudaKernelSource {
@@ -37,7 +41,8 @@ struct CudaKernelSource {
   std::string kernel;   // the __global__ function alone
   int block_size = 256;
   bool block_reduce = false;
-  int64_t outputs = 0;  // output elements: the launch range is [0, outputs)
+  int64_t outputs = 0;  // the launch range [0, outputs): output elements, or tiles of them
+  int64_t tile_rows = 1, tile_cols = 1;  // outputs per tile (1 x 1: not tiled)
   bool serial = false;  // one thread runs everything in order (launch one block of one thread)
   // Parameters: one pointer per Kernel::buffers entry, `num_params` u64 launch
   // words (Kernel::launch_params, two per Rand or Param node), then begin, end.

@@ -23,6 +23,7 @@
 #include <llvm/Support/raw_ostream.h>
 
 #include "engine/codegen/index_walk.h"
+#include "engine/codegen/register_tile.h"
 #include "engine/runtime/llvm_jit.h"
 
 namespace tiny {
@@ -164,7 +165,7 @@ class Builder {
         nest(d + 1);
         return;
       }
-      hoist_reduces(output_roots(), idx, cnst(1), int(idx[d]->value));
+      hoist_reduces(output_roots(k_), idx, cnst(1), int(idx[d]->value));
       Value* lo = int(d) == par ? begin : b_.getInt64(0);
       Value* hi = int(d) == par ? end : b_.getInt64(shape[d]);
       if (ct && int(d) == std::min(ct->i, ct->j)) {
@@ -313,15 +314,6 @@ class Builder {
   // A loop variable whose value is bound when its loop is emitted.
   Expr placeholder_var(int64_t size) { return new_var(nullptr, size); }
 
-  std::vector<const Node*> output_roots() const {
-    std::vector<const Node*> r;
-    for (auto& o : k_.outputs) {
-      r.push_back(o.value.get());
-      if (o.scatter_index) r.push_back(o.scatter_index.get());
-    }
-    return r;
-  }
-
   // Computes, here and now, the reduces under `roots` that the loops numbered
   // `min_id` and above do not change (see hoistable_reduces).
   void hoist_reduces(const std::vector<const Node*>& roots, const std::vector<Expr>& idx, const Expr& valid, int min_id) {
@@ -394,7 +386,7 @@ class Builder {
       return true;
     };
     w.on_leaf = [&](const Node*, const std::vector<Expr>&, const Expr& valid) { collect_lts(valid, atoms); };
-    for (auto* r : output_roots()) w.walk(r, idx, cnst(1));
+    for (auto* r : output_roots(k_)) w.walk(r, idx, cnst(1));
     std::vector<int64_t> cuts{v->vmin, v->vmax + 1};
     for (auto& at : atoms) {
       const Expr& x = at->src[0];
@@ -472,13 +464,6 @@ class Builder {
     return nullptr;
   }
   void remember(const std::string& key, Value* v) { memo_.back()[key] = v; }
-
-  static Expr row_major(const std::vector<Expr>& idx, const Shape& shape) {
-    Expr flat = cnst(0);
-    Shape st = contiguous_strides(shape);
-    for (size_t d = 0; d < shape.size(); d++) flat = add(flat, mul(idx[d], st[d]));
-    return flat;
-  }
 
   // ---- stores
   void emit_stores(const std::vector<Expr>& idx) { emit_stores(std::vector<std::vector<Expr>>{idx}); }
@@ -755,67 +740,13 @@ class Builder {
   const int64_t kTileCols = 2 * kLanes;
   const int64_t kTileRows = LLVMJit::get().vector_unit().registers / 4;
   static constexpr int64_t kMinTileCols = 4;  // narrower output rows are not tiled
-  static constexpr int64_t kShortReduce = 16;  // reduce loops too short to vectorize
 
-  struct TileCandidate {
-    const Node* reduce = nullptr;
-    std::vector<Expr> idx;  // the reduce's context in the loop being tiled
-    Expr valid;
-  };
-
-  // The single reduce under the outputs whose context depends on var `jid`.
-  std::optional<TileCandidate> find_tiled_reduce(const std::vector<Expr>& idx, int jid) {
-    std::vector<TileCandidate> found;
-    bool other = false;
-    IndexWalker w;
-    w.is_leaf = [&](const Node* n) { return k_.loads.count(n) > 0; };
-    w.fresh_var = [&](int64_t size) { return placeholder_var(size); };
-    w.visit = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
-      if (n->op == Op::Gather) other = true;
-      if (n->op != Op::Reduce) return true;
-      bool inner = uses_vars(v, jid, 1 << 30);
-      for (auto& e : ix) inner |= uses_vars(e, jid, 1 << 30);
-      if (inner) found.push_back({n, ix, v});
-      return false;
-    };
-    for (auto* r : output_roots()) w.walk(r, idx, cnst(1));
-    if (other || found.size() != 1) return std::nullopt;
-    return found[0];
+  // The shared decisions (register_tile.h) with this generator's variables.
+  std::optional<TiledReduce> find_tiled_reduce(const std::vector<Expr>& idx, int jid) {
+    return tiny::find_tiled_reduce(k_, idx, jid, [&](int64_t size) { return placeholder_var(size); });
   }
-
-  // Loads under the reduce's source must move by 0 or 1 element along the
-  // tiled var and by something other than 1 along the innermost reduce var,
-  // or that reduce loop is too short to vectorize (a convolution's kernel
-  // width) and some load moves by 1 along the tiled var.
-  bool worth_tiling(const TileCandidate& c, int jid) {
-    const Node* src = c.reduce->src[0].get();
-    std::vector<Expr> sub = c.idx;
-    int kid = -1;
-    int64_t inner_extent = 0;
-    for (int a : c.reduce->args.axes)
-      if (src->shape[a] > 1) {
-        sub[a] = placeholder_var(src->shape[a]);
-        kid = int(sub[a]->value);
-        inner_extent = src->shape[a];
-      }
-    if (kid < 0) return false;
-    bool ok = true, helps = false, unit_j = false;
-    IndexWalker w;
-    w.is_leaf = [&](const Node* n) { return k_.loads.count(n) > 0; };
-    w.fresh_var = [&](int64_t size) { return placeholder_var(size); };
-    w.visit = [&](const Node* n, const std::vector<Expr>&, const Expr&) {
-      if (n->op == Op::Gather || n->op == Op::Rand) ok = false;
-      return ok && n->op != Op::Reduce;  // nested reduces are hoisted per tile
-    };
-    w.on_leaf = [&](const Node* n, const std::vector<Expr>& ix, const Expr&) {
-      Expr flat = row_major(ix, n->shape);
-      auto sj = linear_coefficient(flat, jid), sk = linear_coefficient(flat, kid);
-      if (!sj || (*sj != 0 && *sj != 1)) ok = false;
-      if (sk && *sk != 1 && !(sj && *sj == 0)) helps = true;
-      if (sj && *sj == 1) unit_j = true;
-    };
-    w.walk(src, sub, c.valid);
-    return ok && (helps || (unit_j && inner_extent < kShortReduce));
+  bool worth_tiling(const TiledReduce& c, int jid) {
+    return tiny::worth_tiling(k_, c, jid, TileKind::Vectors, [&](int64_t size) { return placeholder_var(size); });
   }
 
   // Tiles the last output dim `d` (kTileCols wide) and, when there is one,
@@ -881,7 +812,7 @@ class Builder {
     DType dt = r->dtype, sdt = src->dtype;
     llvm::Type* ty = reg_type(dt);
     std::vector<std::vector<Expr>> out_idx;
-    std::vector<TileCandidate> ctx;
+    std::vector<TiledReduce> ctx;
     size_t nrows = d2 < 0 ? 1 : rows.size();
     std::vector<Expr> row_vars;
     for (size_t q = 0; q < nrows; q++) row_vars.push_back(d2 < 0 ? idx[0] : new_var(rows[q], k_.shape[size_t(d2)]));
@@ -1348,7 +1279,7 @@ class Builder {
     const Node* src = r->src[0].get();
     auto* vty = llvm::FixedVectorType::get(b_.getFloatTy(), unsigned(kLanes));
     std::vector<std::vector<Expr>> out_idx;
-    std::vector<TileCandidate> ctx;  // per (row, column)
+    std::vector<TiledReduce> ctx;  // per (row, column)
     for (int64_t q = 0; q < nrows; q++) {
       Expr row = new_var(b_.CreateAdd(i0, b_.getInt64(q)), k_.shape[size_t(ct.i)]);
       for (int64_t c = 0; c < ncols; c++) {
@@ -1397,14 +1328,14 @@ class Builder {
           if (ct.unit) {  // b in place: 16 channels from each vector's first column
             wv.clear();
             for (int64_t v = 0; v < nvecs; v++) {
-              const TileCandidate& cv = ctx[size_t(row * ncols + v * kLanes)];
+              const TiledReduce& cv = ctx[size_t(row * ncols + v * kLanes)];
               std::vector<Expr> sub = cv.idx;
               for (size_t k = 0; k < axes.size(); k++) sub[size_t(axes[k])] = kv[k];
               wv.push_back(vload(buf_ptrs_[k_.loads.at(ct.packed)], index(leaf_flat(ct.b, sub))));
             }
           }
           // a does not move along the channels: column 0's context serves the row
-          const TileCandidate& c0 = ctx[size_t(row * ncols)];
+          const TiledReduce& c0 = ctx[size_t(row * ncols)];
           std::vector<Expr> sub = c0.idx;
           for (size_t k = 0; k < axes.size(); k++) sub[size_t(axes[k])] = kv[k];
           Value* av = b_.CreateVectorSplat(unsigned(kLanes), eval(ct.a, sub, c0.valid));
@@ -1433,7 +1364,7 @@ class Builder {
         for (int64_t v = 0; v < nvecs; v++) {
           Value* vec = b_.CreateLoad(vty, acc[size_t(row * nvecs + v)]);
           for (int64_t l = 0; l < kLanes && v * kLanes + l < ncols; l++) {
-            const TileCandidate& c = ctx[size_t(row * ncols + v * kLanes + l)];
+            const TiledReduce& c = ctx[size_t(row * ncols + v * kLanes + l)];
             remember(context_key(r, c.idx, c.valid), b_.CreateExtractElement(vec, uint64_t(l)));
           }
         }

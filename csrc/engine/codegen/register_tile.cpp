@@ -1,0 +1,79 @@
+#include "engine/codegen/register_tile.h"
+
+#include "engine/codegen/index_walk.h"
+
+namespace tiny {
+
+Expr row_major(const std::vector<Expr>& idx, const Shape& shape) {
+  Expr flat = cnst(0);
+  Shape st = contiguous_strides(shape);
+  for (size_t d = 0; d < shape.size(); d++) flat = add(flat, mul(idx[d], st[d]));
+  return flat;
+}
+
+std::vector<const Node*> output_roots(const Kernel& k) {
+  std::vector<const Node*> r;
+  for (auto& o : k.outputs) {
+    r.push_back(o.value.get());
+    if (o.scatter_index) r.push_back(o.scatter_index.get());
+  }
+  return r;
+}
+
+std::optional<TiledReduce> find_tiled_reduce(const Kernel& k, const std::vector<Expr>& idx, int jid,
+                                             const std::function<Expr(int64_t)>& fresh_var) {
+  std::vector<TiledReduce> found;
+  bool other = false;
+  IndexWalker w;
+  w.is_leaf = [&](const Node* n) { return k.loads.count(n) > 0; };
+  w.fresh_var = fresh_var;
+  w.visit = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
+    if (n->op == Op::Gather) other = true;
+    if (n->op != Op::Reduce) return true;
+    bool inner = uses_vars(v, jid, 1 << 30);
+    for (auto& e : ix) inner |= uses_vars(e, jid, 1 << 30);
+    if (inner) found.push_back({n, ix, v});
+    return false;
+  };
+  for (auto* r : output_roots(k)) w.walk(r, idx, cnst(1));
+  if (other || found.size() != 1) return std::nullopt;
+  return found[0];
+}
+
+bool worth_tiling(const Kernel& k, const TiledReduce& c, int jid, TileKind kind,
+                  const std::function<Expr(int64_t)>& fresh_var) {
+  constexpr int64_t kShortReduce = 16;  // reduce loops too short to vectorize
+  const Node* src = c.reduce->src[0].get();
+  std::vector<Expr> sub = c.idx;
+  int kid = -1;
+  int64_t inner_extent = 0;
+  for (int a : c.reduce->args.axes)
+    if (src->shape[a] > 1) {
+      sub[a] = fresh_var(src->shape[a]);
+      kid = int(sub[a]->value);
+      inner_extent = src->shape[a];
+    }
+  if (kid < 0) return false;
+  bool plain = true, whole_vectors = true, helps = false, unit_j = false, reused = false;
+  IndexWalker w;
+  w.is_leaf = [&](const Node* n) { return k.loads.count(n) > 0; };
+  w.fresh_var = fresh_var;
+  w.visit = [&](const Node* n, const std::vector<Expr>&, const Expr&) {
+    if (n->op == Op::Gather || n->op == Op::Rand) plain = false;
+    return plain && n->op != Op::Reduce;  // nested reduces are hoisted per tile
+  };
+  w.on_leaf = [&](const Node* n, const std::vector<Expr>& ix, const Expr&) {
+    Expr flat = row_major(ix, n->shape);
+    auto sj = linear_coefficient(flat, jid), sk = linear_coefficient(flat, kid);
+    if (!sj || (*sj != 0 && *sj != 1)) whole_vectors = false;
+    if (sk && *sk != 1 && !(sj && *sj == 0)) helps = true;
+    if (sj && *sj == 1) unit_j = true;
+    if (sj && *sj == 0) reused = true;
+  };
+  w.walk(src, sub, c.valid);
+  if (!plain) return false;
+  if (kind == TileKind::Scalars) return reused;
+  return whole_vectors && (helps || (unit_j && inner_extent < kShortReduce));
+}
+
+}  // namespace tiny

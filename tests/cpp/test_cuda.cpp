@@ -793,6 +793,10 @@ TEST_F(Cuda, RegisterTilesOfMatmulOutputs) {
   Tensor oc = input(DType::Float32, {9, 6}, 197, false);
   EXPECT_EQ(render_cuda(create_schedule({oa.matmul(oc).node()}).kernels[0]).tile_cols, 1);
 
+  // a tile as wide as its dim (its first column is the constant 0): a sum over an expanded dim
+  Tensor ex = input(DType::Float32, {5, 1, 6}, 204, false).expand({5, 4, 6}).reduce(ReduceOp::Sum, {0, 2}, true);
+  EXPECT_EQ(render_cuda(create_schedule({ex.node()}).kernels[0]).tile_cols, 4);
+
   // results: transposed operands, a fused bias + exp epilogue, 16-bit and integer dtypes
   Tensor bias = input(DType::Float32, {20}, 198, false);
   Tensor h = input(DType::Float16, {8, 12}, 199, false), hb = input(DType::Float16, {16, 8}, 200, false);
@@ -806,6 +810,7 @@ TEST_F(Cuda, RegisterTilesOfMatmulOutputs) {
       .add(oa.matmul(ob), false, "odd")
       .add(h.permute({1, 0}).matmul(hb.permute({1, 0})), false, "float16")
       .add(i.matmul(ib), true, "int32")
+      .add(ex, false, "expanded")
       .run();
 }
 

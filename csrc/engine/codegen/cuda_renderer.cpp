@@ -493,7 +493,9 @@ class Renderer {
         std::vector<Expr> o = idx;
         if (tile_d2_ >= 0) o[size_t(tile_d2_)] = add(idx[size_t(tile_d2_)], cnst(r));
         o[size_t(tile_d_)] = add(idx[size_t(tile_d_)], cnst(c));
-        auto cc = find_tiled_reduce(k_, o, 0, fresh);  // the kernel's one reduce (one_flat_reduce)
+        // the kernel's one reduce (one_flat_reduce), whose context may be constant here (a
+        // tile as wide as its dim)
+        auto cc = find_tiled_reduce(k_, o, -1, fresh);
         if (!cc) throw std::logic_error("tiny cuda: a tile's output lost its reduce");
         outs.push_back(o);
         ctx.push_back(*cc);
@@ -920,7 +922,10 @@ class Renderer {
     return value(dt, round_to(acc, dt));
   }
 
-  // Tree reduction of every thread's `acc` through shared memory; all threads get the result.
+  // Tree reduction of every thread's `acc`; all threads get the result. Through shared
+  // memory down to one warp's worth, then by warp shuffles (no barriers): at each step
+  // element t combines with element t + s, the same order as a tree all in shared memory.
+  // Every warp shuffles (warp 0's result is the block's): all threads meet the same barriers.
   void block_combine(const std::string& acc, ReduceOp op, DType dt) {
     std::string t = reg_type(dt);
     line("{");
@@ -928,7 +933,7 @@ class Renderer {
     line(t + "* red = (" + t + "*)tiny_smem;");
     line("red[threadIdx.x] = " + acc + ";");
     line("__syncthreads();");
-    line("for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {");
+    line("for (unsigned s = blockDim.x / 2; s >= 32u; s >>= 1) {");
     indent_++;
     line("if (threadIdx.x < s) {");
     indent_++;
@@ -939,6 +944,19 @@ class Renderer {
     line("__syncthreads();");
     indent_--;
     line("}");
+    line(t + " w = red[threadIdx.x];");
+    line("for (unsigned s = 16u; s > 0u; s >>= 1) {");
+    indent_++;
+    // __shfl_down_sync takes 32- and 64-bit values: narrower integers travel as int
+    std::string moved = is_float(dt) || (itemsize(dt) >= 4 && dt != DType::Bool)
+                            ? "__shfl_down_sync(0xffffffffu, w, s)"
+                            : "(" + t + ")__shfl_down_sync(0xffffffffu, (int)w, s)";
+    line("const " + t + " a = w, b = " + moved + ";");
+    line("w = " + combine(op, "a", "b", dt) + ";");
+    indent_--;
+    line("}");
+    line("if (threadIdx.x == 0) red[0] = w;");
+    line("__syncthreads();");
     line(acc + " = red[0];");
     line("__syncthreads();");
     indent_--;

@@ -30,7 +30,7 @@ std::optional<TiledReduce> find_tiled_reduce(const Kernel& k, const std::vector<
   w.visit = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
     if (n->op == Op::Gather) other = true;
     if (n->op != Op::Reduce) return true;
-    bool inner = uses_vars(v, jid, 1 << 30);
+    bool inner = jid < 0 || uses_vars(v, jid, 1 << 30);
     for (auto& e : ix) inner |= uses_vars(e, jid, 1 << 30);
     if (inner) found.push_back({n, ix, v});
     return false;

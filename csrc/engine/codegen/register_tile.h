@@ -29,8 +29,9 @@ struct TiledReduce {
 };
 
 // The single reduce under the outputs at output index `idx` whose context
-// depends on a variable numbered `jid` or above (the tiled output dims'); none
-// when there are several or a gather makes the context data-dependent.
+// depends on a variable numbered `jid` or above (the tiled output dims'; any
+// reduce for jid < 0); none when there are several or a gather makes the
+// context data-dependent.
 std::optional<TiledReduce> find_tiled_reduce(const Kernel& k, const std::vector<Expr>& idx, int jid,
                                              const std::function<Expr(int64_t)>& fresh_var);
 

@@ -77,6 +77,22 @@ static inline void __syncthreads() {
   blockIdx = b;
 }
 
+// A warp shuffle as every thread of the block meets it (the renderer has all warps shuffle):
+// each leaves its value, then reads its lane + delta within its warp (its own past the warp's end).
+template <class T> static inline T __shfl_down_sync(unsigned, T v, unsigned delta) {
+  static thread_local unsigned long long lanes[1024];
+  unsigned long long bits = 0, got;
+  memcpy(&bits, &v, sizeof(T));
+  lanes[threadIdx.x] = bits;
+  __syncthreads();
+  const unsigned from = threadIdx.x + delta;
+  got = (threadIdx.x & 31u) + delta < 32u && from < blockDim.x ? lanes[from] : bits;
+  __syncthreads();
+  T r;
+  memcpy(&r, &got, sizeof(T));
+  return r;
+}
+
 template <unsigned...> struct tiny_seq {};
 template <unsigned N, unsigned... I> struct tiny_make_seq : tiny_make_seq<N - 1, N - 1, I...> {};
 template <unsigned... I> struct tiny_make_seq<0, I...> { typedef tiny_seq<I...> type; };

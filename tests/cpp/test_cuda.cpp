@@ -767,7 +767,7 @@ TEST_F(Cuda, RegisterTilesOfMatmulOutputs) {
   EXPECT_EQ(src.tile_rows, 4);
   EXPECT_EQ(src.tile_cols, 4);
   EXPECT_EQ(src.outputs, 12 * 20 / 16);
-  EXPECT_NE(src.kernel.find("4 x 4 tile of outputs"), std::string::npos) << src.kernel;
+  EXPECT_NE(src.kernel.find("4 x 4 tile of outputs (dims 0, 1)"), std::string::npos) << src.kernel;
   // 16 accumulators, 8 loads per step: a[i0 + r][k] for 4 rows, b[k][j0 + c] for 4 columns
   size_t loop = src.kernel.find("for (int r"), end = src.kernel.find("}", loop);
   std::string body = src.kernel.substr(loop, end - loop);

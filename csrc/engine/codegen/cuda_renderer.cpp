@@ -337,7 +337,8 @@ class Renderer {
             : split_ > 1 ? std::to_string(split_) + " blocks per output, shared-memory reduce, partials combined in order"
             : block_     ? "one block per output, shared-memory reduce"
             : tiled()    ? "one thread per " + std::to_string(tile_rows_) + " x " + std::to_string(tile_cols_) +
-                            " tile of outputs, an accumulator each"
+                            " tile of outputs (dims " + std::to_string(tile_d2_) + ", " + std::to_string(tile_d_) +
+                            "), an accumulator each"
                          : "one thread per output")
         << ")\n// reason: " << k_.reason << "\n";
     src << "extern \"C\" __global__ void __launch_bounds__(" << block_size_ << ") " << out.name << "(";
@@ -444,10 +445,12 @@ class Renderer {
 
   // ---- register tiles (see register_tile.h)
   // One thread computes tile_rows_ x tile_cols_ outputs: dim tile_d_ (the
-  // last non-unit one) by tile_cols_ and the non-unit dim before it, when
-  // there is one, by tile_rows_, with one accumulator each in registers. A
-  // matmul's thread then loads rows + cols values per step instead of two per
-  // product. Tiles divide their dims: no partial tiles, no masks.
+  // last non-unit one) by tile_cols_ and a dim before it, when a load moving
+  // along the columns stays put along it (tile_row_dim), by tile_rows_, with
+  // one accumulator each in registers. A matmul's thread then loads rows + cols
+  // values per step instead of two per product, a convolution's loads the input
+  // once for 4 output channels and the weight once for 4 positions. Tiles divide
+  // their dims: no partial tiles, no masks.
   static constexpr int64_t kTileSide = 4;
   bool tiled() const { return tile_rows_ * tile_cols_ > 1; }
 
@@ -456,26 +459,22 @@ class Renderer {
     int d = int(shape.size()) - 1;
     while (d >= 0 && shape[size_t(d)] == 1) d--;
     if (d < 0 || k_.outputs.empty()) return;
-    int d2 = d - 1;
-    while (d2 >= 0 && shape[size_t(d2)] == 1) d2--;
     for (auto& o : k_.outputs)
       if (o.scatter_index) return;
+    int first = int(var_names_.size());
+    std::vector<Expr> idx;
+    for (int64_t e : shape) idx.push_back(new_var("", e));
+    auto fresh = [&](int64_t size) { return new_var("", size); };
+    auto cand = find_tiled_reduce(k_, idx, first, fresh);  // moving with some output dim
+    if (!cand || !worth_tiling(k_, *cand, first + d, TileKind::Scalars, fresh) || !one_flat_reduce()) return;
     auto side = [](int64_t extent) {  // the largest tile side up to kTileSide dividing the extent
       int64_t t = kTileSide;
       while (t > 1 && extent % t) t /= 2;
       return t;
     };
+    int d2 = tile_row_dim(k_, *cand, idx, d, fresh);
     int64_t cols = side(shape[size_t(d)]), rows = d2 >= 0 ? side(shape[size_t(d2)]) : 1;
     if (cols < 2 || rows * cols < 4) return;
-    int first = int(var_names_.size());
-    std::vector<Expr> idx;
-    for (int64_t e : shape) idx.push_back(new_var("", e));
-    // the tile's dims: every variable from the row dim's on (the dims between
-    // them are unit, so only the two tiled ones are real variables)
-    int jid = first + (d2 >= 0 ? d2 : d);
-    auto fresh = [&](int64_t size) { return new_var("", size); };
-    auto cand = find_tiled_reduce(k_, idx, jid, fresh);
-    if (!cand || !worth_tiling(k_, *cand, first + d, TileKind::Scalars, fresh) || !one_flat_reduce()) return;
     tile_d_ = d;
     tile_d2_ = rows > 1 ? d2 : -1;
     tile_rows_ = rows;

@@ -40,21 +40,24 @@ std::optional<TiledReduce> find_tiled_reduce(const Kernel& k, const std::vector<
   return found[0];
 }
 
-bool worth_tiling(const Kernel& k, const TiledReduce& c, int jid, TileKind kind,
-                  const std::function<Expr(int64_t)>& fresh_var) {
-  constexpr int64_t kShortReduce = 16;  // reduce loops too short to vectorize
+namespace {
+
+// Calls `fn` with the flat index of every load under the reduce's source, the reduce's axes
+// walked as fresh variables; `kid` is set to the innermost one's id (-1: nothing to reduce).
+// False when a gather or random numbers sit under the reduce (no plain loads to tile).
+bool each_load_index(const Kernel& k, const TiledReduce& c, const std::function<Expr(int64_t)>& fresh_var, int* kid,
+                     int64_t* inner_extent, const std::function<void(const Expr&)>& fn) {
   const Node* src = c.reduce->src[0].get();
   std::vector<Expr> sub = c.idx;
-  int kid = -1;
-  int64_t inner_extent = 0;
+  *kid = -1;
   for (int a : c.reduce->args.axes)
     if (src->shape[a] > 1) {
       sub[a] = fresh_var(src->shape[a]);
-      kid = int(sub[a]->value);
-      inner_extent = src->shape[a];
+      *kid = int(sub[a]->value);
+      *inner_extent = src->shape[a];
     }
-  if (kid < 0) return false;
-  bool plain = true, whole_vectors = true, helps = false, unit_j = false, reused = false;
+  if (*kid < 0) return false;
+  bool plain = true;
   IndexWalker w;
   w.is_leaf = [&](const Node* n) { return k.loads.count(n) > 0; };
   w.fresh_var = fresh_var;
@@ -62,18 +65,46 @@ bool worth_tiling(const Kernel& k, const TiledReduce& c, int jid, TileKind kind,
     if (n->op == Op::Gather || n->op == Op::Rand) plain = false;
     return plain && n->op != Op::Reduce;  // nested reduces are hoisted per tile
   };
-  w.on_leaf = [&](const Node* n, const std::vector<Expr>& ix, const Expr&) {
-    Expr flat = row_major(ix, n->shape);
+  w.on_leaf = [&](const Node* n, const std::vector<Expr>& ix, const Expr&) { fn(row_major(ix, n->shape)); };
+  w.walk(src, sub, c.valid);
+  return plain;
+}
+
+}  // namespace
+
+bool worth_tiling(const Kernel& k, const TiledReduce& c, int jid, TileKind kind,
+                  const std::function<Expr(int64_t)>& fresh_var) {
+  constexpr int64_t kShortReduce = 16;  // reduce loops too short to vectorize
+  int kid = -1;
+  int64_t inner_extent = 0;
+  bool whole_vectors = true, helps = false, unit_j = false, reused = false;
+  bool plain = each_load_index(k, c, fresh_var, &kid, &inner_extent, [&](const Expr& flat) {
     auto sj = linear_coefficient(flat, jid), sk = linear_coefficient(flat, kid);
     if (!sj || (*sj != 0 && *sj != 1)) whole_vectors = false;
     if (sk && *sk != 1 && !(sj && *sj == 0)) helps = true;
     if (sj && *sj == 1) unit_j = true;
     if (sj && *sj == 0) reused = true;
-  };
-  w.walk(src, sub, c.valid);
+  });
   if (!plain) return false;
   if (kind == TileKind::Scalars) return reused;
   return whole_vectors && (helps || (unit_j && inner_extent < kShortReduce));
+}
+
+int tile_row_dim(const Kernel& k, const TiledReduce& c, const std::vector<Expr>& idx, int d,
+                 const std::function<Expr(int64_t)>& fresh_var) {
+  for (int q = d - 1; q >= 0; q--) {
+    if (idx[size_t(q)]->op != EOp::Var || idx[size_t(q)]->vmax < 1) continue;  // a unit dim
+    int qid = int(idx[size_t(q)]->value), jid = int(idx[size_t(d)]->value), kid = -1;
+    int64_t inner_extent = 0;
+    bool reused = false;
+    bool plain = each_load_index(k, c, fresh_var, &kid, &inner_extent, [&](const Expr& flat) {
+      auto sj = linear_coefficient(flat, jid), sq = linear_coefficient(flat, qid);
+      if (sq && *sq == 0 && !(sj && *sj == 0)) reused = true;
+    });
+    if (!plain) return -1;
+    if (reused) return q;
+  }
+  return -1;
 }
 
 }  // namespace tiny

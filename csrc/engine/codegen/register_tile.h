@@ -48,4 +48,11 @@ enum class TileKind { Vectors, Scalars };
 bool worth_tiling(const Kernel& k, const TiledReduce& c, int jid, TileKind kind,
                   const std::function<Expr(int64_t)>& fresh_var);
 
+// The output dim before `d` (idx: the output's variables, one per dim) to give a tile its
+// rows: the nearest one along which a load that moves along `d` stays put, so the tile
+// reuses loads both ways (a matmul's rows, where b stays put; a convolution's output
+// channels, where the input does); -1 when there is none.
+int tile_row_dim(const Kernel& k, const TiledReduce& c, const std::vector<Expr>& idx, int d,
+                 const std::function<Expr(int64_t)>& fresh_var);
+
 }  // namespace tiny

@@ -75,7 +75,11 @@ class CachingCompiler : public llvm::orc::IRCompileLayer::IRCompiler {
     llvm::PipelineTuningOptions pto;
     pto.LoopVectorization = true;
     pto.SLPVectorization = true;
-    pto.LoopUnrolling = true;
+    // No unroller: shapes are constants, so it fully unrolled vectorized reduce loops into
+    // 10k-instruction blocks that instruction selection took seconds over (a batch norm's
+    // statistics: 1.6 s of resnet18's 5.8 s first step). The vectorizer's interleaving and the
+    // generator's unrolled tiles keep the loops' speed: bench_cpu rows unchanged without it.
+    pto.LoopUnrolling = false;
     llvm::PassBuilder pb(&tm, pto);
     // Vectorized libm (glibc's libmvec) so exp/log/sin loops vectorize.
     llvm::TargetLibraryInfoImpl tlii(llvm::Triple(m.getTargetTriple()));
@@ -161,7 +165,9 @@ LLVMJit::LLVMJit() : impl_(new Impl) {
   impl_->triple = jtmb.getTargetTriple().str();
   auto dl = llvm::cantFail(jtmb.getDefaultDataLayoutForTarget());
   impl_->layout = dl.getStringRepresentation();
-  std::string dir = disk_cache_dir("llvm" TINY_LLVM_VERSION "-" + impl_->cpu);
+  // the pipeline's revision (CachingCompiler::optimize) is part of the directory: objects an
+  // older pipeline built are not reused
+  std::string dir = disk_cache_dir("llvm" TINY_LLVM_VERSION "-" + impl_->cpu + "-pipeline2");
   auto builder = llvm::orc::LLJITBuilder();
   builder.setJITTargetMachineBuilder(jtmb);
   builder.setCompileFunctionCreator(

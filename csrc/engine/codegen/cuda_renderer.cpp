@@ -518,8 +518,8 @@ class Renderer {
       names.push_back(tmp("r"));
       kv[size_t(a)] = new_var(names.back(), src->shape[size_t(a)]);
     }
-    std::function<void(size_t)> nest = [&](size_t i) {
-      if (i == axes.size()) {
+    if (!empty)
+      nested_loops(names, src->shape, axes, [&]() {
         for (size_t t = 0; t < ctx.size(); t++) {
           std::vector<Expr> sub = ctx[t].idx;
           for (int a : axes) sub[size_t(a)] = kv[size_t(a)];
@@ -527,20 +527,7 @@ class Renderer {
           if (sdt != dt) v = cast(v, sdt, dt);
           line(acc[t] + " = " + combine(r->args.rop, acc[t], v, dt) + ";");
         }
-        return;
-      }
-      int64_t size = src->shape[size_t(axes[i])];
-      const std::string& name = names[i];
-      const char* t = index_type(size);
-      line(std::string("for (") + t + " " + name + " = 0; " + name + " < " + std::to_string(size) + "; " + name + "++) {");
-      indent_++;
-      memo_.emplace_back();
-      nest(i + 1);
-      memo_.pop_back();
-      indent_--;
-      line("}");
-    };
-    if (!empty) nest(0);
+      });
     for (size_t t = 0; t < ctx.size(); t++)
       remember(context_key(r, ctx[t].idx, ctx[t].valid), value(dt, round_to(acc[t], dt)));
     for (auto& o : outs) emit_stores(o);
@@ -898,27 +885,29 @@ class Renderer {
       block_combine(acc, n->args.rop, dt);
       if (split_ > 1) combine_slices(acc, n->args.rop, dt);
     } else {
-      std::function<void(size_t)> nest = [&](size_t i) {
-        if (i == axes.size()) {
-          accumulate();
-          return;
-        }
-        int64_t size = src->shape[size_t(axes[i])];
-        const std::string& name = names[i];
-        const char* t = index_type(size);
-        line(std::string("for (") + t + " " + name + " = 0; " + name + " < " + std::to_string(size) + "; " + name +
-             "++) {");
-        indent_++;
-        memo_.emplace_back();
-        nest(i + 1);
-        memo_.pop_back();
-        indent_--;
-        line("}");
-      };
-      nest(0);
+      nested_loops(names, src->shape, axes, accumulate);
     }
     reduce_depth_--;
     return value(dt, round_to(acc, dt));
+  }
+
+  // One loop per reduce axis, named `names`, around `body`; values computed inside stay there.
+  void nested_loops(const std::vector<std::string>& names, const Shape& shape, const std::vector<int>& axes,
+                    const std::function<void()>& body, size_t i = 0) {
+    if (i == axes.size()) {
+      body();
+      return;
+    }
+    int64_t size = shape[size_t(axes[i])];
+    const std::string& name = names[i];
+    const char* t = index_type(size);
+    line(std::string("for (") + t + " " + name + " = 0; " + name + " < " + std::to_string(size) + "; " + name + "++) {");
+    indent_++;
+    memo_.emplace_back();
+    nested_loops(names, shape, axes, body, i + 1);
+    memo_.pop_back();
+    indent_--;
+    line("}");
   }
 
   // Tree reduction of every thread's `acc`; all threads get the result. Through shared

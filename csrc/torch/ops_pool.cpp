@@ -194,13 +194,20 @@ T window_argmax(const T& xw, const T& mx, const T& pos, const std::vector<int>& 
   const tiny::Shape& full = xw.shape();
   T hit = xw.binary(Op::CmpEq, mx.expand(full));
   if (valid.defined()) hit = hit.binary(Op::And, valid);
-  T big = T::full(full, tiny::Scalar::from_int(std::numeric_limits<int64_t>::max()), tiny::DType::Int64);
-  T first_max = T::where(hit, pos, big).reduce(ReduceOp::Min, kaxes, false);
-  if (!tiny::is_float(xw.dtype())) return first_max;
-  T none = T::full(full, tiny::Scalar::from_int(-1), tiny::DType::Int64);
-  T last_nan = T::where(xw.unary(Op::IsNan), pos, none).reduce(ReduceOp::Max, kaxes, false);
-  return T::where(last_nan.binary(Op::CmpLt, T::full(last_nan.shape(), tiny::Scalar::from_int(0), tiny::DType::Int64)),
-                  first_max, last_nan);
+  auto i64 = [](const tiny::Shape& shape, int64_t v) { return T::full(shape, tiny::Scalar::from_int(v), tiny::DType::Int64); };
+  T big = i64(full, std::numeric_limits<int64_t>::max());
+  if (!tiny::is_float(xw.dtype())) return T::where(hit, pos, big).reduce(ReduceOp::Min, kaxes, false);
+  // One pass over the window instead of two: a key whose maximum names the answer. NaNs
+  // rank above every hit, the last NaN highest (kNan + pos); hits rank by position, the
+  // first highest (kHit - pos); the rest below (-1). Positions stay far inside 2^39.
+  constexpr int64_t kHit = int64_t(1) << 39, kNan = int64_t(1) << 40;
+  T key = T::where(xw.unary(Op::IsNan), add(pos, double(kNan)),
+                   T::where(hit, i64(full, kHit).binary(Op::Sub, pos), i64(full, -1)));
+  T best = key.reduce(ReduceOp::Max, kaxes, false);
+  const tiny::Shape& os = best.shape();
+  return T::where(i64(os, kNan).binary(Op::CmpLe, best), best.binary(Op::Sub, i64(os, kNan)),
+                  T::where(i64(os, 0).binary(Op::CmpLt, best), i64(os, kHit).binary(Op::Sub, best),
+                           i64(os, std::numeric_limits<int64_t>::max())));
 }
 
 // The fill of padding for a max: -inf, or the dtype's minimum for integers.

@@ -21,6 +21,15 @@ inline T cnst(const tiny::Shape& shape, double v, tiny::DType dt) {
 }
 inline T cnst_like(const T& x, double v) { return cnst(x.shape(), v, x.dtype()); }
 
+// Whether `t` is stored data seen through views (nothing to recompute).
+inline bool is_stored(const T& t) {
+  const tiny::Node* n = t.node().get();
+  while (!n->realized() && n->op == tiny::Op::View) n = n->src[0].get();
+  return n->realized() || n->op == tiny::Op::Buffer || n->op == tiny::Op::Const || n->op == tiny::Op::Param;
+}
+// `t`, stored once where it is computed: for a consumer that reads each element many times.
+inline T stored(const T& t) { return is_stored(t) ? t : t.contiguous(); }
+
 inline T add(const T& a, const T& b) { return a.binary(Op::Add, b); }
 inline T sub(const T& a, const T& b) { return a.binary(Op::Sub, b); }
 inline T mul(const T& a, const T& b) { return a.binary(Op::Mul, b); }

@@ -74,13 +74,6 @@ T conv_core(const T& xp, const T& w, const Dims& stride, const Dims& dil, const 
 // kernel, except for small operands, where that costs more than it saves.
 constexpr int64_t kStoreOperandFrom = int64_t(1) << 15;  // elements
 
-// Whether `t` is stored data seen through views (nothing to recompute).
-bool is_stored(const T& t) {
-  const tiny::Node* n = t.node().get();
-  while (!n->realized() && n->op == tiny::Op::View) n = n->src[0].get();
-  return n->realized() || n->op == tiny::Op::Buffer || n->op == tiny::Op::Const || n->op == tiny::Op::Param;
-}
-
 // `y` is `x` padded (or `x` itself).
 T stored_operand(const T& y, const T& x) {
   if (y.numel() < kStoreOperandFrom || (y.shape() == x.shape() && is_stored(x))) return y;

@@ -4,6 +4,7 @@
 #include <random>
 
 #include "engine/codegen/llvm_codegen.h"
+#include "engine/codegen/program_cache.h"
 #include "engine/runtime/llvm_jit.h"
 #include "engine/schedule/scheduler.h"
 #include "test_helpers.h"
@@ -427,9 +428,11 @@ TEST(Reduce, MatmulRowTiled) {
 // out[n, o, h, w] = relu(sum_k x[n, k, h, w] * wt[o, k] + 1): the output
 // channels o are a column dim the code generator tiles with the weight packed
 // into panels (output-channel tiling); leftover channels and rows, an
-// epilogue, several tiles.
+// epilogue, several tiles. Rows shorter than a tile continue into h; with few
+// rows per channel the threads split the channels (`threads_split_channels`),
+// each slice with its own leftover channels.
 TEST(Reduce, ChannelTiledProduct) {
-  auto check = [](int64_t n, int64_t oc, int64_t k, int64_t h, int64_t w) {
+  auto check = [](int64_t n, int64_t oc, int64_t k, int64_t h, int64_t w, bool threads_split_channels) {
     std::vector<float> x(size_t(n * k * h * w)), wt(size_t(oc * k));
     for (size_t i = 0; i < x.size(); i++) x[i] = float(int(i * 7 % 13) - 6) * 0.25f;
     for (size_t i = 0; i < wt.size(); i++) wt[i] = float(int(i * 5 % 11) - 5) * 0.5f;
@@ -442,6 +445,8 @@ TEST(Reduce, ChannelTiledProduct) {
     Schedule sched = create_schedule({r.node()});
     ASSERT_EQ(sched.kernels.size(), 1u);
     EXPECT_NE(llvm_ir(sched.kernels[0]).find("@malloc"), std::string::npos) << "channel tiling not used: " << n << "x" << oc << "x" << k << "x" << h << "x" << w;
+    EXPECT_EQ(cpu_program(sched.kernels[0])->parallel_size, threads_split_channels || n == 1 ? oc : n)
+        << n << "x" << oc << "x" << k << "x" << h << "x" << w;
     auto got = to_vec<float>(r);
     for (int64_t a = 0; a < n; a++)
       for (int64_t o = 0; o < oc; o++)
@@ -451,9 +456,12 @@ TEST(Reduce, ChannelTiledProduct) {
           EXPECT_NEAR(got[size_t((a * oc + o) * h * w + p)], std::max(acc, 0.0), 1e-4) << oc << "x" << k << "x" << h << "x" << w;
         }
   };
-  check(2, 70, 40, 3, 7);  // whole tiles + leftover channels, rows in tiles (+ leftovers)
-  check(1, 64, 33, 2, 7);
-  check(1, 32, 64, 1, 28);  // a row dim without mid dims
+  check(2, 70, 40, 3, 7, true);  // whole tiles + leftover channels, rows in tiles (+ leftovers)
+  check(8, 64, 33, 2, 7, false);
+  check(1, 32, 64, 1, 28, false);  // a row dim without mid dims
+  check(2, 40, 33, 5, 3, false);   // rows over (h, w): 15, blocks of 4 and 3
+  check(3, 72, 40, 3, 2, true);    // few rows per channel: threads split the channels
+  check(2, 67, 40, 2, 2, true);    // ... not a multiple of a tile
 }
 
 // out[c, t, o] = sum_n x[n, c + t] * g[n, o]: a weight gradient's shape, the

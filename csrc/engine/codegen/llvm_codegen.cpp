@@ -90,12 +90,23 @@ std::optional<SplitPlan> plan_split(const Kernel& k) {
   return p;
 }
 
+// The dim whose range the thread pool splits, unless a kernel's tiling chooses another
+// (Builder::parallel_dim): the first non-unit dim, none for a serial kernel.
+int first_parallel_dim(const Kernel& k) {
+  if (k.serial) return -1;
+  for (size_t d = 0; d < k.shape.size(); d++)
+    if (k.shape[d] > 1) return int(d);
+  return -1;
+}
+
 class Builder {
  public:
   enum class Part { Whole, SplitPartials, SplitFinish };
   Builder(const Kernel& k, llvm::LLVMContext& ctx, llvm::Module& m, std::string fn_name,
           const SplitPlan* split = nullptr, Part part = Part::Whole)
       : k_(k), ctx_(ctx), m_(m), b_(ctx), fn_name_(std::move(fn_name)), split_(split), part_(part) {}
+
+  int parallel_dim() const { return parallel_dim_; }
 
   void build() {
     auto* i8pp = llvm::Type::getInt8PtrTy(ctx_)->getPointerTo();
@@ -131,10 +142,7 @@ class Builder {
     }
 
     const Shape& shape = k_.shape;
-    int par = -1;
-    for (size_t d = 0; d < shape.size(); d++)
-      if (shape[d] > 1) { par = int(d); break; }
-    if (k_.serial) par = -1;  // one thread runs every loop in full
+    int par = first_parallel_dim(k_);
     size_t last = shape.size(), tile_outer = shape.size();
     for (size_t d = 0; d < shape.size(); d++)
       if (shape[d] > 1) {
@@ -149,7 +157,18 @@ class Builder {
     std::vector<Expr> idx(shape.size(), cnst(0));
     for (size_t d = 0; d < shape.size(); d++) idx[d] = placeholder_var(shape[d]);
     std::optional<ChannelTile> ct;
-    if (par >= 0 && !k_.serial) ct = plan_channel_tile(idx, par);
+    if (par >= 0) ct = plan_channel_tile(idx, par);
+    if (ct && threads_over_channels(*ct, par)) {
+      // Every thread packs the weight panels of the channels it computes: split over the
+      // batch, each packed all of them (a convolution with few output positions per
+      // image, resnet18's layer4: the strided packing cost as much as the FMAs).
+      auto over_channels = plan_channel_tile(idx, ct->j);
+      if (over_channels && over_channels->j == ct->j && over_channels->i == ct->i) {
+        par = ct->j;
+        ct = over_channels;
+      }
+    }
+    parallel_dim_ = par;
     Value* pack_buf = nullptr;
     if (ct && !ct->unit) {  // panels packed once per call (or per outer index: pack_inner)
       bool at_par = ct->j == par;
@@ -894,6 +913,7 @@ class Builder {
   struct ChannelTile {
     int j = -1, i = -1;       // the channel (column) dim and the row dim (the last)
     std::vector<int> mid;     // non-unit dims between them, looped per tile
+    bool rows_span_mid = false;  // rows run over (the last of `mid`, i) flattened: i is short
     const Node* reduce = nullptr;
     const Node* a = nullptr;       // the reduce's product: a (not moving along j) ...
     const Node* packed = nullptr;  // ... times views of this leaf, copied into panels
@@ -1005,6 +1025,12 @@ class Builder {
       auto ct = check_channel_tile(idx, nu[q], nu.back());
       if (!ct || (!ct->unit && !ct->packable)) continue;
       ct->mid.assign(nu.begin() + long(q) + 1, nu.end() - 1);
+      // Rows shorter than a tile (a 2x2 or 7x7 convolution output) continue into the dim
+      // before: a tile of 2 rows loads one weight vector per 2 FMAs, and the weight stream
+      // bounds the kernel (resnet18's layer4 at 64x64 input ran at a third of layer3's speed).
+      ct->rows_span_mid = !ct->mid.empty() && shape[size_t(nu.back())] < kChanMaxRows && nu.back() != par &&
+                          ct->mid.back() != par;
+      if (ct->rows_span_mid) ct->rows = tile_rows(shape[size_t(nu.back())] * shape[size_t(ct->mid.back())]);
       return ct;
     }
     return std::nullopt;
@@ -1092,14 +1118,27 @@ class Builder {
       ct.outer_packable &= known;
     }
     if (!ct.unit && !ct.outer_packable) return false;
-    int64_t w_rows = k_.shape[size_t(ct.i)];
-    ct.rows = std::min(w_rows, kChanMaxRows);
-    for (int64_t r = kChanMaxRows; r >= kChanMaxRows * 4 / 7 && w_rows > kChanMaxRows; r--)
-      if (w_rows % r == 0) {
-        ct.rows = r;
-        break;
-      }
+    ct.rows = tile_rows(k_.shape[size_t(ct.i)]);
     return true;
+  }
+
+  // Whether threads should split a tile's channels rather than dim `par` before them: where
+  // the weight is packed and there are few rows per channel, so that packing all channels
+  // in every thread costs a large part of the FMAs' time.
+  // Measured on AVX2 (4 rows per tile): 2x2 outputs (64 rows per channel) gain 1.4x, 4x4
+  // (256) neither gain nor lose.
+  bool threads_over_channels(const ChannelTile& ct, int par) const {
+    if (ct.unit || ct.pack_inner || par < 0 || par > ct.j || par == ct.i) return false;
+    const int64_t channels = k_.shape[size_t(ct.j)];
+    const int64_t rows = numel(k_.shape) / channels;  // outputs per channel
+    return channels >= 4 * kChanCols && rows <= 16 * kChanMaxRows;
+  }
+
+  // Rows per tile for `w_rows` rows: all up to kChanMaxRows, else a divisor near it.
+  int64_t tile_rows(int64_t w_rows) const {
+    for (int64_t r = kChanMaxRows; r >= kChanMaxRows * 4 / 7 && w_rows > kChanMaxRows; r--)
+      if (w_rows % r == 0) return r;
+    return std::min(w_rows, kChanMaxRows);
   }
 
   llvm::FunctionCallee libc_malloc() {
@@ -1200,7 +1239,10 @@ class Builder {
   // the last dim; leftover channels one output at a time.
   void tiled_channels(const std::vector<Expr>& idx, const ChannelTile& ct, Value* lo_j, Value* hi_j, Value* lo_i,
                       Value* hi_i) {
-    const int64_t T = kChanCols, R = ct.rows, W = k_.shape[size_t(ct.i)];
+    const int64_t T = kChanCols, R = ct.rows;
+    // the rows: dim i, or (the last mid dim, i) flattened
+    const int64_t W = k_.shape[size_t(ct.i)] * (ct.rows_span_mid ? k_.shape[size_t(ct.mid.back())] : 1);
+    const std::vector<int> tile_mid(ct.mid.begin(), ct.mid.end() - (ct.rows_span_mid ? 1 : 0));
     auto loops = [&](const std::vector<int>& dims, const std::function<void()>& body) {
       std::function<void(size_t)> go = [&](size_t q) {
         if (q == dims.size()) return body();
@@ -1216,7 +1258,7 @@ class Builder {
     std::function<void(Value*)> tile = [&](Value* jt) {
       Value* j0 = b_.CreateAdd(lo_j, b_.CreateMul(jt, b_.getInt64(T)));
       Value* panel = ct.unit ? nullptr : b_.CreateGEP(b_.getFloatTy(), pack_buf_, b_.CreateMul(jt, b_.getInt64(ct.ck * T)));
-      loops(ct.mid, [&]() {
+      loops(tile_mid, [&]() {
         if (llvm::isa<llvm::Constant>(lo_i) && llvm::isa<llvm::Constant>(hi_i)) {  // all W rows
           emit_loop(b_.getInt64(0), b_.getInt64(W / R), [&](Value* it) {
             channel_block(ct, idx, b_.CreateMul(it, b_.getInt64(R)), R, j0, panel, ncols);
@@ -1280,11 +1322,19 @@ class Builder {
     auto* vty = llvm::FixedVectorType::get(b_.getFloatTy(), unsigned(kLanes));
     std::vector<std::vector<Expr>> out_idx;
     std::vector<TiledReduce> ctx;  // per (row, column)
+    const int64_t W = k_.shape[size_t(ct.i)];
     for (int64_t q = 0; q < nrows; q++) {
-      Expr row = new_var(b_.CreateAdd(i0, b_.getInt64(q)), k_.shape[size_t(ct.i)]);
+      Value* flat = b_.CreateAdd(i0, b_.getInt64(q));
+      Expr row = new_var(ct.rows_span_mid ? b_.CreateSRem(flat, b_.getInt64(W)) : flat, W);
+      Expr row_mid;  // rows spanning the mid dim before i
+      if (ct.rows_span_mid) {
+        int m = ct.mid.back();
+        row_mid = new_var(b_.CreateSDiv(flat, b_.getInt64(W)), k_.shape[size_t(m)]);
+      }
       for (int64_t c = 0; c < ncols; c++) {
         std::vector<Expr> o = idx;
         o[size_t(ct.i)] = row;
+        if (row_mid) o[size_t(ct.mid.back())] = row_mid;
         o[size_t(ct.j)] = new_var(b_.CreateAdd(j0, b_.getInt64(c)), k_.shape[size_t(ct.j)]);
         auto cc = find_tiled_reduce(o, int(o[size_t(ct.j)]->value));
         if (!cc || cc->reduce != r) throw std::logic_error("tiny codegen: channel tile context mismatch");
@@ -1831,6 +1881,7 @@ class Builder {
   std::vector<std::unordered_map<std::string, Value*>> memo_;
   const SplitPlan* split_ = nullptr;
   Part part_ = Part::Whole;
+  int parallel_dim_ = -1;
   Value* scratch_ = nullptr;
   Value* params_ = nullptr;
   // channel tiling's packed operand (see ChannelTile)
@@ -1857,15 +1908,18 @@ std::string function_name(const Kernel& k) {
   return os.str();
 }
 
+// `parallel_dim` (if given) receives the dim the thread pool splits (-1: none, or a split reduce's chunks).
 std::unique_ptr<llvm::Module> build_module(const Kernel& k, llvm::LLVMContext& ctx, const std::string& fn,
-                                           const std::optional<SplitPlan>& split) {
+                                           const std::optional<SplitPlan>& split, int* parallel_dim = nullptr) {
   auto m = std::make_unique<llvm::Module>("kernel", ctx);
   LLVMJit::get().configure(*m);
   if (split) {
     Builder(k, ctx, *m, fn, &*split, Builder::Part::SplitPartials).build();
     Builder(k, ctx, *m, fn + "_finish", &*split, Builder::Part::SplitFinish).build();
   } else {
-    Builder(k, ctx, *m, fn).build();
+    Builder whole(k, ctx, *m, fn);
+    whole.build();
+    if (parallel_dim) *parallel_dim = whole.parallel_dim();
   }
   std::string err;
   llvm::raw_string_ostream es(err);
@@ -1893,7 +1947,8 @@ std::unique_ptr<Program> compile_llvm(const Kernel& k) {
   auto ctx = std::make_unique<llvm::LLVMContext>();
   std::string fn = function_name(k);
   auto split = plan_split(k);
-  auto m = build_module(k, *ctx, fn, split);
+  int par = -1;
+  auto m = build_module(k, *ctx, fn, split, &par);
   std::vector<std::string> names{fn};
   if (split) names.push_back(fn + "_finish");
   auto addrs = LLVMJit::get().compile(std::move(m), std::move(ctx), names);
@@ -1907,10 +1962,7 @@ std::unique_ptr<Program> compile_llvm(const Kernel& k) {
     p->scratch_index = k.buffers.size() + 1;  // after the buffers and the parameter array
     return p;
   }
-  int par = -1;
-  for (size_t d = 0; d < k.shape.size(); d++)
-    if (k.shape[d] > 1) { par = int(d); break; }
-  p->parallel_size = par < 0 || k.serial ? 1 : k.shape[size_t(par)];
+  p->parallel_size = par < 0 ? 1 : k.shape[size_t(par)];
   int64_t per = std::max<int64_t>(1, numel(k.shape) / std::max<int64_t>(1, p->parallel_size));
   int64_t flops = k.flops();
   p->work_per_item = std::max<int64_t>(per, flops / std::max<int64_t>(1, p->parallel_size));

@@ -429,10 +429,11 @@ TEST(Reduce, MatmulRowTiled) {
 // channels o are a column dim the code generator tiles with the weight packed
 // into panels (output-channel tiling); leftover channels and rows, an
 // epilogue, several tiles. Rows shorter than a tile continue into h; with few
-// rows per channel the threads split the channels (`threads_split_channels`),
-// each slice with its own leftover channels.
+// rows per channel the threads split the channels (`split`: 1 whatever the
+// vector unit, 0 never, -1 depending on it), each slice with its own leftover
+// channels.
 TEST(Reduce, ChannelTiledProduct) {
-  auto check = [](int64_t n, int64_t oc, int64_t k, int64_t h, int64_t w, bool threads_split_channels) {
+  auto check = [](int64_t n, int64_t oc, int64_t k, int64_t h, int64_t w, int split) {
     std::vector<float> x(size_t(n * k * h * w)), wt(size_t(oc * k));
     for (size_t i = 0; i < x.size(); i++) x[i] = float(int(i * 7 % 13) - 6) * 0.25f;
     for (size_t i = 0; i < wt.size(); i++) wt[i] = float(int(i * 5 % 11) - 5) * 0.5f;
@@ -445,8 +446,9 @@ TEST(Reduce, ChannelTiledProduct) {
     Schedule sched = create_schedule({r.node()});
     ASSERT_EQ(sched.kernels.size(), 1u);
     EXPECT_NE(llvm_ir(sched.kernels[0]).find("@malloc"), std::string::npos) << "channel tiling not used: " << n << "x" << oc << "x" << k << "x" << h << "x" << w;
-    EXPECT_EQ(cpu_program(sched.kernels[0])->parallel_size, threads_split_channels || n == 1 ? oc : n)
-        << n << "x" << oc << "x" << k << "x" << h << "x" << w;
+    if (split >= 0)
+      EXPECT_EQ(cpu_program(sched.kernels[0])->parallel_size, split || n == 1 ? oc : n)
+          << n << "x" << oc << "x" << k << "x" << h << "x" << w;
     auto got = to_vec<float>(r);
     for (int64_t a = 0; a < n; a++)
       for (int64_t o = 0; o < oc; o++)
@@ -456,12 +458,39 @@ TEST(Reduce, ChannelTiledProduct) {
           EXPECT_NEAR(got[size_t((a * oc + o) * h * w + p)], std::max(acc, 0.0), 1e-4) << oc << "x" << k << "x" << h << "x" << w;
         }
   };
-  check(2, 70, 40, 3, 7, true);  // whole tiles + leftover channels, rows in tiles (+ leftovers)
-  check(8, 64, 33, 2, 7, false);
-  check(1, 32, 64, 1, 28, false);  // a row dim without mid dims
-  check(2, 40, 33, 5, 3, false);   // rows over (h, w): 15, blocks of 4 and 3
-  check(3, 72, 40, 3, 2, true);    // few rows per channel: threads split the channels
-  check(2, 67, 40, 2, 2, true);    // ... not a multiple of a tile
+  check(2, 70, 40, 3, 7, -1);  // whole tiles + leftover channels, rows in tiles (+ leftovers)
+  check(8, 64, 33, 2, 7, 0);
+  check(1, 32, 64, 1, 28, 0);   // a row dim without mid dims
+  check(2, 40, 33, 5, 3, -1);   // rows over (h, w): 15, blocks of 4 (or 14) and the rest
+  check(3, 136, 40, 3, 2, 1);   // few rows per channel: threads split the channels
+  check(2, 131, 40, 2, 2, 1);   // ... not a multiple of a tile
+}
+
+// out[b, m, n] = sum_k x[b, m, k] * w[k, n], w shared by the batch (a linear layer on a
+// (batch, tokens, features) input): a matmul tile, its rows before its channels. With few
+// rows per channel the threads split the channels, whose slices start mid-range.
+TEST(Reduce, ChannelTiledSharedWeightFewRows) {
+  for (int64_t n : {128, 136}) {
+    const int64_t bt = 3, m = 12, k = 40;
+    std::vector<float> x(size_t(bt * m * k)), w(size_t(k * n));
+    for (size_t i = 0; i < x.size(); i++) x[i] = float(int(i * 7 % 13) - 6) * 0.25f;
+    for (size_t i = 0; i < w.size(); i++) w[i] = float(int(i * 5 % 11) - 5) * 0.5f;
+    Shape full{bt, m, n, k};
+    Tensor xv = from(x, {bt, m, 1, k}).expand(full);
+    Tensor wv = from(w, {k, n}).permute({1, 0}).reshape({1, 1, n, k}).expand(full);
+    Tensor r = xv.binary(Op::Mul, wv).reduce(ReduceOp::Sum, {3}, false);
+    Schedule sched = create_schedule({r.node()});
+    ASSERT_EQ(sched.kernels.size(), 1u);
+    EXPECT_EQ(cpu_program(sched.kernels[0])->parallel_size, n);
+    auto got = to_vec<float>(r);
+    for (int64_t b = 0; b < bt; b++)
+      for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+          double acc = 0;
+          for (int64_t q = 0; q < k; q++) acc += double(x[size_t((b * m + i) * k + q)]) * w[size_t(q * n + j)];
+          ASSERT_EQ(got[size_t((b * m + i) * n + j)], acc) << n << ": " << b << "," << i << "," << j;
+        }
+  }
 }
 
 // out[c, t, o] = sum_n x[n, c + t] * g[n, o]: a weight gradient's shape, the

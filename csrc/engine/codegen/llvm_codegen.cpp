@@ -188,10 +188,15 @@ class Builder {
       Value* lo = int(d) == par ? begin : b_.getInt64(0);
       Value* hi = int(d) == par ? end : b_.getInt64(shape[d]);
       if (ct && int(d) == std::min(ct->i, ct->j)) {
-        bool at_j = int(d) == ct->j;  // else the rows come first (and may be the parallel dim)
-        if (ct->pack_inner) emit_pack(*ct, b_.getInt64(0), b_.getInt64(shape[size_t(ct->j)]));
-        tiled_channels(idx, *ct, at_j ? lo : b_.getInt64(0), at_j ? hi : b_.getInt64(shape[size_t(ct->j)]),
-                       at_j ? b_.getInt64(0) : lo, at_j ? b_.getInt64(shape[size_t(ct->i)]) : hi);
+        // the channels and the rows, each this thread's slice where it is the parallel dim
+        auto range = [&](int dim) {
+          return dim == par ? std::make_pair(begin, end)
+                            : std::make_pair<Value*, Value*>(b_.getInt64(0), b_.getInt64(shape[size_t(dim)]));
+        };
+        auto [lo_j, hi_j] = range(ct->j);
+        auto [lo_i, hi_i] = range(ct->i);
+        if (ct->pack_inner) emit_pack(*ct, lo_j, hi_j);
+        tiled_channels(idx, *ct, lo_j, hi_j, lo_i, hi_i);
         return;
       }
       if (d == tile_outer) {

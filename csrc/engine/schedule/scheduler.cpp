@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <optional>
 #include <unordered_set>
 
 #include "engine/codegen/index_walk.h"
@@ -70,6 +71,32 @@ const Node* copied_value(const Node* n) {
   return s->numel() == n->numel() && s->dtype == n->dtype ? s : nullptr;
 }
 
+// The store that puts a reduce's values (iteration shape v->shape) where t, a
+// permutation of v, reads them row-major: the reduce's buffer then is t's storage.
+// None unless t's view only permutes v's dims (no mask, offset, broadcast or merge).
+std::optional<ShapeTracker> permutation_store(const Node* t, const Node* v) {
+  std::vector<View> views = t->args.st.views();
+  // a contiguous top view only reshapes the one below: the same row-major order
+  while (views.size() > 1 && views.back().is_contiguous() && numel(views.back().shape) == numel(views[views.size() - 2].shape))
+    views.pop_back();
+  if (views.size() != 1 || views[0].mask || views[0].offset != 0) return std::nullopt;
+  const View& w = views[0];
+  const Shape v_strides = contiguous_strides(v->shape), t_strides = contiguous_strides(w.shape);
+  Shape store(v->shape.size(), 0);
+  std::vector<bool> matched(w.shape.size(), false);
+  for (size_t d = 0; d < v->shape.size(); d++) {
+    if (v->shape[d] == 1) continue;
+    size_t e = 0;
+    while (e < w.shape.size() && (matched[e] || w.shape[e] != v->shape[d] || w.strides[e] != v_strides[d])) e++;
+    if (e == w.shape.size()) return std::nullopt;
+    matched[e] = true;
+    store[d] = t_strides[e];
+  }
+  for (size_t e = 0; e < w.shape.size(); e++)
+    if (w.shape[e] != 1 && !matched[e]) return std::nullopt;
+  return ShapeTracker({View::make(v->shape, store, 0, std::nullopt)});
+}
+
 struct Planner {
   std::unordered_map<const Node*, NodeRef> refs;  // keep nodes alive and find their refs
   std::unordered_map<const Node*, std::string> roots;  // realize point -> reason
@@ -78,9 +105,19 @@ struct Planner {
   // so other readers of the value (a saved activation read by a backward op)
   // load it instead of computing it again.
   std::unordered_map<const Node*, const Node*> copy_of;
+  // A reduce read only through views that put it in one permuted order (a weight
+  // gradient: the requested one, its flat storage, the optimizer's read): its kernel
+  // stores it in that order (permuted_store) and each such view is its buffer.
+  std::unordered_map<const Node*, const Node*> permutation_of;  // view -> reduce
+  std::unordered_map<const Node*, ShapeTracker> permuted_store;  // reduce -> its store
+  std::unordered_map<const Node*, std::vector<const Node*>> permuted_readers;  // reduce -> views
 
   // Realize points every schedule must have, whatever fusion decides.
   void forced_roots(const std::vector<NodeRef>& targets, const std::vector<const Node*>& order) {
+    std::unordered_map<const Node*, std::vector<const Node*>> readers;  // a target reads itself
+    for (const Node* n : order)
+      for (auto& s : n->src) readers[s.get()].push_back(n);
+    for (auto& t : targets) readers[t.get()].push_back(nullptr);
     for (auto& t : targets) {
       roots[t.get()] = "requested";
       // A requested reshape of a computed value: the value itself is stored
@@ -92,13 +129,23 @@ struct Planner {
         if (!roots.count(n)) roots[n] = "requested (as a reshape)";
       }
       // A requested permutation of a sizable reduce (a weight gradient
-      // computed channels-last): the reduce is stored in the order it is
-      // computed in, where the code generator can tile it, and copied.
+      // computed channels-last): the reduce is computed in its own order, where
+      // the code generator can tile it, and stored in the requested order (or,
+      // where that is no plain permutation, stored and copied).
       const Node* v = t.get();
       while (v->op == Op::View && !v->src[0]->realized()) v = v->src[0].get();
       if (v != t.get() && v->op == Op::Reduce && !roots.count(v) && v->numel() == t->numel() &&
-          v->src[0]->numel() >= 16 * v->numel())
+          v->src[0]->numel() >= 16 * v->numel()) {
         roots[v] = "requested (through a permutation)";
+        auto store = t->src[0].get() == v ? permutation_store(t.get(), v) : std::nullopt;
+        for (const Node* r : readers[v])
+          if (store && !(r && r->op == Op::View && permutation_store(r, v) == store)) store.reset();
+        if (store && !permuted_store.count(v)) {
+          permuted_store[v] = *store;
+          permuted_readers[v] = readers[v];
+          for (const Node* r : readers[v]) permutation_of[r] = v;
+        }
+      }
     }
     for (const Node* n : order) {
       if (roots.count(n)) continue;
@@ -140,7 +187,7 @@ std::vector<std::pair<const Node*, Shape>> kernel_trees(const Planner& p, const 
   if (n->op == Op::Write) return {{n->src[0].get(), n->shape}, {n->src[1].get(), n->src[1]->shape}};
   if (n->op == Op::Scatter)
     return {{n->src[0].get(), n->shape}, {n->src[1].get(), n->src[1]->shape}, {n->src[2].get(), n->src[2]->shape}};
-  if (p.copy_of.count(n)) return {};  // its value's kernel stores it
+  if (p.copy_of.count(n) || p.permutation_of.count(n)) return {};  // its value's kernel stores it
   if (n->op == Op::Contiguous) return {{n->src[0].get(), n->shape}};
   const Node* v = kernel_value(p, n);
   return {{v, v->shape}};
@@ -387,6 +434,7 @@ Schedule create_schedule(const std::vector<NodeRef>& targets, Device& device) {
       if (base) buf = std::make_shared<Buffer>(base, n->dtype, n->numel());
     }
     if (p.copy_of.count(n)) buf = p.buffers.at(p.copy_of.at(n));  // stored by its value's kernel
+    if (p.permutation_of.count(n)) buf = p.buffers.at(p.permutation_of.at(n));  // by its reduce's kernel
     if (buf) {
     } else if (n->op == Op::View && n->args.st.is_contiguous() &&
                (n->src[0]->realized() || p.buffers.count(n->src[0].get()))) {
@@ -397,7 +445,17 @@ Schedule create_schedule(const std::vector<NodeRef>& targets, Device& device) {
       roots.push_back(n);
     }
     p.buffers[n] = buf;
-    sched.realized.emplace_back(p.refs.at(n), buf);
+    if (!p.permuted_store.count(n)) {
+      sched.realized.emplace_back(p.refs.at(n), buf);
+      continue;
+    }
+    // Stored in its readers' permuted order, not in its own (later graphs recompute it):
+    // the readers are its buffer, as each would be if it were stored.
+    for (const Node* r : p.permuted_readers.at(n))
+      if (!p.roots.count(r)) {
+        p.buffers[r] = buf;
+        sched.realized.emplace_back(p.refs.at(r), buf);
+      }
   }
 
   // One kernel per realize point, then merge independent kernels that share
@@ -457,7 +515,9 @@ Schedule create_schedule(const std::vector<NodeRef>& targets, Device& device) {
     } else {
       const Node* v = kernel_value(p, n);
       NodeRef value = v == n ? ref : p.refs.at(v);
-      add_kernel(value, n, ShapeTracker::from_shape(value->shape), out, reason, true);
+      auto permuted = p.permuted_store.find(n);
+      add_kernel(value, n, permuted != p.permuted_store.end() ? permuted->second : ShapeTracker::from_shape(value->shape),
+                 out, reason, true);
     }
   }
 

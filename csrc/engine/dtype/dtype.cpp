@@ -72,10 +72,15 @@ Scalar Scalar::cast(DType t) const {
 
 std::string Scalar::str() const {
   std::ostringstream os;
-  // Every digit: kernel keys (the program cache) are built from this text.
-  os.precision(std::numeric_limits<double>::max_digits10);
-  if (kind == F) os << f; else if (kind == B) os << (i ? "true" : "false"); else os << i;
+  print(os);
   return os.str();
+}
+
+void Scalar::print(std::ostream& os) const {
+  // Every digit: kernel keys (the program cache) are built from this text.
+  auto precision = os.precision(std::numeric_limits<double>::max_digits10);
+  if (kind == F) os << f; else if (kind == B) os << (i ? "true" : "false"); else os << i;
+  os.precision(precision);
 }
 
 uint16_t float_to_half_bits(float f) {

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <iosfwd>
 #include <string>
 
 namespace tiny {
@@ -34,6 +35,7 @@ struct Scalar {
   // The scalar converted the way a cast to `t` converts it.
   Scalar cast(DType t) const;
   std::string str() const;
+  void print(std::ostream& os) const;  // str() into a stream (no stream of its own)
 };
 
 // Bit-exact conversions for the 16-bit float formats (round to nearest even).

@@ -129,10 +129,24 @@ size_t hash_cons_entries() {
 
 std::string Node::str() const {
   std::ostringstream os;
-  os << op_name(op) << " " << dtype_name(dtype) << shape_str(shape);
+  print(os);
+  return os.str();
+}
+
+void Node::print(std::ostream& os) const {
+  os << op_name(op) << " " << dtype_name(dtype);
+  print_shape(os, shape);
   switch (op) {
-    case Op::Const: case Op::Param: os << " " << args.value.str(); break;
-    case Op::Arange: os << " start=" << args.value.str() << " step=" << args.value2.str(); break;
+    case Op::Const: case Op::Param:
+      os << " ";
+      args.value.print(os);
+      break;
+    case Op::Arange:
+      os << " start=";
+      args.value.print(os);
+      os << " step=";
+      args.value2.print(os);
+      break;
     case Op::Rand: os << " seed=" << args.seed << " off=" << args.offset; break;
     case Op::Reduce: {
       os << " " << reduce_name(args.rop) << " axes=(";
@@ -140,11 +154,13 @@ std::string Node::str() const {
       os << ")";
       break;
     }
-    case Op::View: case Op::Write: os << " " << args.st.str(); break;
+    case Op::View: case Op::Write:
+      os << " ";
+      args.st.print(os);
+      break;
     case Op::Scatter: os << (args.accumulate ? std::string(" ") + reduce_name(args.rop) : std::string(" REPLACE")); break;
     default: break;
   }
-  return os.str();
 }
 
 }  // namespace tiny

@@ -28,13 +28,16 @@ GraphShape graph_shape(const std::vector<NodeRef>& targets) {
       in = input_id.emplace(b.get(), int(g.inputs.size())).first;
       g.inputs.push_back(b);
     }
-    os << " i" << in->second << ":" << dtype_name(s->dtype) << shape_str(s->shape);
+    os << " i" << in->second << ":" << dtype_name(s->dtype);
+    print_shape(os, s->shape);
   };
   for (const Node* n : g.order) {
-    if (is_launch_param(n))
-      os << op_name(n->op) << " " << dtype_name(n->dtype) << shape_str(n->shape);  // values are launch parameters
-    else
-      os << n->str();
+    if (is_launch_param(n)) {
+      os << op_name(n->op) << " " << dtype_name(n->dtype);  // values are launch parameters
+      print_shape(os, n->shape);
+    } else {
+      n->print(os);
+    }
     if (n->op == Op::Scatter) os << (n->args.accumulate ? "+" : "=");
     for (auto& s : n->src) ref(s.get());
     os << ";";

@@ -25,10 +25,14 @@ Shape contiguous_strides(const Shape& s) {
 
 std::string shape_str(const Shape& s) {
   std::ostringstream os;
+  print_shape(os, s);
+  return os.str();
+}
+
+void print_shape(std::ostream& os, const Shape& s) {
   os << "(";
   for (size_t i = 0; i < s.size(); i++) os << (i ? ", " : "") << s[i];
   os << (s.size() == 1 ? ",)" : ")");
-  return os.str();
 }
 
 View View::contiguous(const Shape& shape) { return make(shape, contiguous_strides(shape), 0, std::nullopt); }
@@ -410,15 +414,23 @@ size_t ShapeTracker::hash() const {
 
 std::string ShapeTracker::str() const {
   std::ostringstream os;
+  print(os);
+  return os.str();
+}
+
+void ShapeTracker::print(std::ostream& os) const {
   for (size_t k = 0; k < views_.size(); k++) {
     const View& v = views_[k];
-    os << (k ? " | " : "") << "V" << shape_str(v.shape) << " st" << shape_str(v.strides) << " off=" << v.offset;
+    os << (k ? " | " : "") << "V";
+    print_shape(os, v.shape);
+    os << " st";
+    print_shape(os, v.strides);
+    os << " off=" << v.offset;
     if (v.mask) {
       os << " mask=";
       for (auto& m : *v.mask) os << "[" << m.first << "," << m.second << ")";
     }
   }
-  return os.str();
 }
 
 }  // namespace tiny

@@ -4,6 +4,7 @@
 // new ShapeTracker, never a copy.
 #pragma once
 #include <cstdint>
+#include <iosfwd>
 #include <optional>
 #include <string>
 #include <utility>
@@ -19,6 +20,7 @@ using Ranges = std::vector<std::pair<int64_t, int64_t>>;  // per dim [begin, end
 int64_t numel(const Shape& s);
 Shape contiguous_strides(const Shape& s);
 std::string shape_str(const Shape& s);
+void print_shape(std::ostream& os, const Shape& s);  // shape_str into a stream
 // Per-dim indices of the row-major element `flat` of `shape` (all zero when
 // the shape is empty: nothing is read there).
 std::vector<Expr> unflatten(const Expr& flat, const Shape& shape);
@@ -66,6 +68,7 @@ class ShapeTracker {
   int64_t eval_index(const std::vector<int64_t>& idx) const;
   size_t hash() const;
   std::string str() const;
+  void print(std::ostream& os) const;  // str() into a stream
 
  private:
   std::vector<View> views_;

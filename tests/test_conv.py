@@ -132,6 +132,19 @@ def test_conv_module_training_step():
         assert_same(pd.grad, pc.grad, rtol=1e-4, atol=1e-5)
 
 
+def test_conv_backward_large_computed_grad_output():
+    """A computed grad_output of 2^20 elements or more (ReLU backward here) is stored padded
+    for the input gradient and read back from there by the weight gradient."""
+    torch.manual_seed(2)
+    x = torch.randn(4, 16, 64, 64)
+    w = torch.randn(64, 16, 3, 3) * 0.1
+    r = torch.randn(4, 64, 64, 64)
+
+    def fn(x, w):
+        return (F.conv2d(x, w, padding=1).relu() * r.to(x.device)).sum()
+    check_fwd_bwd(fn, x, w, rtol=1e-4, atol=1e-3)
+
+
 # ----------------------------------------------------------------------- kernel counts
 
 def _block(residual):

@@ -315,7 +315,10 @@ at::Tensor max_pool_backward_impl(const at::Tensor& grad_output, const at::Tenso
   for (size_t i = 0; i < D; i++) overlapping |= a.K[i] > a.s[i];
   auto reread = [&](const T& t) { return overlapping && undilated ? stored(t) : t; };
   T g = reread(read(grad_output)).cast(acc).reshape(bo);
-  T id1 = add(reread(read(indices)).cast(tiny::DType::Int64).reshape(bo), 1.0);  // interleaved zeros never match
+  // Positions compared in 32 bits where they fit (x86 has half the lanes for 64-bit ones); an
+  // index outside them (not one the forward made) then matches no position either way.
+  const tiny::DType pos_dt = tiny::numel(l.S) < (int64_t(1) << 30) ? tiny::DType::Int32 : tiny::DType::Int64;
+  T id1 = add(reread(read(indices)).cast(pos_dt).reshape(bo), 1.0);  // interleaved zeros never match
   if (undilated) {
     // Without dilation, input position i (along a dim) lies in windows
     // (i + p) / s - t for t < ceil(K / s) only, and a window's index names i
@@ -330,7 +333,7 @@ at::Tensor max_pool_backward_impl(const at::Tensor& grad_output, const at::Tenso
       s.insert(s.end(), l.S.begin(), l.S.end());
       return s;
     }();
-    T target = add(flat_spatial(l.S, grid), 1.0);
+    T target = add(flat_spatial(l.S, grid).cast(pos_dt), 1.0);
     Dims T_(D), t(D);
     for (size_t i = 0; i < D; i++) T_[i] = (a.K[i] + a.s[i] - 1) / a.s[i];
     for (size_t i = 0; i < D; i++) t[i] = T_[i] - 1;
@@ -357,7 +360,7 @@ at::Tensor max_pool_backward_impl(const at::Tensor& grad_output, const at::Tenso
   T gw = scatter_windows(g, l.S, a.K, a.s, a.p, a.d, [](const T& w) { return w; });
   T iw = scatter_windows(id1, l.S, a.K, a.s, a.p, a.d, [](const T& w) { return w; });
   const tiny::Shape& full = gw.shape();
-  T target = add(flat_spatial(l.S, full), 1.0);
+  T target = add(flat_spatial(l.S, full).cast(pos_dt), 1.0);
   T v = T::where(iw.binary(Op::CmpEq, target), gw, cnst(full, 0.0, acc));
   T gi = v.reduce(ReduceOp::Sum, range_axes(int(1 + D), int(1 + 2 * D)), false);
   return make_result(gi.cast(to_engine(dt)).reshape(to_shape(self.sizes())), dt);

@@ -466,6 +466,32 @@ TEST(Reduce, ChannelTiledProduct) {
   check(2, 131, 40, 2, 2, 1);   // ... not a multiple of a tile
 }
 
+// out[r, w] = sum_k x[r, w + k] * f[k]: a short window along the last dim (MNIST's conv1
+// has 25 taps) takes the register tile with w as its columns; widths that leave a vector or
+// more after the whole tiles (12, 24, 48: a tile and a half for SSE, AVX2 and AVX-512) take
+// a narrower tile for the rest instead of one output at a time: its results, exact here.
+TEST(Reduce, RegisterTileColumnRemainder) {
+  for (int64_t width : {12, 24, 40, 48}) {
+    const int64_t rows = 6, k = 5, in_w = width + k - 1;
+    std::vector<float> x(static_cast<size_t>(rows * in_w)), f(static_cast<size_t>(k));
+    for (size_t i = 0; i < x.size(); i++) x[i] = float(int(i * 7 % 13) - 6) * 0.25f;
+    for (size_t i = 0; i < f.size(); i++) f[i] = float(int(i * 5 % 11) - 5) * 0.5f;
+    Shape full{rows, width, k};
+    Tensor xv = from(x, {rows * in_w}).as_strided(full, {in_w, 1, 1}, 0);
+    Tensor fv = from(f, {1, 1, k}).expand(full);
+    Tensor r = xv.binary(Op::Mul, fv).reduce(ReduceOp::Sum, {2}, false);
+    Schedule sched = create_schedule({r.node()});
+    ASSERT_EQ(sched.kernels.size(), 1u);
+    auto got = to_vec<float>(r);
+    for (int64_t a = 0; a < rows; a++)
+      for (int64_t w = 0; w < width; w++) {
+        double acc = 0;
+        for (int64_t q = 0; q < k; q++) acc += double(x[size_t(a * in_w + w + q)]) * f[size_t(q)];
+        ASSERT_EQ(got[size_t(a * width + w)], acc) << width << ": " << a << "," << w;
+      }
+  }
+}
+
 // out[b, m, n] = sum_k x[b, m, k] * w[k, n], w shared by the batch (a linear layer on a
 // (batch, tokens, features) input): a matmul tile, its rows before its channels. With few
 // rows per channel the threads split the channels, whose slices start mid-range.

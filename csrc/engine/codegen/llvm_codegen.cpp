@@ -187,7 +187,7 @@ class Builder {
       hoist_reduces(output_roots(k_), idx, cnst(1), int(idx[d]->value));
       Value* lo = int(d) == par ? begin : b_.getInt64(0);
       Value* hi = int(d) == par ? end : b_.getInt64(shape[d]);
-      if (ct && int(d) == std::min(ct->i, ct->j)) {
+      if (ct && int(d) == ct->first_dim()) {
         // the channels and the rows, each this thread's slice where it is the parallel dim
         auto range = [&](int dim) {
           return dim == par ? std::make_pair(begin, end)
@@ -932,7 +932,10 @@ class Builder {
   struct ChannelTile {
     int j = -1, i = -1;       // the channel (column) dim and the row dim (the last)
     std::vector<int> mid;     // non-unit dims between them, looped per tile
-    bool rows_span_mid = false;  // rows run over (the last of `mid`, i) flattened: i is short
+    // A row dim too short for whole tiles continues into `row2`, a dim before it: the rows
+    // run over (row2, i) flattened (a tile of 2 rows loads one weight vector per 2 FMAs).
+    int row2 = -1;
+    int first_dim() const { return std::min({i, j, row2 < 0 ? i : row2}); }  // where the tiles begin
     const Node* reduce = nullptr;
     const Node* a = nullptr;       // the reduce's product: a (not moving along j) ...
     const Node* packed = nullptr;  // ... times views of this leaf, copied into panels
@@ -1018,7 +1021,15 @@ class Builder {
     int j_last = nu.back(), i_prev = nu[nu.size() - 2];
     if (shape[size_t(j_last)] >= kChanCols && shape[size_t(i_prev)] < kMinRowsLastDim && i_prev != par) {
       auto ct = check_channel_tile(idx, j_last, i_prev);
-      if (ct && ct->unit) return ct;
+      if (ct && ct->unit) {
+        // a 5x5 or 7x7 weight gradient: 5 rows are a tile of 4 and one of 1 (a third of
+        // the speed); over (kh, kw) they are 6 tiles of 4 and one of 1
+        if (shape[size_t(i_prev)] % ct->rows && nu.size() >= 3 && nu[nu.size() - 3] != par) {
+          ct->row2 = nu[nu.size() - 3];
+          ct->rows = tile_rows(shape[size_t(i_prev)] * shape[size_t(ct->row2)]);
+        }
+        return ct;
+      }
     }
     // A matmul-like reduce (one reduce axis, b not moving along the rows: a
     // @ b, a @ w.t(), bmm) takes the last dim as the channels, so the output
@@ -1044,12 +1055,13 @@ class Builder {
       auto ct = check_channel_tile(idx, nu[q], nu.back());
       if (!ct || (!ct->unit && !ct->packable)) continue;
       ct->mid.assign(nu.begin() + long(q) + 1, nu.end() - 1);
-      // Rows shorter than a tile (a 2x2 or 7x7 convolution output) continue into the dim
-      // before: a tile of 2 rows loads one weight vector per 2 FMAs, and the weight stream
-      // bounds the kernel (resnet18's layer4 at 64x64 input ran at a third of layer3's speed).
-      ct->rows_span_mid = !ct->mid.empty() && shape[size_t(nu.back())] < kChanMaxRows && nu.back() != par &&
-                          ct->mid.back() != par;
-      if (ct->rows_span_mid) ct->rows = tile_rows(shape[size_t(nu.back())] * shape[size_t(ct->mid.back())]);
+      // Rows shorter than a tile (a 2x2 convolution output) continue into the mid dim
+      // before: the weight stream bounds the kernel (resnet18's layer4 at 64x64 input ran
+      // at a third of layer3's speed).
+      if (!ct->mid.empty() && shape[size_t(nu.back())] < kChanMaxRows && nu.back() != par && ct->mid.back() != par) {
+        ct->row2 = ct->mid.back();
+        ct->rows = tile_rows(shape[size_t(nu.back())] * shape[size_t(ct->row2)]);
+      }
       return ct;
     }
     return std::nullopt;
@@ -1260,8 +1272,10 @@ class Builder {
                       Value* hi_i) {
     const int64_t T = kChanCols, R = ct.rows;
     // the rows: dim i, or (the last mid dim, i) flattened
-    const int64_t W = k_.shape[size_t(ct.i)] * (ct.rows_span_mid ? k_.shape[size_t(ct.mid.back())] : 1);
-    const std::vector<int> tile_mid(ct.mid.begin(), ct.mid.end() - (ct.rows_span_mid ? 1 : 0));
+    const int64_t W = k_.shape[size_t(ct.i)] * (ct.row2 >= 0 ? k_.shape[size_t(ct.row2)] : 1);
+    std::vector<int> tile_mid;  // looped per tile: the mid dims but row2
+    for (int m : ct.mid)
+      if (m != ct.row2) tile_mid.push_back(m);
     auto loops = [&](const std::vector<int>& dims, const std::function<void()>& body) {
       std::function<void(size_t)> go = [&](size_t q) {
         if (q == dims.size()) return body();
@@ -1309,7 +1323,10 @@ class Builder {
     auto leftovers = [&]() {
       emit_loop(rest_j, hi_j, [&](Value* j) {
         vars_[size_t(idx[size_t(ct.j)]->value)] = j;
-        loops(ct.mid, [&]() {
+        std::vector<int> row_dims = ct.mid;  // every dim the tiles cover but j and i
+        if (ct.row2 >= 0 && std::find(row_dims.begin(), row_dims.end(), ct.row2) == row_dims.end())
+          row_dims.insert(row_dims.begin(), ct.row2);
+        loops(row_dims, [&]() {
           emit_loop(lo_i, hi_i, [&](Value* i) {
             vars_[size_t(idx[size_t(ct.i)]->value)] = i;
             emit_stores(idx);
@@ -1344,16 +1361,13 @@ class Builder {
     const int64_t W = k_.shape[size_t(ct.i)];
     for (int64_t q = 0; q < nrows; q++) {
       Value* flat = b_.CreateAdd(i0, b_.getInt64(q));
-      Expr row = new_var(ct.rows_span_mid ? b_.CreateSRem(flat, b_.getInt64(W)) : flat, W);
-      Expr row_mid;  // rows spanning the mid dim before i
-      if (ct.rows_span_mid) {
-        int m = ct.mid.back();
-        row_mid = new_var(b_.CreateSDiv(flat, b_.getInt64(W)), k_.shape[size_t(m)]);
-      }
+      Expr row = new_var(ct.row2 >= 0 ? b_.CreateSRem(flat, b_.getInt64(W)) : flat, W);
+      Expr row2;  // rows spanning a dim before i
+      if (ct.row2 >= 0) row2 = new_var(b_.CreateSDiv(flat, b_.getInt64(W)), k_.shape[size_t(ct.row2)]);
       for (int64_t c = 0; c < ncols; c++) {
         std::vector<Expr> o = idx;
         o[size_t(ct.i)] = row;
-        if (row_mid) o[size_t(ct.mid.back())] = row_mid;
+        if (row2) o[size_t(ct.row2)] = row2;
         o[size_t(ct.j)] = new_var(b_.CreateAdd(j0, b_.getInt64(c)), k_.shape[size_t(ct.j)]);
         auto cc = find_tiled_reduce(o, int(o[size_t(ct.j)]->value));
         if (!cc || cc->reduce != r) throw std::logic_error("tiny codegen: channel tile context mismatch");

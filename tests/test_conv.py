@@ -143,6 +143,13 @@ def test_conv_backward_large_computed_grad_output():
     def fn(x, w):
         return (F.conv2d(x, w, padding=1).relu() * r.to(x.device)).sum()
     check_fwd_bwd(fn, x, w, rtol=1e-4, atol=1e-3)
+    # a 1x1 convolution padded by 1: its input gradient crops grad_output (nothing to read back)
+    w1 = torch.randn(64, 16, 1, 1) * 0.1
+    r1 = torch.randn(4, 64, 66, 66)
+
+    def fn1(x, w):
+        return (F.conv2d(x, w, padding=1).relu() * r1.to(x.device)).sum()
+    check_fwd_bwd(fn1, x, w1, rtol=1e-4, atol=1e-3)
 
 
 # ----------------------------------------------------------------------- kernel counts

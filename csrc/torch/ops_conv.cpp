@@ -210,9 +210,9 @@ T conv_transposed_value(const T& x, const T& w, int64_t G, const Dims& stride, c
     out[i] = (S - 1) * stride[i] - 2 * pad[i] + dil[i] * (K[i] - 1) + opad[i] + 1;
   }
   T xt = stored_operand(pad_spatial(interleave_zeros(x, stride), before, after), x);
-  bool unit_stride = true;
-  for (size_t i = 0; i < D; i++) unit_stride &= stride[i] == 1;
-  if (stored_x && unit_stride && xt.node()->op == tiny::Op::Contiguous) {
+  bool whole_inside = true;  // x is all there: unit stride, padded rather than cropped
+  for (size_t i = 0; i < D; i++) whole_inside &= stride[i] == 1 && before[i] >= 0 && after[i] >= 0;
+  if (stored_x && whole_inside && xt.node()->op == tiny::Op::Contiguous) {
     tiny::Ranges interior;
     for (size_t d = 0; d < x.shape().size(); d++) interior.push_back({0, x.shape()[d]});
     for (size_t i = 0; i < D; i++) interior[2 + i] = {before[i], before[i] + x.shape()[2 + i]};

@@ -315,8 +315,8 @@ at::Tensor max_pool_backward_impl(const at::Tensor& grad_output, const at::Tenso
   for (size_t i = 0; i < D; i++) overlapping |= a.K[i] > a.s[i];
   auto reread = [&](const T& t) { return overlapping && undilated ? stored(t) : t; };
   T g = reread(read(grad_output)).cast(acc).reshape(bo);
-  // Positions compared in 32 bits where they fit (x86 has half the lanes for 64-bit ones); an
-  // index outside them (not one the forward made) then matches no position either way.
+  // Positions compared in 32 bits where they fit (x86 has half the lanes for 64-bit ones):
+  // the indices are the forward's, inside them (the CPU's kernel does not check them either).
   const tiny::DType pos_dt = tiny::numel(l.S) < (int64_t(1) << 30) ? tiny::DType::Int32 : tiny::DType::Int64;
   T id1 = add(reread(read(indices)).cast(pos_dt).reshape(bo), 1.0);  // interleaved zeros never match
   if (undilated) {

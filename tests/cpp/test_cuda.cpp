@@ -183,13 +183,15 @@ bool has_reduce(const Kernel& k) { return k.name()[0] == 'r'; }
 
 // Runs a schedule's kernels on a CUDA device (the GPU or the emulated one)
 // through the engine's own path: cuda_programs, device memory, copies, launch.
-Memory run_on(Device& dev, const Schedule& sched, const Memory& before, const CudaRenderOptions& opt = {}) {
+// `shift`: every buffer starts that many bytes past an allocation's (aligned) start.
+Memory run_on(Device& dev, const Schedule& sched, const Memory& before, const CudaRenderOptions& opt = {},
+              size_t shift = 0) {
   std::vector<const Kernel*> ks;
   for (auto& k : sched.kernels) ks.push_back(&k);
   auto programs = cuda_programs(dev, ks, opt);
   std::map<const Buffer*, void*> mem;
   for (auto& [owner, bytes] : before) {
-    mem[owner] = dev.alloc(bytes.size());
+    mem[owner] = static_cast<char*>(dev.alloc(bytes.size() + shift)) + shift;
     dev.copy_in(mem[owner], bytes.data(), bytes.size());
   }
   for (size_t i = 0; i < ks.size(); i++) {
@@ -202,7 +204,7 @@ Memory run_on(Device& dev, const Schedule& sched, const Memory& before, const Cu
   Memory out = before;
   for (auto& [owner, p] : mem) {
     dev.copy_out(out[owner].data(), p, out[owner].size());
-    dev.free(p, out[owner].size());
+    dev.free(static_cast<char*>(p) - shift, out[owner].size() + shift);
   }
   return out;
 }
@@ -267,13 +269,28 @@ class CudaCheck {
       o.block_size = m ? 32 : 64;
       results.emplace_back(m ? "emulated, reduce per block" : "emulated, reduce per thread", run_on(*emu, sched, before, o));
     }
-    // and one output per thread where the renderer gave threads register tiles
+    // and one output per thread where the renderer gave threads register tiles or
+    // vector lanes; lanes also with buffers 8 bytes past 16-byte alignment (32-bit
+    // lanes then load element by element, 16-bit ones still as vectors)
     CudaRenderOptions per_thread, untiled;
     per_thread.block_reduce = untiled.block_reduce = 0;
     untiled.register_tile = false;
-    bool any_tile = false;
-    for (auto& k : sched.kernels) any_tile |= render_cuda(k, per_thread).tile_cols > 1;
-    if (any_tile) results.emplace_back("emulated, one output per thread", run_on(*emu, sched, before, untiled));
+    untiled.vector_lanes = false;
+    CudaRenderOptions per_block;
+    per_block.block_reduce = 1;
+    per_block.block_size = 32;
+    bool any_tile = false, any_lanes = false, thread_vectors = false, block_vectors = false;
+    for (auto& k : sched.kernels) {
+      CudaKernelSource src = render_cuda(k, per_thread);
+      any_tile |= src.tile_cols > 1;
+      any_lanes |= src.lanes > 1;
+      thread_vectors |= src.vectors;
+      block_vectors |= render_cuda(k, per_block).vectors;
+    }
+    if (any_tile || any_lanes) results.emplace_back("emulated, one output per thread", run_on(*emu, sched, before, untiled));
+    if (thread_vectors) results.emplace_back("emulated, buffers 8 bytes off", run_on(*emu, sched, before, per_thread, 8));
+    if (block_vectors)
+      results.emplace_back("emulated, reduce per block, buffers 8 bytes off", run_on(*emu, sched, before, per_block, 8));
     // 3. the GPU, when there is one
     if (Device* gpu = cuda_device()) results.emplace_back("on the GPU", run_on(*gpu, sched, before));
 
@@ -589,6 +606,51 @@ TEST_F(Cuda, ViewsPermuteExpandFlipPad) {
       .run();
 }
 
+TEST_F(Cuda, ElementwiseKernelsTakeVectorLanes) {
+  auto count = [](const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) n++;
+    return n;
+  };
+  // 4 neighbouring outputs per thread: a and the bias load as vectors, the result stores as one
+  Tensor a = input(DType::Float32, {6, 8}, 301), bias = input(DType::Float32, {8}, 302);
+  Tensor col = input(DType::Float32, {6, 1}, 303);
+  Tensor biased = a.binary(Op::Add, bias.reshape({1, 8}).expand({6, 8})).unary(Op::Exp);
+  CudaKernelSource src = render_cuda(create_schedule({biased.node()}).kernels[0]);
+  EXPECT_EQ(src.lanes, 4);
+  EXPECT_EQ(src.outputs, 12);
+  EXPECT_EQ(count(src.kernel, "*(const tiny_vec4<float>*)(b"), 2u) << src.kernel;
+  EXPECT_EQ(count(src.kernel, "*(tiny_vec4<float>*)(b"), 1u) << src.kernel;
+  // a value that does not move along the lanes is loaded once for them (once per pass)
+  Tensor scaled = a.binary(Op::Mul, col.expand({6, 8}));
+  src = render_cuda(create_schedule({scaled.node()}).kernels[0]);
+  EXPECT_EQ(count(src.kernel, "*(const tiny_vec4<float>*)(b"), 1u) << src.kernel;
+  EXPECT_EQ(count(src.kernel, " = b"), 1u + 1u + 4u) << src.kernel;  // col twice, a by lanes when misaligned
+  // no lanes: a last dim they do not divide, a reduce, or switched off
+  EXPECT_EQ(render_cuda(create_schedule({input(DType::Float32, {4, 6}, 304).unary(Op::Exp).node()}).kernels[0]).lanes, 1);
+  EXPECT_EQ(render_cuda(create_schedule({a.reduce(ReduceOp::Sum, {0}, false).node()}).kernels[0]).lanes, 1);
+  CudaRenderOptions off;
+  off.vector_lanes = false;
+  EXPECT_EQ(render_cuda(create_schedule({biased.node()}).kernels[0], off).lanes, 1);
+
+  // results: broadcasts, a start that is not a multiple of the lanes, masks inside a group,
+  // a transposed copy (vector stores, element loads), 16-bit, 8-bit, 64-bit and boolean lanes
+  Tensor h = input(DType::Float16, {4, 12}, 305), i = input(DType::Int64, {3, 8}, 306);
+  Tensor u = input(DType::UInt8, {2, 16}, 307);
+  Tensor t = input(DType::Float32, {8, 12}, 308);
+  CudaCheck c;
+  c.add(biased, false, "bias exp")
+      .add(scaled, true, "column")
+      .add(a.shrink({{0, 6}, {1, 5}}).binary(Op::Mul, a.shrink({{0, 6}, {4, 8}})), true, "offset")
+      .add(a.pad({{0, 0}, {2, 6}}).binary(Op::Add, input(DType::Float32, {6, 16}, 309)), true, "padded")
+      .add(t.permute({1, 0}).contiguous(), true, "transposed")
+      .add(h.binary(Op::Mul, h).binary(Op::Add, h), false, "float16")
+      .add(i.binary(Op::Mul, i).binary(Op::Sub, i.flip({false, true})), true, "int64")
+      .add(u.binary(Op::Add, u), true, "uint8")
+      .add(a.binary(Op::CmpLt, a.flip({true, false})), true, "bool")
+      .run();
+}
+
 TEST_F(Cuda, StridedAndOverlappingViews) {
   Tensor flat = input(DType::Int64, {40}, 101);
   CudaCheck c;
@@ -675,8 +737,13 @@ TEST_F(Cuda, FullReductionUsesABlock) {
   Tensor s = a.reduce(ReduceOp::Sum, {0, 1}, false);
   Tensor m = a.reduce(ReduceOp::Max, {0, 1}, false);
   Tensor is = i.reduce(ReduceOp::Sum, {0}, false);
+  // rows of 64 reduce by vectors of 4 (masked by a pad that keeps whole groups, or not)
+  Tensor rows = positive(DType::Float32, {30, 64}, 143);
+  Tensor padded = rows.pad({{0, 0}, {4, 0}}).reduce(ReduceOp::Sum, {1}, false);
+  Tensor ragged = rows.pad({{0, 0}, {1, 3}}).reduce(ReduceOp::Max, {1}, false);
   CudaCheck c;
-  c.add(s, false).add(m, true).add(is, true).run();
+  c.add(s, false).add(m, true).add(is, true).add(rows.reduce(ReduceOp::Sum, {0, 1}, false), false)
+      .add(padded, false).add(ragged, true).run();
   Schedule sched = create_schedule({a.reduce(ReduceOp::Min, {0, 1}, false).node()});
   ASSERT_EQ(sched.kernels.size(), 1u);
   CudaKernelSource src = render_cuda(sched.kernels[0]);
@@ -704,6 +771,9 @@ TEST_F(Cuda, FewOutputsSplitTheirReductionAcrossBlocks) {
   CudaKernelSource src = render_cuda(sum.kernels[0], h100);
   EXPECT_EQ(src.split, 48);  // 200000 / (256 threads * 16): no thinner slices
   EXPECT_NE(src.kernel.find("atomicAdd(tiny_tickets + gid"), std::string::npos) << src.kernel;
+  // each thread's slice moves 4 elements per load when x is aligned
+  EXPECT_TRUE(src.vectors);
+  EXPECT_NE(src.kernel.find("*(const tiny_vec4<float>*)(b1 + "), std::string::npos) << src.kernel;
   EXPECT_EQ(render_cuda(sum.kernels[0]).split, 1);  // rendered for no device: never split
 
   // the same partials and tickets serve every launch: a second run gives the same bits
@@ -953,10 +1023,18 @@ TEST_F(Cuda, LargeShapesUse64BitIndices) {
   Tensor big = one.expand({int64_t(1) << 17, int64_t(1) << 16});
   Schedule s = create_schedule({big.binary(Op::Add, big).node()});
   ASSERT_EQ(s.kernels.size(), 1u);
-  CudaBuild b = build_cuda(s.kernels[0], 80, true);
+  CudaRenderOptions one_per_thread;
+  one_per_thread.vector_lanes = false;
+  CudaBuild b = build_cuda(s.kernels[0], 80, true, one_per_thread);
   EXPECT_TRUE(b.out.ok) << b.out.log;
   EXPECT_EQ(b.src.kernel.find("const u32 g"), std::string::npos) << b.src.kernel;  // no 32-bit flat index
   EXPECT_NE(b.src.kernel.find("(i64)"), std::string::npos);
+  // 2^31 groups of 4 lanes: the group number fits 32 bits, the elements' indices do not
+  CudaBuild lanes = build_cuda(s.kernels[0], 80, true);
+  EXPECT_TRUE(lanes.out.ok) << lanes.out.log;
+  EXPECT_EQ(lanes.src.lanes, 4);
+  EXPECT_NE(lanes.src.kernel.find("const u32 g"), std::string::npos) << lanes.src.kernel;
+  EXPECT_NE(lanes.src.kernel.find("* 65536LL)"), std::string::npos) << lanes.src.kernel;
   Schedule r = create_schedule({big.reduce(ReduceOp::Sum, {0, 1}, false).node()});
   CudaBuild rb = build_cuda(r.kernels[0], 80, true);
   EXPECT_TRUE(rb.out.ok) << rb.out.log;

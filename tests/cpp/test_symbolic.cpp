@@ -113,6 +113,19 @@ TEST(Symbolic, UsesVars) {
   EXPECT_FALSE(uses_vars(cnst(4), 0, 100));
 }
 
+TEST(Symbolic, MultipleOf) {
+  Expr q = var(0, 5), l = var(1, 4);
+  EXPECT_TRUE(multiple_of(add(mul(q, 8), cnst(12)), 4));
+  EXPECT_TRUE(multiple_of(mul(mul(q, 2), 6), 4));  // 12 q
+  EXPECT_FALSE(multiple_of(add(mul(q, 8), cnst(2)), 4));
+  EXPECT_FALSE(multiple_of(add(mul(q, 4), l), 4));
+  EXPECT_FALSE(multiple_of(q, 4));                      // a variable alone proves nothing
+  EXPECT_FALSE(multiple_of(mul(floordiv(var(2, 16), 2), 2), 4));
+  EXPECT_TRUE(multiple_of(mul(floordiv(var(2, 16), 2), 4), 4));
+  EXPECT_TRUE(multiple_of(cnst(0), 4));
+  EXPECT_TRUE(multiple_of(mul(q, -8), 4));
+}
+
 // Views that only permute, expand, flip or shrink never divide.
 TEST(Symbolic, SimpleViewsLeaveNoDivision) {
   auto no_divmod = [](const ShapeTracker& st) {

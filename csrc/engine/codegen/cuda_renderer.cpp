@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 #include <unordered_map>
@@ -32,6 +33,8 @@ typedef int i32;
 typedef unsigned int u32;
 typedef long long i64;
 typedef unsigned long long u64;
+// Neighbouring elements moved as one aligned access (ld/st.global.v4 for 32 bits).
+template <class T> struct alignas(4 * sizeof(T)) tiny_vec4 { T v[4]; };
 #define TINY_INF_F __uint_as_float(0x7f800000u)
 
 // ---- 16-bit floats (round to nearest even; NaN payloads as the CPU keeps them)
@@ -299,9 +302,12 @@ class Renderer {
       block_ = max_r >= 128 && (out.outputs <= 4096 || max_r >= 4 * out.outputs ||
                                 (inner && max_r >= 512 && out.outputs <= 32768));
     if (!k_.serial && !block_ && opt_.register_tile) plan_register_tile();
+    if (!k_.serial && !block_ && !tiled() && max_r == 0 && opt_.vector_lanes) plan_lanes();
     out.tile_rows = tile_rows_;
     out.tile_cols = tile_cols_;
+    out.lanes = lanes_;
     if (tiled()) out.outputs /= tile_rows_ * tile_cols_;  // the launch range counts tiles
+    out.outputs /= lanes_;  // or groups of lanes
     int bs = std::max(32, opt_.block_size);
     int p2 = 32;
     while (p2 < bs && p2 < 1024) p2 *= 2;
@@ -339,6 +345,8 @@ class Renderer {
             : tiled()    ? "one thread per " + std::to_string(tile_rows_) + " x " + std::to_string(tile_cols_) +
                             " tile of outputs (dims " + std::to_string(tile_d2_) + ", " + std::to_string(tile_d_) +
                             "), an accumulator each"
+            : lanes_ > 1 ? "one thread per " + std::to_string(lanes_) + " neighbouring outputs along dim " +
+                               std::to_string(lanes_d_) + ", vector loads and stores where aligned"
                          : "one thread per output")
         << ")\n// reason: " << k_.reason << "\n";
     src << "extern \"C\" __global__ void __launch_bounds__(" << block_size_ << ") " << out.name << "(";
@@ -352,6 +360,7 @@ class Renderer {
     src << "i64 tiny_begin, i64 tiny_end) {\n";
     if (block_) src << "  __shared__ u64 tiny_smem[" << block_size_ << "];\n";
     build_body();
+    out.vectors = vectors_;
     src << body_.str() << "}\n";
     out.kernel = src.str();
     out.source = std::string(kPrelude) + "\n" + out.kernel;
@@ -533,6 +542,154 @@ class Renderer {
     for (auto& o : outs) emit_stores(o);
   }
 
+  // ---- vector lanes (see the header)
+  static constexpr int64_t kLanes = 4;
+
+  // Lanes when the last non-unit dim divides into them and every output is
+  // stored as a run along them (stores decide: loads that do not run along the
+  // lanes stay scalar, or are shared by the lanes when they do not move).
+  void plan_lanes() {
+    const Shape& shape = k_.shape;
+    int d = int(shape.size()) - 1;
+    while (d >= 0 && shape[size_t(d)] == 1) d--;
+    if (d < 0 || k_.outputs.empty() || shape[size_t(d)] % kLanes) return;
+    std::vector<Expr> idx;
+    for (int64_t e : shape) idx.push_back(new_var("", e));
+    idx[size_t(d)] = new_var("", shape[size_t(d)] / kLanes);
+    Expr lane = new_var("", kLanes);
+    lane_var_ = int(lane->value);
+    idx[size_t(d)] = add(mul(idx[size_t(d)], kLanes), lane);
+    for (auto& o : k_.outputs) {
+      if (o.scatter_index) return;
+      auto iv = o.store.index_valid(idx);
+      if (!is_true(iv.second) || !lane_run(iv.first)) return;
+    }
+    lanes_ = kLanes;
+    lanes_d_ = d;
+  }
+
+  // Whether index `e` is the lane plus terms that do not depend on it and are
+  // multiples of the lane count: the lanes read consecutive elements from an
+  // aligned start (variables made after the lane's, a gather's, count as lane-dependent).
+  bool lane_run(const Expr& e) const {
+    if (e->op == EOp::Bounded) return lane_run(e->src[0]);
+    std::vector<Expr> terms = e->op == EOp::Add ? e->src : std::vector<Expr>{e};
+    int lanes_seen = 0;
+    for (auto& t : terms) {
+      if (t->op == EOp::Var && t->value == lane_var_) lanes_seen++;
+      else if (uses_vars(t, lane_var_, INT32_MAX) || !multiple_of(t, kLanes)) return false;
+    }
+    return lanes_seen == 1;
+  }
+  bool lane_dependent(const std::vector<Expr>& idx, const Expr& valid) const {
+    for (auto& e : idx)
+      if (uses_vars(e, lane_var_, INT32_MAX)) return true;
+    return uses_vars(valid, lane_var_, INT32_MAX);
+  }
+
+  // The element of buffer `buf` at `idx` (masked by `valid`) as a memory-typed
+  // expression: in a vector pass, one lane of a vector load where the lanes run
+  // along the buffer and agree on the mask.
+  std::string load_element(int buf, DType dt, const std::vector<Expr>& idx, const Shape& shape, const Expr& valid) {
+    std::string b = "b" + std::to_string(buf);
+    Expr e = row_major(idx, shape);
+    if (lane_ < 0 || !lane_vectors_ || !lane_run(e) || uses_vars(valid, lane_var_, INT32_MAX))
+      return b + "[" + load_index(idx, shape, valid) + "]";
+    std::string key = b + "#" + to_string(e) + "|" + to_string(valid);
+    auto it = vector_loads_.find(key);
+    if (it == vector_loads_.end()) {
+      std::string vt = std::string("tiny_vec4<") + mem_type(dt) + ">";
+      std::string ld = "*(const " + vt + "*)(" + b + " + " + lane_base(e) + ")";
+      if (!is_true(valid)) ld = condition(valid) + " ? " + ld + " : " + vt + "{}";
+      it = vector_loads_.emplace(key, define(vt, ld, "q")).first;
+      vector_bytes_[buf] = kLanes * itemsize(dt);
+    }
+    return it->second + ".v[" + std::to_string(lane_) + "]";
+  }
+  // A lane run's index at lane 0, as a temporary.
+  std::string lane_base(const Expr& e) {
+    std::string name = var_names_[size_t(lane_var_)];
+    var_names_[size_t(lane_var_)] = "0";
+    bool wide = !fits32(e);
+    std::string ix = define(wide ? "i64" : "int", render_expr(e, wide), "x");
+    var_names_[size_t(lane_var_)] = name;
+    return ix;
+  }
+
+  // Every lane's outputs, then their stores: twice, with vector accesses where
+  // the buffers they touch are aligned for them, else element by element.
+  void emit_lanes(const std::vector<Expr>& idx) {
+    indent_++;
+    std::string vectors = capture([&] { lane_pass(idx, true); });
+    std::string scalars = capture([&] { lane_pass(idx, false); });
+    indent_--;
+    line("if (" + misaligned_test() + ") {");
+    body_ << vectors;
+    line("} else {");
+    body_ << scalars;
+    line("}");
+  }
+  // Whether the buffers of this pass's vector accesses are all aligned for
+  // them ("" when it made none).
+  std::string misaligned_test() {
+    vectors_ |= !vector_bytes_.empty();
+    std::string bits;
+    for (auto& [buf, bytes] : vector_bytes_)
+      bits += (bits.empty() ? "" : " | ") + std::string("((u64)b") + std::to_string(buf) + " & " + std::to_string(bytes - 1) + "ull)";
+    return bits.empty() ? "" : "(" + bits + ") == 0ull";
+  }
+  // `body` once per lane, the lane's variable (the newest) naming it; values
+  // that do not depend on the lane are computed once for all of them.
+  void for_each_lane(bool vectors, const std::function<void(int)>& body) {
+    lane_vectors_ = vectors;
+    vector_loads_.clear();
+    memo_.emplace_back();
+    lane_shared_ = memo_.size() - 1;
+    for (int l = 0; l < int(kLanes); l++) {
+      lane_ = l;
+      var_names_[size_t(lane_var_)] = std::to_string(l);
+      memo_.emplace_back();
+      body(l);
+      memo_.pop_back();
+    }
+    lane_ = -1;
+    memo_.pop_back();
+  }
+  void lane_pass(const std::vector<Expr>& idx, bool vectors) {
+    std::vector<std::vector<std::string>> values(k_.outputs.size());
+    std::vector<std::string> scalar_stores;
+    for_each_lane(vectors, [&](int) {
+      for (size_t i = 0; i < k_.outputs.size(); i++) {
+        const KernelOutput& o = k_.outputs[i];
+        DType dt = k_.buffers[size_t(o.buffer)]->dtype();
+        std::string m = o.value->dtype == dt ? eval_bits(o.value.get(), idx, cnst(1)) : "";
+        if (m.empty()) m = to_mem(eval(o.value.get(), idx, cnst(1)), dt);
+        values[i].push_back(m);
+        if (!vectors)
+          scalar_stores.push_back("b" + std::to_string(o.buffer) + "[" + index(o.store.index_valid(idx).first) + "] = " + m + ";");
+      }
+    });
+    for (auto& s : scalar_stores) line(s);
+    if (vectors)
+      for (size_t i = 0; i < k_.outputs.size(); i++) {
+        const KernelOutput& o = k_.outputs[i];
+        DType dt = k_.buffers[size_t(o.buffer)]->dtype();
+        std::string vt = std::string("tiny_vec4<") + mem_type(dt) + ">", w = tmp("w");
+        line(vt + " " + w + ";");
+        for (int64_t l = 0; l < kLanes; l++) line(w + ".v[" + std::to_string(l) + "] = " + values[i][size_t(l)] + ";");
+        line("*(" + vt + "*)(b" + std::to_string(o.buffer) + " + " + lane_base(o.store.index_valid(idx).first) + ") = " + w + ";");
+        vector_bytes_[o.buffer] = kLanes * itemsize(dt);
+      }
+  }
+  // What `emit` writes to the body, returned instead.
+  std::string capture(const std::function<void()>& emit) {
+    std::ostringstream saved;
+    std::swap(saved, body_);
+    emit();
+    std::swap(saved, body_);
+    return saved.str();
+  }
+
   Expr new_var(const std::string& name, int64_t size) {
     int id = int(var_names_.size());
     var_names_.push_back(name);
@@ -566,6 +723,7 @@ class Renderer {
       grid[size_t(tile_d_)] /= tile_cols_;
       if (tile_d2_ >= 0) grid[size_t(tile_d2_)] /= tile_rows_;
     }
+    if (lanes_ > 1) grid[size_t(lanes_d_)] /= lanes_;
     int64_t total = numel(grid);
     bool narrow = total - 1 <= INT32_MAX;
     if (narrow) line("const u32 g = (u32)gid;");
@@ -584,10 +742,19 @@ class Renderer {
       if (step > 1) e = "(" + e + " * " + std::to_string(step) + ")";
       line("const " + std::string(index_type(shape[d])) + " " + name + " = (" + index_type(shape[d]) + ")" + e + ";");
       // a tile's first coordinate plus its offset stays inside the dim
-      idx[d] = new_var(name, shape[d] - step + 1);
+      idx[d] = int(d) == lanes_d_ ? new_var(name, grid[d]) : new_var(name, shape[d] - step + 1);
     }
-    if (tiled()) emit_tile(idx);
-    else emit_stores(idx);
+    if (lanes_ > 1) {
+      // lane l of group q is output q * lanes + l; the lane is the newest variable
+      Expr lane = new_var("0", lanes_);
+      lane_var_ = int(lane->value);
+      idx[size_t(lanes_d_)] = add(mul(idx[size_t(lanes_d_)], lanes_), lane);
+      emit_lanes(idx);
+    } else if (tiled()) {
+      emit_tile(idx);
+    } else {
+      emit_stores(idx);
+    }
     memo_.pop_back();
     indent_--;
     line("}");
@@ -723,8 +890,7 @@ class Renderer {
     if (load != k_.loads.end()) {
       DType dt = k_.buffers[size_t(load->second)]->dtype();
       if (dt != n->dtype) return "";
-      std::string ix = load_index(idx, n->shape, valid);
-      return define(mem_type(dt), "b" + std::to_string(load->second) + "[" + ix + "]");
+      return define(mem_type(dt), load_element(load->second, dt, idx, n->shape, valid));
     }
     if (n->op == Op::Contiguous) return eval_bits(n->src[0].get(), idx, valid);
     if (n->op != Op::View) return "";
@@ -754,7 +920,8 @@ class Renderer {
     std::string v = lookup(key);
     if (!v.empty()) return v;
     v = eval_uncached(n, idx, valid);
-    remember(key, v);
+    if (lane_ >= 0 && !lane_dependent(idx, valid)) memo_[lane_shared_][key] = v;  // every lane's value
+    else remember(key, v);
     return v;
   }
 
@@ -765,8 +932,7 @@ class Renderer {
     auto load = k_.loads.find(n);
     if (load != k_.loads.end()) {
       DType dt = k_.buffers[size_t(load->second)]->dtype();
-      std::string ix = load_index(idx, n->shape, valid);
-      return value(dt, from_mem("b" + std::to_string(load->second) + "[" + ix + "]", dt));
+      return value(dt, from_mem(load_element(load->second, dt, idx, n->shape, valid), dt));
     }
     switch (n->op) {
       case Op::Const: return constant(n->args.value, n->dtype);
@@ -857,31 +1023,44 @@ class Renderer {
     bool cooperative = block_ && reduce_depth_ == 0;
     reduce_depth_++;
     if (cooperative) {
-      // The block's threads stride over the flattened reduce axes.
-      int64_t total = 1;
-      for (int a : axes) total *= src->shape[size_t(a)];
-      std::string rr = tmp("rr");
-      const char* t = index_type(total);
-      if (split_ > 1)
-        line(std::string("for (") + t + " " + rr + " = (" + t + ")(tiny_slice * blockDim.x + threadIdx.x); " + rr + " < " +
-             std::to_string(total) + "; " + rr + " += " + std::to_string(split_) + " * blockDim.x) {");
-      else
-        line(std::string("for (") + t + " " + rr + " = threadIdx.x; " + rr + " < " + std::to_string(total) + "; " + rr +
-             " += blockDim.x) {");
-      indent_++;
-      memo_.emplace_back();
-      int64_t stride = total;
-      for (size_t i = 0; i < axes.size(); i++) {
-        int64_t size = src->shape[size_t(axes[i])];
-        stride /= size;
-        std::string e = stride == 1 ? rr : "(" + rr + " / " + std::to_string(stride) + ")";
-        if (i > 0) e = "(" + e + " % " + std::to_string(size) + ")";
-        line(std::string("const ") + index_type(size) + " " + names[i] + " = " + e + ";");
+      // The block's threads stride over the flattened reduce axes: by groups of
+      // lanes along the last one where its loads run along them (vector loads
+      // when aligned), else element by element.
+      std::vector<int64_t> sizes;
+      for (int a : axes) sizes.push_back(src->shape[size_t(a)]);
+      std::string vectors, misaligned;
+      if (opt_.vector_lanes && !axes.empty() && sizes.back() % kLanes == 0 && lane_ < 0) {
+        std::vector<std::string> group_names = names;
+        std::vector<int64_t> groups = sizes;
+        groups.back() /= kLanes;
+        group_names.back() = tmp("r");
+        Expr group = new_var(group_names.back(), groups.back());
+        Expr lane = new_var("0", kLanes);
+        lane_var_ = int(lane->value);
+        Expr element = sub[size_t(axes.back())];
+        sub[size_t(axes.back())] = add(mul(group, kLanes), lane);
+        auto saved = std::move(vector_bytes_);
+        vector_bytes_.clear();
+        vectors = capture([&] {
+          indent_++;
+          cooperative_loop(group_names, groups, [&] { for_each_lane(true, [&](int) { accumulate(); }); });
+          indent_--;
+        });
+        misaligned = misaligned_test();
+        vector_bytes_ = std::move(saved);
+        sub[size_t(axes.back())] = element;
       }
-      accumulate();
-      memo_.pop_back();
-      indent_--;
-      line("}");
+      if (!misaligned.empty()) {  // some loads run along the lanes
+        line("if (" + misaligned + ") {");
+        body_ << vectors;
+        line("} else {");
+        indent_++;
+      }
+      cooperative_loop(names, sizes, accumulate);
+      if (!misaligned.empty()) {
+        indent_--;
+        line("}");
+      }
       block_combine(acc, n->args.rop, dt);
       if (split_ > 1) combine_slices(acc, n->args.rop, dt);
     } else {
@@ -889,6 +1068,35 @@ class Renderer {
     }
     reduce_depth_--;
     return value(dt, round_to(acc, dt));
+  }
+
+  // The block's threads stride over the row-major elements of `sizes` (a split
+  // reduction's blocks over its slices too), each naming its coordinates `names`.
+  void cooperative_loop(const std::vector<std::string>& names, const std::vector<int64_t>& sizes,
+                        const std::function<void()>& body) {
+    int64_t total = 1;
+    for (int64_t size : sizes) total *= size;
+    std::string rr = tmp("rr");
+    const char* t = index_type(total);
+    if (split_ > 1)
+      line(std::string("for (") + t + " " + rr + " = (" + t + ")(tiny_slice * blockDim.x + threadIdx.x); " + rr + " < " +
+           std::to_string(total) + "; " + rr + " += " + std::to_string(split_) + " * blockDim.x) {");
+    else
+      line(std::string("for (") + t + " " + rr + " = threadIdx.x; " + rr + " < " + std::to_string(total) + "; " + rr +
+           " += blockDim.x) {");
+    indent_++;
+    memo_.emplace_back();
+    int64_t stride = total;
+    for (size_t i = 0; i < sizes.size(); i++) {
+      stride /= sizes[i];
+      std::string e = stride == 1 ? rr : "(" + rr + " / " + std::to_string(stride) + ")";
+      if (i > 0) e = "(" + e + " % " + std::to_string(sizes[i]) + ")";
+      line(std::string("const ") + index_type(sizes[i]) + " " + names[i] + " = " + e + ";");
+    }
+    body();
+    memo_.pop_back();
+    indent_--;
+    line("}");
   }
 
   // One loop per reduce axis, named `names`, around `body`; values computed inside stay there.
@@ -1248,6 +1456,15 @@ class Renderer {
   int split_ = 1;  // blocks per output
   int tile_d_ = -1, tile_d2_ = -1;  // register tile dims (-1: none)
   int64_t tile_rows_ = 1, tile_cols_ = 1;
+  int64_t lanes_ = 1;  // outputs per thread along dim lanes_d_ (vector lanes)
+  int lanes_d_ = -1;
+  int lane_var_ = -1;          // the lane's variable id (the newest when the lanes are emitted)
+  int lane_ = -1;              // the lane being emitted (-1: none)
+  bool lane_vectors_ = false;  // the pass with vector accesses
+  size_t lane_shared_ = 0;     // the memo scope holding values all lanes share
+  std::unordered_map<std::string, std::string> vector_loads_;  // buffer + index -> the vector
+  std::map<int, int64_t> vector_bytes_;  // buffer -> the alignment its vector accesses need
+  bool vectors_ = false;                 // some pass moved vectors
   int block_size_ = 256;
   int indent_ = 0;
   int next_id_ = 0;

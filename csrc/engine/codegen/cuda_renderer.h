@@ -17,6 +17,10 @@
 //   tiled:      per thread, each thread owning a tile of neighbouring outputs
 //               with an accumulator each (a matmul's or convolution's loads
 //               shared across the tile; register_tile.h decides when).
+// Kernels without reductions whose stores run along the last dim give each
+// thread `lanes` neighbouring outputs: operands that run along with them are
+// loaded, and the outputs stored, as one aligned vector (128 bits for 32-bit
+// types) where the buffers' addresses allow, element by element elsewhere.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -33,6 +37,7 @@ struct CudaRenderOptions {
   // but cuda_programs fills in the device's count; < 0: never split anywhere.
   int multiprocessors = 0;
   bool register_tile = true;  // per-thread reductions may own a tile of outputs
+  bool vector_lanes = true;   // elementwise kernels may give each thread vector lanes
 };
 
 struct CudaKernelSource {
@@ -41,8 +46,10 @@ struct CudaKernelSource {
   std::string kernel;   // the __global__ function alone
   int block_size = 256;
   bool block_reduce = false;
-  int64_t outputs = 0;  // the launch range [0, outputs): output elements, or tiles of them
+  int64_t outputs = 0;  // the launch range [0, outputs): output elements, or tiles or lane groups of them
   int64_t tile_rows = 1, tile_cols = 1;  // outputs per tile (1 x 1: not tiled)
+  int64_t lanes = 1;    // neighbouring outputs per thread of an elementwise kernel
+  bool vectors = false;  // some loads or stores move vectors (when the buffers are aligned)
   bool serial = false;  // one thread runs everything in order (launch one block of one thread)
   // Parameters: one pointer per Kernel::buffers entry, `num_params` u64 launch
   // words (Kernel::launch_params, two per Rand or Param node), then begin, end.

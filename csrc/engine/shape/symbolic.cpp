@@ -239,6 +239,19 @@ bool uses_vars(const Expr& e, int lo, int hi) {
   return false;
 }
 
+bool multiple_of(const Expr& e, int64_t m) {
+  switch (e->op) {
+    case EOp::Const: return e->value % m == 0;
+    case EOp::Mul: return e->value % m == 0 || multiple_of(e->src[0], m / std::gcd(m, e->value < 0 ? -e->value : e->value));
+    case EOp::Add:
+      for (auto& s : e->src)
+        if (!multiple_of(s, m)) return false;
+      return true;
+    case EOp::Bounded: return multiple_of(e->src[0], m);
+    default: return m == 1;
+  }
+}
+
 std::optional<int64_t> linear_coefficient(const Expr& e, int id) {
   switch (e->op) {
     case EOp::Const: return 0;

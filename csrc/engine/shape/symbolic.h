@@ -50,6 +50,9 @@ bool uses_vars(const Expr& e, int lo, int hi);
 // The coefficient of variable `id` when `e` is linear in it (0 if absent);
 // nullopt when the variable appears inside a division, modulo or comparison.
 std::optional<int64_t> linear_coefficient(const Expr& e, int id);
+// Whether `e` is provably a multiple of `m` > 0 wherever it is used (constants,
+// products by a multiple, sums of multiples).
+bool multiple_of(const Expr& e, int64_t m);
 // Ids of the variables in `e` (appended, possibly repeated).
 void collect_vars(const Expr& e, std::vector<int>& ids);
 std::string to_string(const Expr& e);

@@ -288,6 +288,11 @@ class CudaCheck {
       block_vectors |= render_cuda(k, per_block).vectors;
     }
     if (any_tile || any_lanes) results.emplace_back("emulated, one output per thread", run_on(*emu, sched, before, untiled));
+    CudaRenderOptions registers_only = per_thread;
+    registers_only.shared_tiles = false;
+    bool any_shared = false;
+    for (auto& k : sched.kernels) any_shared |= render_cuda(k, per_thread).shared_tile;
+    if (any_shared) results.emplace_back("emulated, tiles without shared memory", run_on(*emu, sched, before, registers_only));
     if (thread_vectors) results.emplace_back("emulated, buffers 8 bytes off", run_on(*emu, sched, before, per_thread, 8));
     if (block_vectors)
       results.emplace_back("emulated, reduce per block, buffers 8 bytes off", run_on(*emu, sched, before, per_block, 8));
@@ -436,6 +441,24 @@ TEST(CudaEnv, NvrtcFoundOrExplained) {
       EXPECT_EQ(c[0], e);
     }
   }
+}
+
+TEST(CudaEnv, OptimizationsSwitchedOffByName) {
+  setenv("TINY_CUDA_OFF", "lanes,shared", 1);
+  CudaRenderOptions o = cuda_options_from_env();
+  EXPECT_FALSE(o.vector_lanes);
+  EXPECT_FALSE(o.shared_tiles);
+  EXPECT_TRUE(o.register_tile);
+  setenv("TINY_CUDA_OFF", "tiles", 1);
+  o = cuda_options_from_env();
+  EXPECT_TRUE(o.vector_lanes);
+  EXPECT_FALSE(o.register_tile);
+  EXPECT_FALSE(o.shared_tiles);
+  setenv("TINY_CUDA_OFF", "lanes,bogus", 1);
+  EXPECT_THROW(cuda_options_from_env(), std::invalid_argument);
+  unsetenv("TINY_CUDA_OFF");
+  o = cuda_options_from_env();
+  EXPECT_TRUE(o.vector_lanes && o.shared_tiles && o.register_tile);
 }
 
 TEST(CudaEnv, NvrtcReportsCompileErrors) {
@@ -881,6 +904,70 @@ TEST_F(Cuda, RegisterTilesOfMatmulOutputs) {
       .add(h.permute({1, 0}).matmul(hb.permute({1, 0})), false, "float16")
       .add(i.matmul(ib), true, "int32")
       .add(ex, false, "expanded")
+      .run();
+}
+
+TEST_F(Cuda, SharedMemoryTilesOfProducts) {
+  // a block of 16 x 16 threads owns 64 x 64 outputs; per chunk of 16 reduce steps its
+  // threads stage 64 rows of a and 64 columns of b in shared memory
+  Tensor a = input(DType::Float32, {68, 40}, 401, false), b = input(DType::Float32, {40, 72}, 402, false);
+  Schedule mm = create_schedule({a.matmul(b).node()});
+  ASSERT_EQ(mm.kernels.size(), 1u);
+  CudaKernelSource src = render_cuda(mm.kernels[0]);
+  EXPECT_TRUE(src.shared_tile);
+  EXPECT_TRUE(src.cooperative());
+  EXPECT_EQ(src.block_size, 256);
+  EXPECT_EQ(src.outputs, 2 * 2);  // 68 rows and 72 columns: two blocks each way, the second partial
+  EXPECT_EQ(src.elements_per_block(), 1);
+  EXPECT_NE(src.kernel.find("one block per 64 x 64 outputs"), std::string::npos) << src.kernel;
+  EXPECT_NE(src.kernel.find("__shared__ float tiny_as[16][65]"), std::string::npos) << src.kernel;
+  EXPECT_NE(src.kernel.find("__syncthreads"), std::string::npos);
+  CudaRenderOptions registers_only;
+  registers_only.shared_tiles = false;
+  EXPECT_FALSE(render_cuda(mm.kernels[0], registers_only).shared_tile);
+  // 8 x 8 tiles per thread where the blocks of 128 x 128 still fill the GPU twice over
+  CudaRenderOptions h100;
+  h100.multiprocessors = 132;
+  Tensor big = Tensor::rand({4096, 1024}, 415, 0), big_b = Tensor::rand({1024, 4096}, 416, 0);
+  CudaKernelSource big_src = render_cuda(create_schedule({big.matmul(big_b).node()}).kernels.back(), h100);
+  EXPECT_TRUE(big_src.shared_tile);
+  EXPECT_EQ(big_src.tile_rows * big_src.tile_cols, 64);
+  EXPECT_EQ(big_src.outputs, 32 * 32);
+  EXPECT_EQ(render_cuda(mm.kernels[0], h100).tile_rows, 4);  // 68 x 72 outputs: 4 x 4 tiles
+  // too few tiles for 64 threads: registers only
+  Tensor sa = input(DType::Float32, {8, 32}, 403, false), sb = input(DType::Float32, {32, 8}, 404, false);
+  EXPECT_FALSE(render_cuda(create_schedule({sa.matmul(sb).node()}).kernels[0]).shared_tile);
+  // a max over products is not a sum of products: registers only
+  Tensor mx = a.reshape({68, 40, 1}).expand({68, 40, 72}).binary(Op::Mul, b.reshape({1, 40, 72}).expand({68, 40, 72}))
+                  .reduce(ReduceOp::Max, {1}, false);
+  EXPECT_FALSE(render_cuda(create_schedule({mx.node()}).kernels[0]).shared_tile);
+
+  // results: partial blocks and a reduce that is not a multiple of the chunk, a linear
+  // layer's w.T (staged along k), transposed a, batches, a fused bias + ReLU, a padded
+  // 3x3 convolution (64 channels x 16 positions), 16-bit and integer products
+  Tensor w = input(DType::Float32, {72, 40}, 405, false), bias = input(DType::Float32, {72}, 406, false);
+  Tensor ba = input(DType::Float32, {3, 32, 24}, 407, false), bb = input(DType::Float32, {3, 24, 64}, 408, false);
+  Tensor x = positive(DType::Float32, {2, 8, 6, 16}, 409), cw = positive(DType::Float32, {64, 8, 3, 3}, 410);
+  Tensor h = input(DType::Float16, {64, 24}, 411, false), hb = input(DType::Float16, {24, 64}, 412, false);
+  Tensor i = input(DType::Int32, {64, 20}, 413), ib = input(DType::Int32, {20, 64}, 414);
+  // convolution as the torch layer writes it: windows of the padded input times the weight
+  Tensor windows = x.pad({{0, 0}, {0, 0}, {1, 1}, {1, 1}})
+                       .as_strided({2, 8, 6, 16, 3, 3}, {8 * 8 * 18, 8 * 18, 18, 1, 18, 1}, 0)
+                       .permute({0, 2, 3, 1, 4, 5}).reshape({2, 1, 6, 16, 8, 3, 3}).expand({2, 64, 6, 16, 8, 3, 3});
+  Tensor conv = windows.binary(Op::Mul, cw.reshape({1, 64, 1, 1, 8, 3, 3}).expand({2, 64, 6, 16, 8, 3, 3}))
+                    .reduce(ReduceOp::Sum, {4, 5, 6}, false);
+  CudaKernelSource conv_src = render_cuda(create_schedule({conv.node()}).kernels.back());
+  EXPECT_TRUE(conv_src.shared_tile) << conv_src.kernel.substr(0, 300);
+  CudaCheck c;
+  c.add(a.matmul(b), false, "matmul")
+      .add(a.matmul(w.permute({1, 0})).binary(Op::Add, bias.reshape({1, 72}).expand({68, 72})).binary(Op::Max, Tensor::full({68, 72}, Scalar::from_double(0.0), DType::Float32)), false, "linear bias relu")
+      .add(b.permute({1, 0}).matmul(a.permute({1, 0})), false, "transposed")
+      .add(ba.matmul(bb), false, "batched")
+      .add(conv, false, "convolution")
+      .add(input(DType::Float32, {256, 24}, 417, false).matmul(input(DType::Float32, {24, 256}, 418, false)), false,
+           "8 x 8 tiles")  // 4 blocks: twice the emulated device's 2 multiprocessors
+      .add(h.matmul(hb), false, "float16")
+      .add(i.matmul(ib), true, "int32")
       .run();
 }
 

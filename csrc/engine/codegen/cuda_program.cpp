@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -82,6 +83,21 @@ void check_with_nvrtc(const CudaKernelSource& src) {
 
 }  // namespace
 
+CudaRenderOptions cuda_options_from_env() {
+  CudaRenderOptions o;
+  const char* e = std::getenv("TINY_CUDA_OFF");
+  if (!e || !*e) return o;
+  std::stringstream list(e);
+  for (std::string name; std::getline(list, name, ',');) {
+    if (name == "lanes") o.vector_lanes = false;
+    else if (name == "shared") o.shared_tiles = false;
+    else if (name == "tiles") o.register_tile = o.shared_tiles = false;
+    else if (!name.empty())
+      throw std::invalid_argument("TINY_CUDA_OFF: unknown optimization '" + name + "' (lanes, shared, tiles)");
+  }
+  return o;
+}
+
 int cuda_default_arch() {
   const CudaInfo& i = cuda_info();
   return i.available ? i.cc_major * 10 + i.cc_minor : 80;
@@ -105,7 +121,8 @@ std::vector<std::shared_ptr<Program>> cuda_programs(Device& device, const std::v
   CudaRenderOptions o = opt;
   if (o.multiprocessors == 0) o.multiprocessors = device.properties().multiprocessors;
   std::string tag = device.name() + "|" + std::to_string(o.block_reduce) + "," + std::to_string(o.block_size) + "," +
-                    std::to_string(o.multiprocessors) + "," + std::to_string(o.register_tile) + "|";
+                    std::to_string(o.multiprocessors) + "," + std::to_string(o.register_tile) + "," +
+                    std::to_string(o.vector_lanes) + "," + std::to_string(o.shared_tiles) + "|";
   std::vector<std::string> keys;
   std::vector<CudaKernelSource> fresh;  // distinct kernels not compiled before
   std::unordered_map<std::string, size_t> fresh_index;
@@ -126,7 +143,7 @@ std::vector<std::shared_ptr<Program>> cuda_programs(Device& device, const std::v
     for (auto& s : fresh) {
       check_with_nvrtc(s);
       source += "\n" + s.kernel;
-      names.push_back({s.name, s.block_reduce});
+      names.push_back({s.name, s.cooperative()});
       fns.push_back(s.name);
       shapes.push_back(launch_shape(s));
       sizes.push_back(s.outputs);

@@ -34,4 +34,9 @@ CudaBuild build_cuda(const Kernel& k, int arch = 0, bool cubin = false, const Cu
 std::vector<std::shared_ptr<Program>> cuda_programs(Device& device, const std::vector<const Kernel*>& kernels,
                                                     const CudaRenderOptions& opt = {});
 
+// The renderer's options with the optimizations named in TINY_CUDA_OFF (a comma
+// list of `lanes`, `shared`, `tiles`) switched off: A/B measurements
+// on a GPU, and a way around a suspect optimization. Read at every call.
+CudaRenderOptions cuda_options_from_env();
+
 }  // namespace tiny

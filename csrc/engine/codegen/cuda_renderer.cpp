@@ -302,11 +302,13 @@ class Renderer {
       block_ = max_r >= 128 && (out.outputs <= 4096 || max_r >= 4 * out.outputs ||
                                 (inner && max_r >= 512 && out.outputs <= 32768));
     if (!k_.serial && !block_ && opt_.register_tile) plan_register_tile();
+    if (tiled() && tile_d2_ >= 0 && opt_.shared_tiles) plan_shared_tile();
     if (!k_.serial && !block_ && !tiled() && max_r == 0 && opt_.vector_lanes) plan_lanes();
     out.tile_rows = tile_rows_;
     out.tile_cols = tile_cols_;
     out.lanes = lanes_;
-    if (tiled()) out.outputs /= tile_rows_ * tile_cols_;  // the launch range counts tiles
+    if (shared_) out.outputs = shared_blocks();  // the launch range counts blocks of tiles
+    else if (tiled()) out.outputs /= tile_rows_ * tile_cols_;  // or tiles
     out.outputs /= lanes_;  // or groups of lanes
     int bs = std::max(32, opt_.block_size);
     int p2 = 32;
@@ -314,6 +316,8 @@ class Renderer {
     bs = p2;
     if (k_.serial) {
       bs = 1;
+    } else if (shared_) {
+      bs = int(shared_ty_ * shared_tx_);
     } else if (block_) {
       while (bs > 32 && bs / 2 >= max_r) bs /= 2;  // no idle halves for short reductions
     } else {
@@ -330,6 +334,7 @@ class Renderer {
     }
     out.block_size = bs;
     out.block_reduce = block_;
+    out.shared_tile = shared_;
     out.split = split_;
     out.serial = k_.serial;
 
@@ -342,6 +347,10 @@ class Renderer {
         << (k_.serial  ? "one thread, in order"
             : split_ > 1 ? std::to_string(split_) + " blocks per output, shared-memory reduce, partials combined in order"
             : block_     ? "one block per output, shared-memory reduce"
+            : shared_    ? "one block per " + std::to_string(shared_ty_ * tile_rows_) + " x " +
+                               std::to_string(shared_tx_ * tile_cols_) + " outputs (dims " + std::to_string(tile_d2_) + ", " +
+                               std::to_string(tile_d_) + "), a thread per " + std::to_string(tile_rows_) + " x " +
+                               std::to_string(tile_cols_) + ", factors staged in shared memory"
             : tiled()    ? "one thread per " + std::to_string(tile_rows_) + " x " + std::to_string(tile_cols_) +
                             " tile of outputs (dims " + std::to_string(tile_d2_) + ", " + std::to_string(tile_d_) +
                             "), an accumulator each"
@@ -542,6 +551,259 @@ class Renderer {
     for (auto& o : outs) emit_stores(o);
   }
 
+  // ---- shared-memory tiles
+  // A register-tiled product sum(f(row, k) * g(col, k)) where one factor does
+  // not move along the tile's columns and the other not along its rows (a
+  // matmul's a and b, a convolution's weight and input): a block of
+  // shared_ty_ x shared_tx_ threads owns that many tiles, and per chunk of
+  // kSharedK reduce steps its threads stage both factors for the whole block
+  // in shared memory (each value computed and loaded once per block instead of
+  // once per thread), meet at a barrier, and run the chunk from there. Each
+  // output still adds its products in reduce order, so the results equal the
+  // untiled kernel's; steps past the reduce's end stage zeros (adding +0
+  // changes no sum).
+  static constexpr int64_t kSharedK = 16;
+  struct Factor {
+    const Node* node = nullptr;
+    bool along_k = false;  // staged with consecutive threads along k (the factor's unit stride)
+  };
+
+  void plan_shared_tile() {
+    const Shape& shape = k_.shape;
+    std::vector<Expr> idx;
+    for (int64_t e : shape) idx.push_back(new_var("", e));
+    auto fresh = [&](int64_t size) { return new_var("", size); };
+    auto ctx = find_tiled_reduce(k_, idx, -1, fresh);
+    if (!ctx || ctx->reduce->args.rop != ReduceOp::Sum || !is_true(ctx->valid)) return;
+    const Node* r = ctx->reduce;
+    const Node* prod = r->src[0].get();
+    while (prod->op == Op::Cast) prod = prod->src[0].get();
+    if (prod->op != Op::Mul) return;
+    int64_t K = 1;
+    std::vector<Expr> sub = ctx->idx;
+    for (int a : r->args.axes) {
+      K *= r->src[0]->shape[size_t(a)];
+      sub[size_t(a)] = fresh(r->src[0]->shape[size_t(a)]);
+    }
+    if (K < kSharedK) return;  // too short to pay for the staging and barriers
+    int rid = int(idx[size_t(tile_d2_)]->value), cid = int(idx[size_t(tile_d_)]->value);
+    Factor found[2];
+    bool moves_row[2], moves_col[2];
+    for (int f = 0; f < 2; f++) {
+      bool plain = true, unit_row = false, unit_col = false;
+      moves_row[f] = moves_col[f] = false;
+      IndexWalker w;
+      w.is_leaf = [&](const Node* n) { return k_.loads.count(n) > 0; };
+      w.fresh_var = fresh;
+      auto note = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
+        for (auto& e : ix) {
+          moves_row[f] |= uses_vars(e, rid, rid + 1);
+          moves_col[f] |= uses_vars(e, cid, cid + 1);
+        }
+        moves_row[f] |= uses_vars(v, rid, rid + 1);
+        moves_col[f] |= uses_vars(v, cid, cid + 1);
+        if (!k_.loads.count(n)) return;
+        Expr flat = row_major(ix, n->shape);
+        auto sr = linear_coefficient(flat, rid), sc = linear_coefficient(flat, cid);
+        unit_row |= sr && *sr == 1;
+        unit_col |= sc && *sc == 1;
+      };
+      // where the factor reads (views between only transform the index)
+      w.visit = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
+        if (n->op == Op::Gather || n->op == Op::Rand || n->op == Op::Reduce) plain = false;
+        if (n->op == Op::Arange) note(n, ix, v);
+        return plain;
+      };
+      w.on_leaf = note;
+      w.walk(prod->src[size_t(f)].get(), sub, ctx->valid);
+      if (!plain) return;
+      found[f].node = prod->src[size_t(f)].get();
+      // staged with the factor's own output dim fastest where it is unit-stride there, else along k
+      found[f].along_k = !(moves_row[f] ? unit_row : unit_col);
+    }
+    int row_f = !moves_col[0] ? 0 : !moves_col[1] ? 1 : -1;
+    if (row_f < 0 || moves_row[1 - row_f]) return;  // no split into a row factor and a column factor
+    // Threads: as many as tiles up to 16 x 16, at least 64. Tiles of 8 x 8
+    // (64 products per 16 reads of shared memory, against 16 per 8) where both
+    // dims divide by 8 and the blocks still fill the GPU's multiprocessors
+    // twice over; else the register tile's 4 x 4.
+    const int64_t M = shape[size_t(tile_d2_)], N = shape[size_t(tile_d_)];
+    auto threads_for = [&](int64_t rows, int64_t cols, int64_t* tx, int64_t* ty) {
+      auto pow2_up_to = [](int64_t n, int64_t cap) {
+        int64_t p = 1;
+        while (p < n && p < cap) p *= 2;
+        return p;
+      };
+      *tx = pow2_up_to(N / cols, 16);
+      *ty = pow2_up_to(M / rows, 256 / *tx);
+      return *tx * *ty >= 64;
+    };
+    int64_t tx, ty, tx8, ty8;
+    if (!threads_for(tile_rows_, tile_cols_, &tx, &ty)) return;
+    if (M % 8 == 0 && N % 8 == 0 && opt_.multiprocessors > 0 && threads_for(8, 8, &tx8, &ty8)) {
+      int64_t blocks = numel(shape) / (M * N) * ((M + ty8 * 8 - 1) / (ty8 * 8)) * ((N + tx8 * 8 - 1) / (tx8 * 8));
+      if (blocks >= 2 * int64_t(opt_.multiprocessors)) {
+        tile_rows_ = tile_cols_ = 8;
+        tx = tx8;
+        ty = ty8;
+      }
+    }
+    shared_ = true;
+    shared_tx_ = tx;
+    shared_ty_ = ty;
+    shared_k_ = K;
+    row_factor_ = found[row_f];
+    col_factor_ = found[1 - row_f];
+  }
+  int64_t shared_blocks() const {
+    int64_t n = 1;
+    for (size_t d = 0; d < k_.shape.size(); d++) n *= shared_grid()[d];
+    return n;
+  }
+  // Blocks along each output dim (tiles of tiles along the tile's two).
+  Shape shared_grid() const {
+    Shape g = k_.shape;
+    int64_t bm = shared_ty_ * tile_rows_, bn = shared_tx_ * tile_cols_;
+    g[size_t(tile_d2_)] = (g[size_t(tile_d2_)] + bm - 1) / bm;
+    g[size_t(tile_d_)] = (g[size_t(tile_d_)] + bn - 1) / bn;
+    return g;
+  }
+  // The reduce's source context at output index `o`, its reduce axes at flat step `k`.
+  std::pair<std::vector<Expr>, Expr> shared_context(const std::vector<Expr>& o, const Expr& k) {
+    auto ctx = find_tiled_reduce(k_, o, -1, [&](int64_t size) { return new_var("", size); });
+    if (!ctx) throw std::logic_error("tiny cuda: a shared tile's output lost its reduce");
+    const Node* src = ctx->reduce->src[0].get();
+    std::vector<Expr> sub = ctx->idx;
+    int64_t stride = shared_k_;
+    for (int a : ctx->reduce->args.axes) {
+      int64_t size = src->shape[size_t(a)];
+      stride /= size;
+      sub[size_t(a)] = mod(floordiv(k, stride), size);
+    }
+    return {sub, ctx->valid};
+  }
+
+  void emit_shared_tiles() {
+    const Shape& shape = k_.shape;
+    const int64_t R = tile_rows_, C = tile_cols_, TY = shared_ty_, TX = shared_tx_, T = TY * TX;
+    const int64_t BM = TY * R, BN = TX * C, M = shape[size_t(tile_d2_)], N = shape[size_t(tile_d_)];
+    const std::string rt = reg_type(row_factor_.node->dtype), ct = reg_type(col_factor_.node->dtype);
+    const std::string BK = std::to_string(kSharedK);
+    // the row factor's columns padded by one: threads staging along k write a column each
+    line("__shared__ " + rt + " tiny_as[" + BK + "][" + std::to_string(BM + 1) + "];");
+    line("__shared__ " + ct + " tiny_bs[" + BK + "][" + std::to_string(BN + 1) + "];");
+    line("for (i64 gid = tiny_begin + (i64)blockIdx.x; gid < tiny_end; gid += (i64)gridDim.x) {");
+    indent_++;
+    memo_.emplace_back();
+    Shape grid = shared_grid();
+    int64_t stride = numel(grid);
+    std::vector<Expr> base(shape.size(), cnst(0));  // the block's other coordinates
+    std::string bm = "0", bn = "0";
+    for (size_t d = 0; d < grid.size(); d++) {
+      stride /= grid[d];
+      if (grid[d] == 1) continue;
+      std::string e = "(int)((gid / " + std::to_string(stride) + "ll) % " + std::to_string(grid[d]) + "ll)";
+      std::string name = int(d) == tile_d2_ ? "tiny_bm" : int(d) == tile_d_ ? "tiny_bn" : "i" + std::to_string(d);
+      line("const int " + name + " = " + e + ";");
+      if (int(d) == tile_d2_) bm = name;
+      else if (int(d) == tile_d_) bn = name;
+      else base[d] = new_var(name, shape[d]);
+    }
+    line("const int tiny_ty = (int)threadIdx.x / " + std::to_string(TX) + ", tiny_tx = (int)threadIdx.x % " +
+         std::to_string(TX) + ";");
+    line("const int r0 = (" + bm + " * " + std::to_string(TY) + " + tiny_ty) * " + std::to_string(R) + ";");
+    line("const int c0 = (" + bn + " * " + std::to_string(TX) + " + tiny_tx) * " + std::to_string(C) + ";");
+    // the thread's outputs and their contexts (rows and columns past the end are never stored)
+    Expr r0 = new_var("r0", M - R + 1), c0 = new_var("c0", N - C + 1);
+    const Node* r = nullptr;
+    std::vector<std::vector<Expr>> outs;
+    for (int64_t i = 0; i < R; i++)
+      for (int64_t j = 0; j < C; j++) {
+        std::vector<Expr> o = base;
+        o[size_t(tile_d2_)] = add(r0, cnst(i));
+        o[size_t(tile_d_)] = add(c0, cnst(j));
+        outs.push_back(o);
+      }
+    r = find_tiled_reduce(k_, outs[0], -1, [&](int64_t size) { return new_var("", size); })->reduce;
+    DType dt = r->dtype, sdt = r->src[0]->dtype;
+    std::vector<std::string> acc;
+    for (size_t t = 0; t < outs.size(); t++) {
+      acc.push_back(tmp("acc"));
+      line(std::string(reg_type(dt)) + " " + acc.back() + " = " + identity(ReduceOp::Sum, dt) + ";");
+    }
+    const std::string K = std::to_string(shared_k_);
+    line("for (int k0 = 0; k0 < " + K + "; k0 += " + BK + ") {");
+    indent_++;
+    stage(row_factor_, "tiny_as", rt, true, base, bm, BM, M, T);
+    stage(col_factor_, "tiny_bs", ct, false, base, bn, BN, N, T);
+    line("__syncthreads();");
+    line("#pragma unroll");
+    line("for (int kk = 0; kk < " + BK + "; kk++) {");
+    indent_++;
+    memo_.emplace_back();
+    Expr kx = new_var("k0 + kk", shared_k_);  // names contexts only: the factors come from shared memory
+    for (size_t t = 0; t < outs.size(); t++) {
+      auto [sub, valid] = shared_context(outs[t], kx);
+      int64_t i = int64_t(t) / C, j = int64_t(t) % C;
+      remember(context_key(row_factor_.node, sub, valid), "tiny_as[kk][tiny_ty * " + std::to_string(R) + " + " + std::to_string(i) + "]");
+      remember(context_key(col_factor_.node, sub, valid), "tiny_bs[kk][tiny_tx * " + std::to_string(C) + " + " + std::to_string(j) + "]");
+      std::string v = eval(r->src[0].get(), sub, valid);
+      if (sdt != dt) v = cast(v, sdt, dt);
+      line(acc[t] + " = " + combine(ReduceOp::Sum, acc[t], v, dt) + ";");
+    }
+    memo_.pop_back();
+    indent_--;
+    line("}");
+    line("__syncthreads();");
+    indent_--;
+    line("}");
+    line("if (r0 < " + std::to_string(M) + " && c0 < " + std::to_string(N) + ") {");
+    indent_++;
+    memo_.emplace_back();
+    for (size_t t = 0; t < outs.size(); t++) {
+      auto ctx = find_tiled_reduce(k_, outs[t], -1, [&](int64_t size) { return new_var("", size); });
+      remember(context_key(r, ctx->idx, ctx->valid), value(dt, round_to(acc[t], dt)));
+    }
+    for (auto& o : outs) emit_stores(o);
+    memo_.pop_back();
+    indent_--;
+    line("}");
+    memo_.pop_back();
+    indent_--;
+    line("}");
+  }
+
+  // One chunk of a factor for the whole block: `extent` rows (or columns) from
+  // the block's first, kSharedK steps from k0, spread over the block's threads.
+  void stage(const Factor& f, const std::string& array, const std::string& type, bool rows, const std::vector<Expr>& base,
+             const std::string& block, int64_t extent, int64_t size, int64_t threads) {
+    std::string per = std::to_string(extent * kSharedK / threads), e = tmp("e"), lin = tmp("lin");
+    line("for (int " + e + " = 0; " + e + " < " + per + "; " + e + "++) {");
+    indent_++;
+    memo_.emplace_back();
+    std::string m = tmp("m"), kk = tmp("kk"), at = tmp("at"), k = tmp("k"), ok = tmp("ok");
+    line("const int " + lin + " = (int)threadIdx.x + " + e + " * " + std::to_string(threads) + ";");
+    if (f.along_k)
+      line("const int " + m + " = " + lin + " / " + std::to_string(kSharedK) + ", " + kk + " = " + lin + " % " +
+           std::to_string(kSharedK) + ";");
+    else
+      line("const int " + kk + " = " + lin + " / " + std::to_string(extent) + ", " + m + " = " + lin + " % " +
+           std::to_string(extent) + ";");
+    line("const bool " + ok + " = " + block + " * " + std::to_string(extent) + " + " + m + " < " + std::to_string(size) +
+         " && k0 + " + kk + " < " + std::to_string(shared_k_) + ";");
+    // clamped into range where the step or the row is past the end (the value is not used)
+    line("const int " + at + " = " + ok + " ? " + block + " * " + std::to_string(extent) + " + " + m + " : 0, " + k + " = " +
+         ok + " ? k0 + " + kk + " : 0;");
+    std::vector<Expr> o = base;
+    o[size_t(rows ? tile_d2_ : tile_d_)] = new_var(at, size);
+    auto [sub, valid] = shared_context(o, new_var(k, shared_k_));
+    std::string v = eval(f.node, sub, valid);
+    line(array + "[" + kk + "][" + m + "] = " + ok + " ? " + v + " : (" + type + ")0;");
+    memo_.pop_back();
+    indent_--;
+    line("}");
+  }
+
   // ---- vector lanes (see the header)
   static constexpr int64_t kLanes = 4;
 
@@ -701,6 +963,10 @@ class Renderer {
     const Shape& shape = k_.shape;
     indent_ = 1;
     memo_.emplace_back();
+    if (shared_) {
+      emit_shared_tiles();
+      return;
+    }
     if (split_ > 1) {
       // blocks [gid * split, (gid + 1) * split) share output gid, one slice each
       std::string s = std::to_string(split_) + "u";
@@ -1456,6 +1722,9 @@ class Renderer {
   int split_ = 1;  // blocks per output
   int tile_d_ = -1, tile_d2_ = -1;  // register tile dims (-1: none)
   int64_t tile_rows_ = 1, tile_cols_ = 1;
+  bool shared_ = false;  // shared-memory tiles: a block of shared_ty_ x shared_tx_ threads, one tile each
+  int64_t shared_tx_ = 1, shared_ty_ = 1, shared_k_ = 0;  // shared_k_: the reduce's flat extent
+  Factor row_factor_, col_factor_;
   int64_t lanes_ = 1;  // outputs per thread along dim lanes_d_ (vector lanes)
   int lanes_d_ = -1;
   int lane_var_ = -1;          // the lane's variable id (the newest when the lanes are emitted)

@@ -16,7 +16,11 @@
 //               too few to fill the GPU (see CudaKernelSource::split);
 //   tiled:      per thread, each thread owning a tile of neighbouring outputs
 //               with an accumulator each (a matmul's or convolution's loads
-//               shared across the tile; register_tile.h decides when).
+//               shared across the tile; register_tile.h decides when);
+//   shared:     tiled, a block's threads owning a block of tiles and staging
+//               the two factors of the reduced product through shared memory
+//               (a matmul's rows of `a` and columns of `b`, a convolution's
+//               weights and input) in chunks of the reduce axes.
 // Kernels without reductions whose stores run along the last dim give each
 // thread `lanes` neighbouring outputs: operands that run along with them are
 // loaded, and the outputs stored, as one aligned vector (128 bits for 32-bit
@@ -38,6 +42,7 @@ struct CudaRenderOptions {
   int multiprocessors = 0;
   bool register_tile = true;  // per-thread reductions may own a tile of outputs
   bool vector_lanes = true;   // elementwise kernels may give each thread vector lanes
+  bool shared_tiles = true;   // tiled products may stage their factors in shared memory
 };
 
 struct CudaKernelSource {
@@ -50,6 +55,7 @@ struct CudaKernelSource {
   int64_t tile_rows = 1, tile_cols = 1;  // outputs per tile (1 x 1: not tiled)
   int64_t lanes = 1;    // neighbouring outputs per thread of an elementwise kernel
   bool vectors = false;  // some loads or stores move vectors (when the buffers are aligned)
+  bool shared_tile = false;  // a block per block of tiles; the launch range counts those blocks
   bool serial = false;  // one thread runs everything in order (launch one block of one thread)
   // Parameters: one pointer per Kernel::buffers entry, `num_params` u64 launch
   // words (Kernel::launch_params, two per Rand or Param node), then begin, end.
@@ -63,7 +69,9 @@ struct CudaKernelSource {
   // and `outputs` u32 tickets, zero before a launch and left zero after it.
   int split = 1;
   // Output elements one block covers per pass of the grid-stride loop.
-  int64_t elements_per_block() const { return block_reduce ? 1 : block_size; }
+  int64_t elements_per_block() const { return cooperative() ? 1 : block_size; }
+  // Whether the block's threads work together (they meet at barriers).
+  bool cooperative() const { return block_reduce || shared_tile; }
 };
 
 CudaKernelSource render_cuda(const Kernel& k, const CudaRenderOptions& opt = {});

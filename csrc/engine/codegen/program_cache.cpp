@@ -81,7 +81,7 @@ std::vector<std::shared_ptr<Program>> device_programs(Device& device, const std:
   }
   std::vector<const Kernel*> ks;
   for (auto& k : kernels) ks.push_back(&k);
-  return cuda_programs(device, ks);
+  return cuda_programs(device, ks, cuda_options_from_env());
 }
 
 }  // namespace tiny

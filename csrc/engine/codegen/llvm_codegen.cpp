@@ -1055,10 +1055,12 @@ class Builder {
       auto ct = check_channel_tile(idx, nu[q], nu.back());
       if (!ct || (!ct->unit && !ct->packable)) continue;
       ct->mid.assign(nu.begin() + long(q) + 1, nu.end() - 1);
-      // Rows shorter than a tile (a 2x2 convolution output) continue into the mid dim
-      // before: the weight stream bounds the kernel (resnet18's layer4 at 64x64 input ran
-      // at a third of layer3's speed).
-      if (!ct->mid.empty() && shape[size_t(nu.back())] < kChanMaxRows && nu.back() != par && ct->mid.back() != par) {
+      // Rows shorter than a tile (a 2x2 convolution output) or not dividing into whole
+      // tiles continue into the mid dim before: the weight stream bounds the kernel
+      // (resnet18's layer4 at 64x64 input ran at a third of layer3's speed; 14-wide rows
+      // took tiles of 2 rows, 4 accumulators, at half the speed of 28-wide ones).
+      if (!ct->mid.empty() && shape[size_t(nu.back())] % kChanMaxRows != 0 && nu.back() != par &&
+          ct->mid.back() != par) {
         ct->row2 = ct->mid.back();
         ct->rows = tile_rows(shape[size_t(nu.back())] * shape[size_t(ct->row2)]);
       }

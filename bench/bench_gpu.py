@@ -13,7 +13,10 @@ trace) beside its time per call. Every result is checked against the eager CUDA 
 The references run in a child process without tiny (see `Bench`), on the same seeded inputs.
 Printed figures only; nothing here is pass/fail.
 
-    python bench/bench_gpu.py [--rows chain,sum,...] [--reps 7] [--no-compile]
+    python bench/bench_gpu.py [--rows chain,sum,...] [--reps 7] [--no-compile] [--ablate]
+
+--ablate then runs tiny again, in a fresh process each, with each of its CUDA optimizations
+switched off (TINY_CUDA_OFF=lanes, shared, tiles), against the same reference results.
 """
 import argparse
 import copy
@@ -273,7 +276,10 @@ def main():
     ap.add_argument("--rows", default=",".join(ROWS), help="comma-separated: " + ",".join(ROWS))
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
+    ap.add_argument("--ablate", action="store_true",
+                    help="also run tiny with each CUDA optimization off (vector lanes, shared-memory and register tiles)")
     ap.add_argument("--reference-out", help=argparse.SUPPRESS)  # internal: the reference process
+    ap.add_argument("--reference-in", help=argparse.SUPPRESS)  # internal: an ablation run's reference
     args = ap.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("bench_gpu needs a CUDA GPU")
@@ -292,19 +298,26 @@ def main():
         return
     if torch.tiny.get_backend() != "cuda":
         raise SystemExit(f"bench_gpu needs tiny on a GPU (tiny computes on {torch.tiny.get_backend()})")
-    print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}; tiny on {torch.tiny.get_device_name()}")
+    print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}; tiny on {torch.tiny.get_device_name()}"
+          + (f", TINY_CUDA_OFF={os.environ['TINY_CUDA_OFF']}" if os.environ.get("TINY_CUDA_OFF") else ""))
     with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "reference.pt")
-        env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
-        subprocess.run([sys.executable, __file__, *sys.argv[1:], "--reference-out", out], env=env, check=True)
-        reference = torch.load(out)
-    b = Bench(args, reference)
-    b.copy_bandwidth()
-    for r in rows:
-        try:
-            ROWS[r](b)
-        except Exception as e:  # one failing row should not hide the others
-            print(f"{r}: failed: {type(e).__name__}: {str(e)[:300]}", flush=True)
+        out = args.reference_in or os.path.join(tmp, "reference.pt")
+        if not args.reference_in:
+            env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+            subprocess.run([sys.executable, __file__, *sys.argv[1:], "--reference-out", out], env=env, check=True)
+        b = Bench(args, torch.load(out))
+        b.copy_bandwidth()
+        for r in rows:
+            try:
+                ROWS[r](b)
+            except Exception as e:  # one failing row should not hide the others
+                print(f"{r}: failed: {type(e).__name__}: {str(e)[:300]}", flush=True)
+        if args.ablate:
+            argv = [a for a in sys.argv[1:] if a != "--ablate"]
+            for off in ("lanes", "shared", "tiles"):
+                print(f"\n== tiny with TINY_CUDA_OFF={off} ==", flush=True)
+                subprocess.run([sys.executable, __file__, *argv, "--reference-in", out],
+                               env=dict(os.environ, TINY_CUDA_OFF=off), check=False)
 
 
 if __name__ == "__main__":

@@ -715,7 +715,6 @@ class Renderer {
     line("const int c0 = (" + bn + " * " + std::to_string(TX) + " + tiny_tx) * " + std::to_string(C) + ";");
     // the thread's outputs and their contexts (rows and columns past the end are never stored)
     Expr r0 = new_var("r0", M - R + 1), c0 = new_var("c0", N - C + 1);
-    const Node* r = nullptr;
     std::vector<std::vector<Expr>> outs;
     for (int64_t i = 0; i < R; i++)
       for (int64_t j = 0; j < C; j++) {
@@ -724,7 +723,7 @@ class Renderer {
         o[size_t(tile_d_)] = add(c0, cnst(j));
         outs.push_back(o);
       }
-    r = find_tiled_reduce(k_, outs[0], -1, [&](int64_t size) { return new_var("", size); })->reduce;
+    const Node* r = find_tiled_reduce(k_, outs[0], -1, [&](int64_t size) { return new_var("", size); })->reduce;
     DType dt = r->dtype, sdt = r->src[0]->dtype;
     std::vector<std::string> acc;
     for (size_t t = 0; t < outs.size(); t++) {

@@ -477,33 +477,42 @@ TEST(Reduce, ChannelTiledProduct) {
   check(2, 131, 40, 2, 2, 1);   // ... not a multiple of a tile
 }
 
-// gw[c, a, b, o] = sum_{n, y, x} x[n, c, y + a, x + b] * g[n, y, x, o]: a 5x5 weight
-// gradient, g channels-last read in place. Its 5 rows (b) are no whole number of tiles, so
-// the rows run over (a, b): 25 of them, whole tiles and one row; the same exact sums.
+// gw[c, a, b, o] = sum_{n, y, x} x[n, c, y + a, x + b] * g[n, y, x, o]: a k x k weight
+// gradient, g channels-last read in place. A 5x5 kernel's 5 rows (b) are no whole number of
+// tiles, so the rows run over (a, b): 25 of them, whole tiles and one row; a 3x3 kernel's 9
+// rows (3 tiles of 3, latency-bound) run over (c, a, b) where that makes whole tiles, each
+// thread taking its slice of c. 40 output channels leave 8 past the tiles. Exact sums.
 TEST(Reduce, ChannelTiledWeightGradientRowsOverTwoDims) {
-  const int64_t n = 4, c = 3, k = 5, out = 6, in = out + k - 1, oc = 40;
-  std::vector<float> x(static_cast<size_t>(n * c * in * in)), g(static_cast<size_t>(n * out * out * oc));
-  for (size_t i = 0; i < x.size(); i++) x[i] = float(int(i * 7 % 13) - 6) * 0.25f;
-  for (size_t i = 0; i < g.size(); i++) g[i] = float(int(i * 5 % 11) - 5) * 0.5f;
-  Shape full{c, k, k, oc, n, out, out};
-  Tensor xv = from(x, {n * c * in * in}).as_strided(full, {in * in, in, 1, 0, c * in * in, in, 1}, 0);
-  Tensor gv = from(g, {n * out * out * oc}).as_strided(full, {0, 0, 0, 1, out * out * oc, out * oc, oc}, 0);
-  Tensor r = xv.binary(Op::Mul, gv).reduce(ReduceOp::Sum, {4, 5, 6}, false);
-  Schedule sched = create_schedule({r.node()});
-  ASSERT_EQ(sched.kernels.size(), 1u);
-  EXPECT_NE(llvm_ir(sched.kernels[0]).find(vector_fma()), std::string::npos) << "channel tiling not used";
-  auto got = to_vec<float>(r);
-  for (int64_t q = 0; q < c; q++)
-    for (int64_t a = 0; a < k; a++)
-      for (int64_t b = 0; b < k; b++)
-        for (int64_t o = 0; o < oc; o++) {
-          double acc = 0;
-          for (int64_t m = 0; m < n; m++)
-            for (int64_t y = 0; y < out; y++)
-              for (int64_t w = 0; w < out; w++)
-                acc += double(x[size_t(((m * c + q) * in + y + a) * in + w + b)]) * g[size_t(((m * out + y) * out + w) * oc + o)];
-          ASSERT_EQ(got[size_t(((q * k + a) * k + b) * oc + o)], acc) << q << "," << a << "," << b << "," << o;
-        }
+  auto check = [](int64_t c, int64_t k) {
+    const int64_t n = 4, out = 6, in = out + k - 1, oc = 40;
+    std::vector<float> x(static_cast<size_t>(n * c * in * in)), g(static_cast<size_t>(n * out * out * oc));
+    for (size_t i = 0; i < x.size(); i++) x[i] = float(int(i * 7 % 13) - 6) * 0.25f;
+    for (size_t i = 0; i < g.size(); i++) g[i] = float(int(i * 5 % 11) - 5) * 0.5f;
+    Shape full{c, k, k, oc, n, out, out};
+    Tensor xv = from(x, {n * c * in * in}).as_strided(full, {in * in, in, 1, 0, c * in * in, in, 1}, 0);
+    Tensor gv = from(g, {n * out * out * oc}).as_strided(full, {0, 0, 0, 1, out * out * oc, out * oc, oc}, 0);
+    Tensor r = xv.binary(Op::Mul, gv).reduce(ReduceOp::Sum, {4, 5, 6}, false);
+    Schedule sched = create_schedule({r.node()});
+    ASSERT_EQ(sched.kernels.size(), 1u);
+    EXPECT_NE(llvm_ir(sched.kernels[0]).find(vector_fma()), std::string::npos) << "channel tiling not used";
+    auto got = to_vec<float>(r);
+    for (int64_t q = 0; q < c; q++)
+      for (int64_t a = 0; a < k; a++)
+        for (int64_t b = 0; b < k; b++)
+          for (int64_t o = 0; o < oc; o++) {
+            double acc = 0;
+            for (int64_t m = 0; m < n; m++)
+              for (int64_t y = 0; y < out; y++)
+                for (int64_t w = 0; w < out; w++)
+                  acc += double(x[size_t(((m * c + q) * in + y + a) * in + w + b)]) * g[size_t(((m * out + y) * out + w) * oc + o)];
+            ASSERT_EQ(got[size_t(((q * k + a) * k + b) * oc + o)], acc) << c << "x" << k << ": " << q << "," << a << "," << b << "," << o;
+          }
+  };
+  check(3, 5);  // 25 rows per input channel
+  check(8, 5);  // 200 rows over (c, a, b)
+  check(4, 3);  // 36 rows over (c, a, b)
+  check(5, 3);  // 45 rows: no whole tiles over c either, 9 per channel as 3 tiles of 3
+  check(12, 3);
 }
 
 // out[r, w] = sum_k x[r, w + k] * f[k]: a short window along the last dim (MNIST's conv1

@@ -196,6 +196,11 @@ class Builder {
         };
         auto [lo_j, hi_j] = range(ct->j);
         auto [lo_i, hi_i] = range(ct->i);
+        if (!ct->row_outer.empty() && ct->row_outer.front() == par) {  // the thread's slice of the flat rows
+          int64_t inner = row_count(*ct) / shape[size_t(par)];
+          lo_i = b_.CreateMul(begin, b_.getInt64(inner));
+          hi_i = b_.CreateMul(end, b_.getInt64(inner));
+        }
         if (ct->pack_inner) emit_pack(*ct, lo_j, hi_j);
         tiled_channels(idx, *ct, lo_j, hi_j, lo_i, hi_i);
         return;
@@ -929,14 +934,17 @@ class Builder {
   const int64_t kChanMaxRows = LLVMJit::get().vector_unit().registers >= 32 ? 14 : 4;
   static constexpr int64_t kChanMinReduce = 32;  // shorter reduces are store-bound
   static constexpr int64_t kMinRowsLastDim = 8;
+  static constexpr int64_t kMinRowsReduce = 128;  // reduce steps for rows over the input channels
 
   struct ChannelTile {
     int j = -1, i = -1;       // the channel (column) dim and the row dim (the last)
     std::vector<int> mid;     // non-unit dims between them, looped per tile
-    // A row dim too short for whole tiles continues into `row2`, a dim before it: the rows
-    // run over (row2, i) flattened (a tile of 2 rows loads one weight vector per 2 FMAs).
-    int row2 = -1;
-    int first_dim() const { return std::min({i, j, row2 < 0 ? i : row2}); }  // where the tiles begin
+    // A row dim too short for whole tiles continues into `row_outer`, dims before it
+    // (outermost first): the rows run over (row_outer..., i) flattened (a tile of 2 rows
+    // loads one weight vector per 2 FMAs). The outermost may be the parallel dim: a
+    // thread's rows are then its slice of that dim times the rows inside it.
+    std::vector<int> row_outer;
+    int first_dim() const { return std::min({i, j, row_outer.empty() ? i : row_outer.front()}); }  // where the tiles begin
     const Node* reduce = nullptr;
     const Node* a = nullptr;       // the reduce's product: a (not moving along j) ...
     const Node* packed = nullptr;  // ... times views of this leaf, copied into panels
@@ -1025,9 +1033,27 @@ class Builder {
       if (ct && ct->unit) {
         // a 5x5 or 7x7 weight gradient: 5 rows are a tile of 4 and one of 1 (2 loads per
         // 2 FMAs); over (kh, kw) they are 6 tiles of 4 and one of 1 (MNIST's conv2: 87 -> 67 ms)
-        if (shape[size_t(i_prev)] % ct->rows && nu.size() >= 3 && nu[nu.size() - 3] != par) {
-          ct->row2 = nu[nu.size() - 3];
-          ct->rows = tile_rows(shape[size_t(i_prev)] * shape[size_t(ct->row2)]);
+        if (nu.size() >= 3 && nu[nu.size() - 3] != par &&
+            (shape[size_t(i_prev)] % ct->rows || ct->rows < kChanMaxRows)) {
+          std::vector<int> outer = {nu[nu.size() - 3]};
+          int64_t rows = shape[size_t(i_prev)] * shape[size_t(outer[0])];
+          int64_t r = tile_rows(rows);
+          // A 3x3 kernel's 9 rows are 3 tiles of 3: 6 accumulators, one FMA each per step,
+          // bound by the FMA latency at 3/4 of the peak. Continued over the input channels
+          // they are whole tiles of kChanMaxRows, where the reduce is long enough to repay
+          // each tile's rows starting at unrelated places (resnet18's weight gradients at
+          // 64x64: 16x16 and 8x8 outputs 8-14 % faster, 2x2 ones, 64 steps, 11 % slower).
+          if ((rows % kChanMaxRows || r < kChanMaxRows) && nu.size() >= 4 && ct->ck >= kMinRowsReduce) {
+            int64_t all = rows * shape[size_t(nu[nu.size() - 4])];
+            if (all % kChanMaxRows == 0) {
+              outer.insert(outer.begin(), nu[nu.size() - 4]);
+              r = kChanMaxRows;
+            }
+          }
+          if (r > ct->rows || shape[size_t(i_prev)] % ct->rows) {
+            ct->row_outer = outer;
+            ct->rows = r;
+          }
         }
         return ct;
       }
@@ -1062,8 +1088,8 @@ class Builder {
       // took tiles of 2 rows, 4 accumulators, at half the speed of 28-wide ones).
       if (!ct->mid.empty() && shape[size_t(nu.back())] % kChanMaxRows != 0 && nu.back() != par &&
           ct->mid.back() != par) {
-        ct->row2 = ct->mid.back();
-        ct->rows = tile_rows(shape[size_t(nu.back())] * shape[size_t(ct->row2)]);
+        ct->row_outer = {ct->mid.back()};
+        ct->rows = tile_rows(shape[size_t(nu.back())] * shape[size_t(ct->mid.back())]);
       }
       return ct;
     }
@@ -1274,14 +1300,41 @@ class Builder {
 
   // Column tiles of dim j, per tile a loop over the mid dims and row tiles of
   // the last dim; leftover channels one output at a time.
+  // Rows of a channel tile: dim i's times the dims it continues into.
+  int64_t row_count(const ChannelTile& ct) const {
+    int64_t w = k_.shape[size_t(ct.i)];
+    for (int d : ct.row_outer) w *= k_.shape[size_t(d)];
+    return w;
+  }
+  // Flat row `flat` as coordinates of (row_outer..., i) in `o`: new variables.
+  void row_coords(const ChannelTile& ct, std::vector<Expr>& o, Value* flat) {
+    std::vector<int> dims = ct.row_outer;
+    dims.push_back(ct.i);
+    for (size_t q = dims.size(); q-- > 0;) {
+      int64_t extent = k_.shape[size_t(dims[q])];
+      o[size_t(dims[q])] = new_var(q == 0 ? flat : b_.CreateSRem(flat, b_.getInt64(extent)), extent);
+      if (q > 0) flat = b_.CreateSDiv(flat, b_.getInt64(extent));
+    }
+  }
+  // The same, bound to the output's own variables in `idx` (leftover channels).
+  void set_row_vars(const ChannelTile& ct, const std::vector<Expr>& idx, Value* flat) {
+    std::vector<int> dims = ct.row_outer;
+    dims.push_back(ct.i);
+    for (size_t q = dims.size(); q-- > 0;) {
+      Value* v = q == 0 ? flat : b_.CreateSRem(flat, b_.getInt64(k_.shape[size_t(dims[q])]));
+      vars_[size_t(idx[size_t(dims[q])]->value)] = v;
+      if (q > 0) flat = b_.CreateSDiv(flat, b_.getInt64(k_.shape[size_t(dims[q])]));
+    }
+  }
+
   void tiled_channels(const std::vector<Expr>& idx, const ChannelTile& ct, Value* lo_j, Value* hi_j, Value* lo_i,
                       Value* hi_i) {
     const int64_t T = kChanCols, R = ct.rows;
-    // the rows: dim i, or (row2, i) flattened
-    const int64_t W = k_.shape[size_t(ct.i)] * (ct.row2 >= 0 ? k_.shape[size_t(ct.row2)] : 1);
-    std::vector<int> tile_mid;  // looped per tile: the mid dims but row2
+    // the rows: dim i, or (row_outer..., i) flattened
+    const int64_t W = row_count(ct);
+    std::vector<int> tile_mid;  // looped per tile: the mid dims but the rows'
     for (int m : ct.mid)
-      if (m != ct.row2) tile_mid.push_back(m);
+      if (std::find(ct.row_outer.begin(), ct.row_outer.end(), m) == ct.row_outer.end()) tile_mid.push_back(m);
     auto loops = [&](const std::vector<int>& dims, const std::function<void()>& body) {
       std::function<void(size_t)> go = [&](size_t q) {
         if (q == dims.size()) return body();
@@ -1329,12 +1382,11 @@ class Builder {
     auto leftovers = [&]() {
       emit_loop(rest_j, hi_j, [&](Value* j) {
         vars_[size_t(idx[size_t(ct.j)]->value)] = j;
-        std::vector<int> row_dims = ct.mid;  // every dim the tiles cover but j and i
-        if (ct.row2 >= 0 && std::find(row_dims.begin(), row_dims.end(), ct.row2) == row_dims.end())
-          row_dims.insert(row_dims.begin(), ct.row2);
-        loops(row_dims, [&]() {
-          emit_loop(lo_i, hi_i, [&](Value* i) {
-            vars_[size_t(idx[size_t(ct.i)]->value)] = i;
+        loops(tile_mid, [&]() {
+          // rows [lo_i, hi_i) of the flattened (row_outer..., i), or all W of them
+          bool all = llvm::isa<llvm::Constant>(lo_i) && llvm::isa<llvm::Constant>(hi_i);
+          emit_loop(all ? b_.getInt64(0) : lo_i, all ? b_.getInt64(W) : hi_i, [&](Value* flat) {
+            set_row_vars(ct, idx, flat);
             emit_stores(idx);
           });
         });
@@ -1364,16 +1416,11 @@ class Builder {
     auto* vty = llvm::FixedVectorType::get(b_.getFloatTy(), unsigned(kLanes));
     std::vector<std::vector<Expr>> out_idx;
     std::vector<TiledReduce> ctx;  // per (row, column)
-    const int64_t W = k_.shape[size_t(ct.i)];
     for (int64_t q = 0; q < nrows; q++) {
-      Value* flat = b_.CreateAdd(i0, b_.getInt64(q));
-      Expr row = new_var(ct.row2 >= 0 ? b_.CreateSRem(flat, b_.getInt64(W)) : flat, W);
-      Expr row2;  // rows spanning a dim before i
-      if (ct.row2 >= 0) row2 = new_var(b_.CreateSDiv(flat, b_.getInt64(W)), k_.shape[size_t(ct.row2)]);
+      std::vector<Expr> row = idx;
+      row_coords(ct, row, b_.CreateAdd(i0, b_.getInt64(q)));
       for (int64_t c = 0; c < ncols; c++) {
-        std::vector<Expr> o = idx;
-        o[size_t(ct.i)] = row;
-        if (row2) o[size_t(ct.row2)] = row2;
+        std::vector<Expr> o = row;
         o[size_t(ct.j)] = new_var(b_.CreateAdd(j0, b_.getInt64(c)), k_.shape[size_t(ct.j)]);
         auto cc = find_tiled_reduce(o, int(o[size_t(ct.j)]->value));
         if (!cc || cc->reduce != r) throw std::logic_error("tiny codegen: channel tile context mismatch");

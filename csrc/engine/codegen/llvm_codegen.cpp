@@ -1298,35 +1298,27 @@ class Builder {
     return (h->getSExtValue() - l->getSExtValue()) % kChanCols;
   }
 
-  // Column tiles of dim j, per tile a loop over the mid dims and row tiles of
-  // the last dim; leftover channels one output at a time.
   // Rows of a channel tile: dim i's times the dims it continues into.
   int64_t row_count(const ChannelTile& ct) const {
     int64_t w = k_.shape[size_t(ct.i)];
     for (int d : ct.row_outer) w *= k_.shape[size_t(d)];
     return w;
   }
-  // Flat row `flat` as coordinates of (row_outer..., i) in `o`: new variables.
-  void row_coords(const ChannelTile& ct, std::vector<Expr>& o, Value* flat) {
+  // Flat row `flat` as a coordinate per dim of (row_outer..., i): (dim, value) pairs.
+  std::vector<std::pair<int, Value*>> row_coords(const ChannelTile& ct, Value* flat) {
     std::vector<int> dims = ct.row_outer;
     dims.push_back(ct.i);
+    std::vector<std::pair<int, Value*>> out;
     for (size_t q = dims.size(); q-- > 0;) {
-      int64_t extent = k_.shape[size_t(dims[q])];
-      o[size_t(dims[q])] = new_var(q == 0 ? flat : b_.CreateSRem(flat, b_.getInt64(extent)), extent);
-      if (q > 0) flat = b_.CreateSDiv(flat, b_.getInt64(extent));
+      Value* extent = b_.getInt64(k_.shape[size_t(dims[q])]);
+      out.emplace_back(dims[q], q == 0 ? flat : b_.CreateSRem(flat, extent));
+      if (q > 0) flat = b_.CreateSDiv(flat, extent);
     }
-  }
-  // The same, bound to the output's own variables in `idx` (leftover channels).
-  void set_row_vars(const ChannelTile& ct, const std::vector<Expr>& idx, Value* flat) {
-    std::vector<int> dims = ct.row_outer;
-    dims.push_back(ct.i);
-    for (size_t q = dims.size(); q-- > 0;) {
-      Value* v = q == 0 ? flat : b_.CreateSRem(flat, b_.getInt64(k_.shape[size_t(dims[q])]));
-      vars_[size_t(idx[size_t(dims[q])]->value)] = v;
-      if (q > 0) flat = b_.CreateSDiv(flat, b_.getInt64(k_.shape[size_t(dims[q])]));
-    }
+    return out;
   }
 
+  // Column tiles of dim j, per tile a loop over the mid dims and row tiles of
+  // the last dim; leftover channels one output at a time.
   void tiled_channels(const std::vector<Expr>& idx, const ChannelTile& ct, Value* lo_j, Value* hi_j, Value* lo_i,
                       Value* hi_i) {
     const int64_t T = kChanCols, R = ct.rows;
@@ -1386,7 +1378,7 @@ class Builder {
           // rows [lo_i, hi_i) of the flattened (row_outer..., i), or all W of them
           bool all = llvm::isa<llvm::Constant>(lo_i) && llvm::isa<llvm::Constant>(hi_i);
           emit_loop(all ? b_.getInt64(0) : lo_i, all ? b_.getInt64(W) : hi_i, [&](Value* flat) {
-            set_row_vars(ct, idx, flat);
+            for (auto [d, v] : row_coords(ct, flat)) vars_[size_t(idx[size_t(d)]->value)] = v;
             emit_stores(idx);
           });
         });
@@ -1418,7 +1410,7 @@ class Builder {
     std::vector<TiledReduce> ctx;  // per (row, column)
     for (int64_t q = 0; q < nrows; q++) {
       std::vector<Expr> row = idx;
-      row_coords(ct, row, b_.CreateAdd(i0, b_.getInt64(q)));
+      for (auto [d, v] : row_coords(ct, b_.CreateAdd(i0, b_.getInt64(q)))) row[size_t(d)] = new_var(v, k_.shape[size_t(d)]);
       for (int64_t c = 0; c < ncols; c++) {
         std::vector<Expr> o = row;
         o[size_t(ct.j)] = new_var(b_.CreateAdd(j0, b_.getInt64(c)), k_.shape[size_t(ct.j)]);

@@ -884,15 +884,15 @@ class Renderer {
     std::string vectors = capture([&] { lane_pass(idx, true); });
     std::string scalars = capture([&] { lane_pass(idx, false); });
     indent_--;
-    line("if (" + misaligned_test() + ") {");
+    line("if (" + aligned_test() + ") {");
     body_ << vectors;
     line("} else {");
     body_ << scalars;
     line("}");
   }
-  // Whether the buffers of this pass's vector accesses are all aligned for
-  // them ("" when it made none).
-  std::string misaligned_test() {
+  // The condition that the buffers of this pass's vector accesses are all
+  // aligned for them ("" when it made none); notes that the kernel has some.
+  std::string aligned_test() {
     vectors_ |= !vector_bytes_.empty();
     std::string bits;
     for (auto& [buf, bytes] : vector_bytes_)
@@ -901,7 +901,7 @@ class Renderer {
   }
   // `body` once per lane, the lane's variable (the newest) naming it; values
   // that do not depend on the lane are computed once for all of them.
-  void for_each_lane(bool vectors, const std::function<void(int)>& body) {
+  void for_each_lane(bool vectors, const std::function<void()>& body) {
     lane_vectors_ = vectors;
     vector_loads_.clear();
     memo_.emplace_back();
@@ -910,7 +910,7 @@ class Renderer {
       lane_ = l;
       var_names_[size_t(lane_var_)] = std::to_string(l);
       memo_.emplace_back();
-      body(l);
+      body();
       memo_.pop_back();
     }
     lane_ = -1;
@@ -919,12 +919,10 @@ class Renderer {
   void lane_pass(const std::vector<Expr>& idx, bool vectors) {
     std::vector<std::vector<std::string>> values(k_.outputs.size());
     std::vector<std::string> scalar_stores;
-    for_each_lane(vectors, [&](int) {
+    for_each_lane(vectors, [&] {
       for (size_t i = 0; i < k_.outputs.size(); i++) {
         const KernelOutput& o = k_.outputs[i];
-        DType dt = k_.buffers[size_t(o.buffer)]->dtype();
-        std::string m = o.value->dtype == dt ? eval_bits(o.value.get(), idx, cnst(1)) : "";
-        if (m.empty()) m = to_mem(eval(o.value.get(), idx, cnst(1)), dt);
+        std::string m = stored_value(o, idx);
         values[i].push_back(m);
         if (!vectors)
           scalar_stores.push_back("b" + std::to_string(o.buffer) + "[" + index(o.store.index_valid(idx).first) + "] = " + m + ";");
@@ -1117,10 +1115,7 @@ class Renderer {
   void emit_stores(const std::vector<Expr>& idx) {
     for (auto& o : k_.outputs) {
       if (o.scatter_index) continue;
-      DType dt = k_.buffers[size_t(o.buffer)]->dtype();
-      // Pure data movement stores the bits it loaded (NaN payloads survive).
-      std::string m = o.value->dtype == dt ? eval_bits(o.value.get(), idx, cnst(1)) : "";
-      if (m.empty()) m = to_mem(eval(o.value.get(), idx, cnst(1)), dt);
+      std::string m = stored_value(o, idx);
       auto iv = o.store.index_valid(idx);
       std::string ix = index(iv.first);
       std::string stmt = "b" + std::to_string(o.buffer) + "[" + ix + "] = " + m + ";";
@@ -1128,6 +1123,14 @@ class Renderer {
     }
     for (auto& o : k_.outputs)
       if (o.scatter_index) emit_scatter(o, idx);
+  }
+
+  // Output `o`'s value at `idx` in its buffer's memory type.
+  std::string stored_value(const KernelOutput& o, const std::vector<Expr>& idx) {
+    DType dt = k_.buffers[size_t(o.buffer)]->dtype();
+    // Pure data movement stores the bits it loaded (NaN payloads survive).
+    std::string m = o.value->dtype == dt ? eval_bits(o.value.get(), idx, cnst(1)) : "";
+    return m.empty() ? to_mem(eval(o.value.get(), idx, cnst(1)), dt) : m;
   }
 
   // Stores (or combines) at a data-dependent flat index; out-of-range indices
@@ -1293,7 +1296,7 @@ class Renderer {
       // when aligned), else element by element.
       std::vector<int64_t> sizes;
       for (int a : axes) sizes.push_back(src->shape[size_t(a)]);
-      std::string vectors, misaligned;
+      std::string vectors, aligned;
       if (opt_.vector_lanes && !axes.empty() && sizes.back() % kLanes == 0 && lane_ < 0) {
         std::vector<std::string> group_names = names;
         std::vector<int64_t> groups = sizes;
@@ -1308,21 +1311,21 @@ class Renderer {
         vector_bytes_.clear();
         vectors = capture([&] {
           indent_++;
-          cooperative_loop(group_names, groups, [&] { for_each_lane(true, [&](int) { accumulate(); }); });
+          cooperative_loop(group_names, groups, [&] { for_each_lane(true, accumulate); });
           indent_--;
         });
-        misaligned = misaligned_test();
+        aligned = aligned_test();
         vector_bytes_ = std::move(saved);
         sub[size_t(axes.back())] = element;
       }
-      if (!misaligned.empty()) {  // some loads run along the lanes
-        line("if (" + misaligned + ") {");
+      if (!aligned.empty()) {  // some loads run along the lanes
+        line("if (" + aligned + ") {");
         body_ << vectors;
         line("} else {");
         indent_++;
       }
       cooperative_loop(names, sizes, accumulate);
-      if (!misaligned.empty()) {
+      if (!aligned.empty()) {
         indent_--;
         line("}");
       }

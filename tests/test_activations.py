@@ -93,7 +93,10 @@ def test_inplace(name):
     ("log_sigmoid", torch._C._nn.log_sigmoid),
 ])
 def test_out_variants(name, fn):
-    x = float_values(torch.float32).reshape(-1, 1)
+    x = float_values(torch.float32)
+    if name == "gelu":
+        x = x[x != float("inf")]  # the CPU's answer depends on its kernel, see test_forward
+    x = x.reshape(-1, 1)
     run_both(lambda t, o: (fn(t, out=o), o)[1], x, torch.empty(0), msg=name, **_tols(name, torch.float32))
     run_both(lambda t, o: (fn(t, out=o), o)[1], x, torch.empty(2, 2), msg=f"{name} resized", **_tols(name, torch.float32))
     # a float64 out is the CPU's error for most activations, a cast for threshold

@@ -181,8 +181,11 @@ def test_checkpoint_recomputes_the_same_dropout_mask(use_reentrant):
         out.square().sum().backward()
         return [x.grad.cpu()] + [p.grad.cpu() for p in block.parameters()]
 
+    # A different mask moves gradients by O(1); the values may differ in the last bits, since
+    # the recomputed forward fuses with the backward into other kernels, whose reductions sum in
+    # vector-width order (seen with AVX-512, not with AVX2)
     for a, b in zip(grads(False), grads(True)):
-        assert torch.equal(a, b)
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
 
 
 # ----------------------------------------------------------------------- isin

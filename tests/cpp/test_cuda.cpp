@@ -830,7 +830,9 @@ TEST_F(Cuda, ReducesInsideAReduceAreComputedBeforeItsLoop) {
     size_t gid_loop = src.kernel.find("for (");
     size_t max_loop = src.kernel.find("for (", gid_loop + 1), max_end = src.kernel.find("}", max_loop);
     size_t min_loop = src.kernel.find("for (", max_loop + 1);
-    if (mode == 0) EXPECT_LT(max_end, min_loop) << src.kernel;
+    if (mode == 0) {
+      EXPECT_LT(max_end, min_loop) << src.kernel;
+    }
     EXPECT_NE(min_loop, std::string::npos) << src.kernel;
   }
   CudaCheck c;
@@ -920,7 +922,9 @@ TEST_F(Cuda, SharedMemoryTilesOfProducts) {
   EXPECT_EQ(src.outputs, 2 * 2);  // 68 rows and 72 columns: two blocks each way, the second partial
   EXPECT_EQ(src.elements_per_block(), 1);
   EXPECT_NE(src.kernel.find("one block per 64 x 64 outputs"), std::string::npos) << src.kernel;
-  EXPECT_NE(src.kernel.find("__shared__ float tiny_as[16][65]"), std::string::npos) << src.kernel;
+  // rows padded by a vector: every thread reads its 4 rows (and 4 columns) of a step as one vector
+  EXPECT_NE(src.kernel.find("__shared__ float tiny_as[16][68]"), std::string::npos) << src.kernel;
+  EXPECT_NE(src.kernel.find("reinterpret_cast<const tiny_vec4<float>*>(&tiny_as[kk]"), std::string::npos);
   EXPECT_NE(src.kernel.find("__syncthreads"), std::string::npos);
   CudaRenderOptions registers_only;
   registers_only.shared_tiles = false;
@@ -934,6 +938,12 @@ TEST_F(Cuda, SharedMemoryTilesOfProducts) {
   EXPECT_EQ(big_src.tile_rows * big_src.tile_cols, 64);
   EXPECT_EQ(big_src.outputs, 32 * 32);
   EXPECT_EQ(render_cuda(mm.kernels[0], h100).tile_rows, 4);  // 68 x 72 outputs: 4 x 4 tiles
+  // 8 columns: a block of 2 x 128 threads stages a chunk of b's 8 columns (128 values) with
+  // half its threads
+  Tensor na = positive(DType::Float32, {512, 24}, 419), nb = positive(DType::Float32, {24, 8}, 420);
+  CudaKernelSource narrow = render_cuda(create_schedule({na.matmul(nb).node()}).kernels.back());
+  EXPECT_TRUE(narrow.shared_tile) << narrow.kernel.substr(0, 400);
+  EXPECT_EQ(narrow.block_size, 256);
   // too few tiles for 64 threads: registers only
   Tensor sa = input(DType::Float32, {8, 32}, 403, false), sb = input(DType::Float32, {32, 8}, 404, false);
   EXPECT_FALSE(render_cuda(create_schedule({sa.matmul(sb).node()}).kernels[0]).shared_tile);
@@ -966,6 +976,9 @@ TEST_F(Cuda, SharedMemoryTilesOfProducts) {
       .add(conv, false, "convolution")
       .add(input(DType::Float32, {256, 24}, 417, false).matmul(input(DType::Float32, {24, 256}, 418, false)), false,
            "8 x 8 tiles")  // 4 blocks: twice the emulated device's 2 multiprocessors
+      .add(positive(DType::Float32, {200, 40}, 421).matmul(positive(DType::Float32, {40, 136}, 422)), false,
+           "8 x 8 tiles, partial blocks")  // a thread's second group of rows or columns past the end
+      .add(na.matmul(nb), false, "8 columns")
       .add(h.matmul(hb), false, "float16")
       .add(i.matmul(ib), true, "int32")
       .run();

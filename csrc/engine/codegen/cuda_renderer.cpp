@@ -683,15 +683,28 @@ class Renderer {
     return {sub, ctx->valid};
   }
 
+  // A thread's rows (and columns) in the block come in groups of 4 neighbours
+  // where the tile allows, the groups a block's width of groups apart: one
+  // vector read from shared memory per group and step, and the threads reading
+  // a step's row touch consecutive 16-byte words (no bank conflicts).
+  static constexpr int64_t kSharedGroup = 4;
+  static int64_t shared_group(int64_t side) { return side % kSharedGroup == 0 ? kSharedGroup : side; }
+
   void emit_shared_tiles() {
     const Shape& shape = k_.shape;
     const int64_t R = tile_rows_, C = tile_cols_, TY = shared_ty_, TX = shared_tx_, T = TY * TX;
     const int64_t BM = TY * R, BN = TX * C, M = shape[size_t(tile_d2_)], N = shape[size_t(tile_d_)];
+    const int64_t RG = shared_group(R), CG = shared_group(C);
     const std::string rt = reg_type(row_factor_.node->dtype), ct = reg_type(col_factor_.node->dtype);
     const std::string BK = std::to_string(kSharedK);
-    // the row factor's columns padded by one: threads staging along k write a column each
-    line("__shared__ " + rt + " tiny_as[" + BK + "][" + std::to_string(BM + 1) + "];");
-    line("__shared__ " + ct + " tiny_bs[" + BK + "][" + std::to_string(BN + 1) + "];");
+    // Rows padded so that threads staging along k (down a column) hit different banks;
+    // by a whole vector where the reads are vectors, which keeps every row aligned.
+    auto declare = [&](const std::string& type, const std::string& name, int64_t width, int64_t group) {
+      std::string pitch = std::to_string(width + (group == kSharedGroup ? kSharedGroup : 1));
+      line("alignas(tiny_vec4<" + type + ">) __shared__ " + type + " " + name + "[" + BK + "][" + pitch + "];");
+    };
+    declare(rt, "tiny_as", BM, RG);
+    declare(ct, "tiny_bs", BN, CG);
     line("for (i64 gid = tiny_begin + (i64)blockIdx.x; gid < tiny_end; gid += (i64)gridDim.x) {");
     indent_++;
     memo_.emplace_back();
@@ -711,16 +724,30 @@ class Renderer {
     }
     line("const int tiny_ty = (int)threadIdx.x / " + std::to_string(TX) + ", tiny_tx = (int)threadIdx.x % " +
          std::to_string(TX) + ";");
-    line("const int r0 = (" + bm + " * " + std::to_string(TY) + " + tiny_ty) * " + std::to_string(R) + ";");
-    line("const int c0 = (" + bn + " * " + std::to_string(TX) + " + tiny_tx) * " + std::to_string(C) + ";");
-    // the thread's outputs and their contexts (rows and columns past the end are never stored)
-    Expr r0 = new_var("r0", M - R + 1), c0 = new_var("c0", N - C + 1);
+    // group g of the thread's rows starts at column tiny_ty * RG + g * TY * RG of tiny_as
+    // and at output row r<g>; likewise its column groups in tiny_bs and c<g>
+    std::vector<std::string> group_names;  // r0, r1, ..., c0, c1, ...
+    auto group_starts = [&](const char* prefix, const std::string& block, int64_t width, int64_t side, int64_t group,
+                            int64_t threads, const char* thread, int64_t size) {
+      std::vector<Expr> starts;
+      for (int64_t g = 0; g < side / group; g++) {
+        std::string name = prefix + std::to_string(g);
+        group_names.push_back(name);
+        line("const int " + name + " = " + block + " * " + std::to_string(width) + " + " + std::to_string(g * threads * group) +
+             " + " + thread + " * " + std::to_string(group) + ";");
+        starts.push_back(new_var(name, size - group + 1));  // where stored: groups past the end are not
+      }
+      return starts;
+    };
+    std::vector<Expr> rows = group_starts("r", bm, BM, R, RG, TY, "tiny_ty", M);
+    std::vector<Expr> cols = group_starts("c", bn, BN, C, CG, TX, "tiny_tx", N);
+    // the thread's outputs, group pair by group pair, and their contexts
     std::vector<std::vector<Expr>> outs;
     for (int64_t i = 0; i < R; i++)
       for (int64_t j = 0; j < C; j++) {
         std::vector<Expr> o = base;
-        o[size_t(tile_d2_)] = add(r0, cnst(i));
-        o[size_t(tile_d_)] = add(c0, cnst(j));
+        o[size_t(tile_d2_)] = add(rows[size_t(i / RG)], cnst(i % RG));
+        o[size_t(tile_d_)] = add(cols[size_t(j / CG)], cnst(j % CG));
         outs.push_back(o);
       }
     const Node* r = find_tiled_reduce(k_, outs[0], -1, [&](int64_t size) { return new_var("", size); })->reduce;
@@ -730,22 +757,51 @@ class Renderer {
       acc.push_back(tmp("acc"));
       line(std::string(reg_type(dt)) + " " + acc.back() + " = " + identity(ReduceOp::Sum, dt) + ";");
     }
+    // The next chunk's factors are loaded into registers while the block computes
+    // from the current one, then stored to shared memory after the barrier.
     const std::string K = std::to_string(shared_k_);
+    Staging sa{row_factor_, "tiny_as", rt, true, bm, BM, M}, sb{col_factor_, "tiny_bs", ct, false, bn, BN, N};
+    for (Staging* s : {&sa, &sb}) {
+      s->regs = tmp("stage");
+      line(s->type + " " + s->regs + "[" + std::to_string(staged_per_thread(*s, T)) + "];");
+    }
+    for (Staging* s : {&sa, &sb}) stage_load(*s, base, T, "0");
     line("for (int k0 = 0; k0 < " + K + "; k0 += " + BK + ") {");
     indent_++;
-    stage(row_factor_, "tiny_as", rt, true, base, bm, BM, M, T);
-    stage(col_factor_, "tiny_bs", ct, false, base, bn, BN, N, T);
+    for (Staging* s : {&sa, &sb}) stage_store(*s, T);
     line("__syncthreads();");
+    line("if (k0 + " + BK + " < " + K + ") {");
+    indent_++;
+    for (Staging* s : {&sa, &sb}) stage_load(*s, base, T, "k0 + " + BK);
+    indent_--;
+    line("}");
     line("#pragma unroll");
     line("for (int kk = 0; kk < " + BK + "; kk++) {");
     indent_++;
     memo_.emplace_back();
+    // this step's row and column values from shared memory, a vector per group of 4
+    auto read = [&](const std::string& array, const std::string& type, int64_t side, int64_t group, int64_t threads,
+                    const char* thread) {
+      std::vector<std::string> values;
+      for (int64_t g = 0; g < side / group; g++) {
+        std::string at = std::to_string(g * threads * group) + " + " + thread + " * " + std::to_string(group);
+        if (group == kSharedGroup) {
+          std::string vt = "tiny_vec4<" + type + ">", v = tmp("s");
+          line("const " + vt + " " + v + " = *reinterpret_cast<const " + vt + "*>(&" + array + "[kk][" + at + "]);");
+          for (int64_t e = 0; e < group; e++) values.push_back(v + ".v[" + std::to_string(e) + "]");
+        } else {
+          for (int64_t e = 0; e < group; e++) values.push_back(array + "[kk][" + at + " + " + std::to_string(e) + "]");
+        }
+      }
+      return values;
+    };
+    std::vector<std::string> row_values = read("tiny_as", rt, R, RG, TY, "tiny_ty");
+    std::vector<std::string> col_values = read("tiny_bs", ct, C, CG, TX, "tiny_tx");
     Expr kx = new_var("k0 + kk", shared_k_);  // names contexts only: the factors come from shared memory
     for (size_t t = 0; t < outs.size(); t++) {
       auto [sub, valid] = shared_context(outs[t], kx);
-      int64_t i = int64_t(t) / C, j = int64_t(t) % C;
-      remember(context_key(row_factor_.node, sub, valid), "tiny_as[kk][tiny_ty * " + std::to_string(R) + " + " + std::to_string(i) + "]");
-      remember(context_key(col_factor_.node, sub, valid), "tiny_bs[kk][tiny_tx * " + std::to_string(C) + " + " + std::to_string(j) + "]");
+      remember(context_key(row_factor_.node, sub, valid), row_values[t / size_t(C)]);
+      remember(context_key(col_factor_.node, sub, valid), col_values[t % size_t(C)]);
       std::string v = eval(r->src[0].get(), sub, valid);
       if (sdt != dt) v = cast(v, sdt, dt);
       line(acc[t] + " = " + combine(ReduceOp::Sum, acc[t], v, dt) + ";");
@@ -756,49 +812,89 @@ class Renderer {
     line("__syncthreads();");
     indent_--;
     line("}");
-    line("if (r0 < " + std::to_string(M) + " && c0 < " + std::to_string(N) + ") {");
-    indent_++;
-    memo_.emplace_back();
-    for (size_t t = 0; t < outs.size(); t++) {
-      auto ctx = find_tiled_reduce(k_, outs[t], -1, [&](int64_t size) { return new_var("", size); });
-      remember(context_key(r, ctx->idx, ctx->valid), value(dt, round_to(acc[t], dt)));
-    }
-    for (auto& o : outs) emit_stores(o);
-    memo_.pop_back();
-    indent_--;
-    line("}");
+    // stores, a group pair at a time: groups past the ends of partial blocks are not stored
+    for (size_t g = 0; g < rows.size(); g++)
+      for (size_t h = 0; h < cols.size(); h++) {
+        line("if (" + group_names[g] + " < " + std::to_string(M) + " && " + group_names[rows.size() + h] + " < " +
+             std::to_string(N) + ") {");
+        indent_++;
+        memo_.emplace_back();
+        std::vector<size_t> group;
+        for (int64_t i = 0; i < RG; i++)
+          for (int64_t j = 0; j < CG; j++) group.push_back(size_t((int64_t(g) * RG + i) * C + int64_t(h) * CG + j));
+        for (size_t t : group) {
+          auto ctx = find_tiled_reduce(k_, outs[t], -1, [&](int64_t size) { return new_var("", size); });
+          remember(context_key(r, ctx->idx, ctx->valid), value(dt, round_to(acc[t], dt)));
+        }
+        for (size_t t : group) emit_stores(outs[t]);
+        memo_.pop_back();
+        indent_--;
+        line("}");
+      }
     memo_.pop_back();
     indent_--;
     line("}");
   }
 
-  // One chunk of a factor for the whole block: `extent` rows (or columns) from
-  // the block's first, kSharedK steps from k0, spread over the block's threads.
-  void stage(const Factor& f, const std::string& array, const std::string& type, bool rows, const std::vector<Expr>& base,
-             const std::string& block, int64_t extent, int64_t size, int64_t threads) {
-    std::string per = std::to_string(extent * kSharedK / threads), e = tmp("e"), lin = tmp("lin");
-    line("for (int " + e + " = 0; " + e + " < " + per + "; " + e + "++) {");
-    indent_++;
-    memo_.emplace_back();
-    std::string m = tmp("m"), kk = tmp("kk"), at = tmp("at"), k = tmp("k"), ok = tmp("ok");
-    line("const int " + lin + " = (int)threadIdx.x + " + e + " * " + std::to_string(threads) + ";");
-    if (f.along_k)
-      line("const int " + m + " = " + lin + " / " + std::to_string(kSharedK) + ", " + kk + " = " + lin + " % " +
+  // One factor's chunk for the whole block: `extent` rows (or columns) from the
+  // block's first, kSharedK steps, spread over the block's threads, through
+  // registers `regs` on their way to shared memory `array`.
+  struct Staging {
+    Factor f;
+    std::string array, type;
+    bool rows;          // the row factor (else the column factor)
+    std::string block;  // the block's coordinate along the factor's output dim
+    int64_t extent, size;
+    std::string regs = {};
+  };
+  static int64_t staged_per_thread(const Staging& s, int64_t threads) {
+    return (s.extent * kSharedK + threads - 1) / threads;
+  }
+  // Element `e`'s (lin, m, kk): its place in the chunk and in shared memory.
+  void staged_element(const Staging& s, int64_t threads, const std::string& e, std::string* lin, std::string* m,
+                      std::string* kk) {
+    *lin = tmp("lin");
+    *m = tmp("m");
+    *kk = tmp("kk");
+    line("const int " + *lin + " = (int)threadIdx.x + " + e + " * " + std::to_string(threads) + ";");
+    if (s.f.along_k)
+      line("const int " + *m + " = " + *lin + " / " + std::to_string(kSharedK) + ", " + *kk + " = " + *lin + " % " +
            std::to_string(kSharedK) + ";");
     else
-      line("const int " + kk + " = " + lin + " / " + std::to_string(extent) + ", " + m + " = " + lin + " % " +
-           std::to_string(extent) + ";");
-    line("const bool " + ok + " = " + block + " * " + std::to_string(extent) + " + " + m + " < " + std::to_string(size) +
-         " && k0 + " + kk + " < " + std::to_string(shared_k_) + ";");
+      line("const int " + *kk + " = " + *lin + " / " + std::to_string(s.extent) + ", " + *m + " = " + *lin + " % " +
+           std::to_string(s.extent) + ";");
+  }
+  // Loads the chunk starting at step `k_start` into the registers.
+  void stage_load(const Staging& s, const std::vector<Expr>& base, int64_t threads, const std::string& k_start) {
+    std::string e = tmp("e"), lin, m, kk;
+    line("#pragma unroll");
+    line("for (int " + e + " = 0; " + e + " < " + std::to_string(staged_per_thread(s, threads)) + "; " + e + "++) {");
+    indent_++;
+    memo_.emplace_back();
+    staged_element(s, threads, e, &lin, &m, &kk);
+    std::string at = tmp("at"), k = tmp("k"), ok = tmp("ok"), row = s.block + " * " + std::to_string(s.extent) + " + " + m;
+    std::string whole = s.extent * kSharedK < threads ? lin + " < " + std::to_string(s.extent * kSharedK) + " && " : "";
+    line("const bool " + ok + " = " + whole + row + " < " + std::to_string(s.size) + " && " + k_start + " + " + kk + " < " +
+         std::to_string(shared_k_) + ";");
     // clamped into range where the step or the row is past the end (the value is not used)
-    line("const int " + at + " = " + ok + " ? " + block + " * " + std::to_string(extent) + " + " + m + " : 0, " + k + " = " +
-         ok + " ? k0 + " + kk + " : 0;");
+    line("const int " + at + " = " + ok + " ? " + row + " : 0, " + k + " = " + ok + " ? " + k_start + " + " + kk + " : 0;");
     std::vector<Expr> o = base;
-    o[size_t(rows ? tile_d2_ : tile_d_)] = new_var(at, size);
+    o[size_t(s.rows ? tile_d2_ : tile_d_)] = new_var(at, s.size);
     auto [sub, valid] = shared_context(o, new_var(k, shared_k_));
-    std::string v = eval(f.node, sub, valid);
-    line(array + "[" + kk + "][" + m + "] = " + ok + " ? " + v + " : (" + type + ")0;");
+    std::string v = eval(s.f.node, sub, valid);
+    line(s.regs + "[" + e + "] = " + ok + " ? " + v + " : (" + s.type + ")0;");
     memo_.pop_back();
+    indent_--;
+    line("}");
+  }
+  void stage_store(const Staging& s, int64_t threads) {
+    std::string e = tmp("e"), lin, m, kk;
+    line("#pragma unroll");
+    line("for (int " + e + " = 0; " + e + " < " + std::to_string(staged_per_thread(s, threads)) + "; " + e + "++) {");
+    indent_++;
+    staged_element(s, threads, e, &lin, &m, &kk);
+    std::string store = s.array + "[" + kk + "][" + m + "] = " + s.regs + "[" + e + "];";
+    line(s.extent * kSharedK < threads ? "if (" + lin + " < " + std::to_string(s.extent * kSharedK) + ") " + store : store);
     indent_--;
     line("}");
   }

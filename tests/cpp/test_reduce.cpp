@@ -439,7 +439,8 @@ TEST(Reduce, MatmulRowTiled) {
 // out[n, o, h, w] = relu(sum_k x[n, k, h, w] * wt[o, k] + 1): the output
 // channels o are a column dim the code generator tiles with the weight packed
 // into panels (output-channel tiling); leftover channels and rows, an
-// epilogue, several tiles. Rows shorter than a tile continue into h; with few
+// epilogue, several tiles. Rows shorter than a tile continue into h (and into the images
+// where an image has fewer than 8); with few
 // rows per channel the threads split the channels (`split`: 1 whatever the
 // vector unit, 0 never, -1 depending on it), each slice with its own leftover
 // channels.
@@ -457,9 +458,10 @@ TEST(Reduce, ChannelTiledProduct) {
     Schedule sched = create_schedule({r.node()});
     ASSERT_EQ(sched.kernels.size(), 1u);
     EXPECT_NE(llvm_ir(sched.kernels[0]).find("@malloc"), std::string::npos) << "channel tiling not used: " << n << "x" << oc << "x" << k << "x" << h << "x" << w;
-    if (split >= 0)
+    if (split >= 0) {
       EXPECT_EQ(cpu_program(sched.kernels[0])->parallel_size, split || n == 1 ? oc : n)
           << n << "x" << oc << "x" << k << "x" << h << "x" << w;
+    }
     auto got = to_vec<float>(r);
     for (int64_t a = 0; a < n; a++)
       for (int64_t o = 0; o < oc; o++)
@@ -475,6 +477,10 @@ TEST(Reduce, ChannelTiledProduct) {
   check(2, 40, 33, 5, 3, -1);   // rows over (h, w): 15, blocks of 4 (or 14) and the rest
   check(3, 136, 40, 3, 2, 1);   // few rows per channel: threads split the channels
   check(2, 131, 40, 2, 2, 1);   // ... not a multiple of a tile
+  // fewer than 8 rows per image: the rows run over the images too (n, h, w)
+  check(5, 72, 40, 2, 2, 1);    // all of them in every thread (the threads split the channels)
+  check(6, 48, 40, 2, 2, 0);    // each thread's slice of the images
+  check(7, 40, 33, 1, 3, -1);   // 21 rows: whole tiles and a partial one
 }
 
 // gw[c, a, b, o] = sum_{n, y, x} x[n, c, y + a, x + b] * g[n, y, x, o]: a k x k weight

@@ -1,6 +1,8 @@
 // Reductions: every op over every axis subset, keepdim or not, int and float,
 // identities over empty axes, NaN propagation, large sums, matmul.
+#include <algorithm>
 #include <map>
+#include <mutex>
 #include <random>
 
 #include "engine/codegen/llvm_codegen.h"
@@ -431,8 +433,24 @@ TEST(Reduce, MatmulRowTiled) {
   Tensor wide = from(x, {40, 33}).matmul(from(y, {33, 256}));
   Tensor narrow = from(x, {40, 33}).matmul(from(std::vector<float>(33 * 40, 0.25f), {33, 40}));
   if (thread_pool().size() <= 4) {
-    EXPECT_EQ(cpu_program(create_schedule({wide.node()}).kernels[0])->parallel_size, 256);
+    auto p = cpu_program(create_schedule({wide.node()}).kernels[0]);
+    EXPECT_EQ(p->parallel_size, 256);
+    EXPECT_GT(p->parallel_grain, 1);  // each thread's columns start at a whole tile
   }
+  // ... so that only the slice ending at the last column has a partial tile (a whole one
+  // zero-padded, not the columns one at a time: 1040^3 ran at half the speed of 1024^3)
+  std::vector<std::pair<int64_t, int64_t>> slices;
+  std::mutex mu;
+  ThreadPool pool(3);
+  pool.parallel_for(200, 1, [&](int64_t b, int64_t e) {
+    std::lock_guard<std::mutex> g(mu);
+    slices.emplace_back(b, e);
+  }, 32);
+  std::sort(slices.begin(), slices.end());
+  ASSERT_EQ(slices.size(), 3u);
+  EXPECT_EQ(slices[0], std::make_pair(int64_t(0), int64_t(96)));
+  EXPECT_EQ(slices[1], std::make_pair(int64_t(96), int64_t(192)));
+  EXPECT_EQ(slices[2], std::make_pair(int64_t(192), int64_t(200)));
   EXPECT_EQ(cpu_program(create_schedule({narrow.node()}).kernels[0])->parallel_size, 40);
 }
 
@@ -478,8 +496,8 @@ TEST(Reduce, ChannelTiledProduct) {
   check(3, 136, 40, 3, 2, 1);   // few rows per channel: threads split the channels
   check(2, 131, 40, 2, 2, 1);   // ... not a multiple of a tile
   // fewer than 8 rows per image: the rows run over the images too (n, h, w)
-  check(5, 72, 40, 2, 2, 1);    // all of them in every thread (the threads split the channels)
-  check(6, 48, 40, 2, 2, 0);    // each thread's slice of the images
+  check(5, 136, 40, 2, 2, 1);   // all of them in every thread (the threads split the channels)
+  check(6, 48, 40, 2, 2, -1);   // each thread's slice of the images (SSE: of the channels)
   check(7, 40, 33, 1, 3, -1);   // 21 rows: whole tiles and a partial one
 }
 

@@ -108,6 +108,9 @@ class Builder {
       : k_(k), ctx_(ctx), m_(m), b_(ctx), fn_name_(std::move(fn_name)), split_(split), part_(part) {}
 
   int parallel_dim() const { return parallel_dim_; }
+  // Slices of the parallel dim start at multiples of this: whole channel tiles when the
+  // threads split a tile's channels.
+  int64_t parallel_grain() const { return ct_grain_; }
 
   void build() {
     auto* i8pp = llvm::Type::getInt8PtrTy(ctx_)->getPointerTo();
@@ -170,6 +173,7 @@ class Builder {
       }
     }
     parallel_dim_ = par;
+    if (ct && ct->j == par) ct_grain_ = kChanCols;
     Value* pack_buf = nullptr;
     if (ct && !ct->unit) {  // panels packed once per call (or per outer index: pack_inner)
       bool at_par = ct->j == par;
@@ -931,7 +935,7 @@ class Builder {
   // vectors and the broadcast in 15 of 16 ymm) a 5x5 convolution with 24-wide
   // rows ran 2x slower than at 4 or 5 (spills), and 4 was fastest on both
   // the convolutions and the matmuls measured.
-  const int64_t kChanMaxRows = LLVMJit::get().vector_unit().registers >= 32 ? 14 : 4;
+  const int64_t kChanMaxRows = std::getenv("TINY_ROWS") ? std::atoi(std::getenv("TINY_ROWS")) : LLVMJit::get().vector_unit().registers >= 32 ? 14 : 4;
   static constexpr int64_t kChanMinReduce = 32;  // shorter reduces are store-bound
   static constexpr int64_t kMinRowsLastDim = 8;
   static constexpr int64_t kMinRowsReduce = 128;  // reduce steps for rows over the input channels
@@ -1303,18 +1307,25 @@ class Builder {
     }
     if (rem) {  // the last channels, zero-padded to a whole panel
       ncols = rem;
-      pack_panel(b_.CreateUDiv(n, b_.getInt64(kChanCols)));
+      at_last_channel(ct, hi, [&] { pack_panel(b_.CreateUDiv(n, b_.getInt64(kChanCols))); });
     }
     return raw;
   }
 
-  // Channels left after the whole tiles that get a zero-padded partial panel
-  // (and tile): where the packed range of j is known statically.
+  // Channels left after the whole tiles that get a zero-padded partial panel (and tile).
+  // A thread's slice of the channels starts at a multiple of kChanCols (the parallel
+  // grain), so only the slice ending at the last channel has any: see at_last_channel.
   int64_t partial_cols(const ChannelTile& ct, Value* lo, Value* hi) {
+    if (ct.unit) return 0;
     auto* l = llvm::dyn_cast<llvm::ConstantInt>(lo);
     auto* h = llvm::dyn_cast<llvm::ConstantInt>(hi);
-    if (ct.unit || !l || !h) return 0;
-    return (h->getSExtValue() - l->getSExtValue()) % kChanCols;
+    if (l && h) return (h->getSExtValue() - l->getSExtValue()) % kChanCols;
+    return k_.shape[size_t(ct.j)] % kChanCols;
+  }
+  // Runs `body` where the channels [.., hi) end at the last one (always, when hi is constant).
+  void at_last_channel(const ChannelTile& ct, Value* hi, const std::function<void()>& body) {
+    if (llvm::isa<llvm::Constant>(hi)) return body();
+    emit_if(b_.CreateICmpEQ(hi, b_.getInt64(k_.shape[size_t(ct.j)])), body);
   }
 
   // Rows of a channel tile: dim i's times the dims it continues into.
@@ -1387,7 +1398,7 @@ class Builder {
     Value* rest_j = b_.CreateAdd(lo_j, b_.CreateMul(ntj, b_.getInt64(T)));
     if (int64_t rem = partial_cols(ct, lo_j, hi_j)) {  // a zero-padded panel of the last channels
       ncols = rem;
-      tile(ntj);
+      at_last_channel(ct, hi_j, [&] { tile(ntj); });
       rest_j = hi_j;
     }
     auto leftovers = [&]() {
@@ -1979,6 +1990,7 @@ class Builder {
   const SplitPlan* split_ = nullptr;
   Part part_ = Part::Whole;
   int parallel_dim_ = -1;
+  int64_t ct_grain_ = 1;
   Value* scratch_ = nullptr;
   Value* params_ = nullptr;
   // channel tiling's packed operand (see ChannelTile)
@@ -2005,9 +2017,11 @@ std::string function_name(const Kernel& k) {
   return os.str();
 }
 
-// `parallel_dim` (if given) receives the dim the thread pool splits (-1: none, or a split reduce's chunks).
+// `parallel_dim` (if given) receives the dim the thread pool splits (-1: none, or a split reduce's chunks),
+// `grain` what its slices start at multiples of.
 std::unique_ptr<llvm::Module> build_module(const Kernel& k, llvm::LLVMContext& ctx, const std::string& fn,
-                                           const std::optional<SplitPlan>& split, int* parallel_dim = nullptr) {
+                                           const std::optional<SplitPlan>& split, int* parallel_dim = nullptr,
+                                           int64_t* grain = nullptr) {
   auto m = std::make_unique<llvm::Module>("kernel", ctx);
   LLVMJit::get().configure(*m);
   if (split) {
@@ -2017,6 +2031,7 @@ std::unique_ptr<llvm::Module> build_module(const Kernel& k, llvm::LLVMContext& c
     Builder whole(k, ctx, *m, fn);
     whole.build();
     if (parallel_dim) *parallel_dim = whole.parallel_dim();
+    if (grain) *grain = whole.parallel_grain();
   }
   std::string err;
   llvm::raw_string_ostream es(err);
@@ -2045,7 +2060,8 @@ std::unique_ptr<Program> compile_llvm(const Kernel& k) {
   std::string fn = function_name(k);
   auto split = plan_split(k);
   int par = -1;
-  auto m = build_module(k, *ctx, fn, split, &par);
+  int64_t grain = 1;
+  auto m = build_module(k, *ctx, fn, split, &par, &grain);
   std::vector<std::string> names{fn};
   if (split) names.push_back(fn + "_finish");
   auto addrs = LLVMJit::get().compile(std::move(m), std::move(ctx), names);
@@ -2060,6 +2076,7 @@ std::unique_ptr<Program> compile_llvm(const Kernel& k) {
     return p;
   }
   p->parallel_size = par < 0 ? 1 : k.shape[size_t(par)];
+  p->parallel_grain = grain;
   int64_t per = std::max<int64_t>(1, numel(k.shape) / std::max<int64_t>(1, p->parallel_size));
   int64_t flops = k.flops();
   p->work_per_item = std::max<int64_t>(per, flops / std::max<int64_t>(1, p->parallel_size));

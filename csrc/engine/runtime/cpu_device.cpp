@@ -83,14 +83,15 @@ class CpuDevice final : public Device {
     // Aim for slices of at least ~32k elements of work so threads pay off.
     int64_t min_slice = std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(1, p.work_per_item));
     if (p.scratch_bytes == 0) {
-      thread_pool().parallel_for(p.parallel_size, min_slice, [&](int64_t b, int64_t e) { p.run(args, b, e); });
+      thread_pool().parallel_for(p.parallel_size, min_slice, [&](int64_t b, int64_t e) { p.run(args, b, e); },
+                                 p.parallel_grain);
       return;
     }
     std::vector<void*> with_scratch(args, args + p.scratch_index);
     std::vector<uint64_t> scratch((p.scratch_bytes + 7) / 8);
     with_scratch.push_back(scratch.data());
     thread_pool().parallel_for(p.parallel_size, min_slice,
-                               [&](int64_t b, int64_t e) { p.run(with_scratch.data(), b, e); });
+                               [&](int64_t b, int64_t e) { p.run(with_scratch.data(), b, e); }, p.parallel_grain);
     p.finish(with_scratch.data());
   }
 

@@ -22,6 +22,7 @@ struct Program {
   std::string name;
   int64_t parallel_size = 1;  // extent of the parallel axis
   int64_t work_per_item = 1;  // elements of work per parallel index (to size slices)
+  int64_t parallel_grain = 1;  // slices of the parallel axis start at multiples of this
   // A split reduction: run() leaves one partial result per parallel index in
   // a scratch buffer (passed after the kernel's buffers), finish() combines them.
   size_t scratch_bytes = 0;

@@ -65,7 +65,8 @@ void ThreadPool::worker_loop(int index) {
   }
 }
 
-void ThreadPool::parallel_for(int64_t n, int64_t min_slice, const std::function<void(int64_t, int64_t)>& fn) {
+void ThreadPool::parallel_for(int64_t n, int64_t min_slice, const std::function<void(int64_t, int64_t)>& fn,
+                              int64_t grain) {
   if (n <= 0) return;
   int parts = int(std::min<int64_t>(size(), std::max<int64_t>(1, n / std::max<int64_t>(1, min_slice))));
   if (parts <= 1 || workers_.empty()) {
@@ -77,6 +78,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t min_slice, const std::function<
     std::lock_guard<std::mutex> g(mu_);
     slices_.assign(size(), {0, 0});
     int64_t chunk = (n + parts - 1) / parts;
+    chunk = (chunk + grain - 1) / grain * grain;
     for (int i = 0; i < parts; i++) slices_[i] = {std::min(n, i * chunk), std::min(n, (i + 1) * chunk)};
     job_ = &fn;
     pending_ = int(workers_.size());

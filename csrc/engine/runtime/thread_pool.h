@@ -15,8 +15,10 @@ class ThreadPool {
   explicit ThreadPool(int threads);
   ~ThreadPool();
   int size() const { return int(workers_.size()) + 1; }
-  // Calls fn(begin, end) on disjoint slices covering [0, n); the caller works too.
-  void parallel_for(int64_t n, int64_t min_slice, const std::function<void(int64_t, int64_t)>& fn);
+  // Calls fn(begin, end) on disjoint slices covering [0, n); the caller works too. Slices
+  // start at multiples of `grain` (a kernel's tile of channels).
+  void parallel_for(int64_t n, int64_t min_slice, const std::function<void(int64_t, int64_t)>& fn,
+                    int64_t grain = 1);
 
  private:
   void worker_loop(int index);

@@ -935,7 +935,7 @@ class Builder {
   // vectors and the broadcast in 15 of 16 ymm) a 5x5 convolution with 24-wide
   // rows ran 2x slower than at 4 or 5 (spills), and 4 was fastest on both
   // the convolutions and the matmuls measured.
-  const int64_t kChanMaxRows = std::getenv("TINY_ROWS") ? std::atoi(std::getenv("TINY_ROWS")) : LLVMJit::get().vector_unit().registers >= 32 ? 14 : 4;
+  const int64_t kChanMaxRows = LLVMJit::get().vector_unit().registers >= 32 ? 14 : 4;
   static constexpr int64_t kChanMinReduce = 32;  // shorter reduces are store-bound
   static constexpr int64_t kMinRowsLastDim = 8;
   static constexpr int64_t kMinRowsReduce = 128;  // reduce steps for rows over the input channels

@@ -507,7 +507,9 @@ TEST(Reduce, ChannelTiledProduct) {
 // rows (3 tiles of 3, latency-bound) run over (c, a, b) where that makes whole tiles, each
 // thread taking its slice of c. 40 output channels leave 8 past the tiles. Exact sums.
 TEST(Reduce, ChannelTiledWeightGradientRowsOverTwoDims) {
-  auto check = [](int64_t c, int64_t k) {
+  // permuted: requested in the weight's layout (oc, c, k, k), as autograd keeps it: the
+  // tiles' rows are consecutive there, each channel's stored as one masked vector
+  auto check = [](int64_t c, int64_t k, bool permuted = false) {
     const int64_t n = 4, out = 6, in = out + k - 1, oc = 40;
     std::vector<float> x(static_cast<size_t>(n * c * in * in)), g(static_cast<size_t>(n * out * out * oc));
     for (size_t i = 0; i < x.size(); i++) x[i] = float(int(i * 7 % 13) - 6) * 0.25f;
@@ -516,9 +518,12 @@ TEST(Reduce, ChannelTiledWeightGradientRowsOverTwoDims) {
     Tensor xv = from(x, {n * c * in * in}).as_strided(full, {in * in, in, 1, 0, c * in * in, in, 1}, 0);
     Tensor gv = from(g, {n * out * out * oc}).as_strided(full, {0, 0, 0, 1, out * out * oc, out * oc, oc}, 0);
     Tensor r = xv.binary(Op::Mul, gv).reduce(ReduceOp::Sum, {4, 5, 6}, false);
+    if (permuted) r = r.permute({3, 0, 1, 2}).contiguous();
     Schedule sched = create_schedule({r.node()});
     ASSERT_EQ(sched.kernels.size(), 1u);
-    EXPECT_NE(llvm_ir(sched.kernels[0]).find(vector_fma()), std::string::npos) << "channel tiling not used";
+    std::string ir = llvm_ir(sched.kernels[0]);
+    EXPECT_NE(ir.find(vector_fma()), std::string::npos) << "channel tiling not used";
+    EXPECT_EQ(ir.find("llvm.masked.store") != std::string::npos, permuted) << c << "x" << k;
     auto got = to_vec<float>(r);
     for (int64_t q = 0; q < c; q++)
       for (int64_t a = 0; a < k; a++)
@@ -529,7 +534,8 @@ TEST(Reduce, ChannelTiledWeightGradientRowsOverTwoDims) {
               for (int64_t y = 0; y < out; y++)
                 for (int64_t w = 0; w < out; w++)
                   acc += double(x[size_t(((m * c + q) * in + y + a) * in + w + b)]) * g[size_t(((m * out + y) * out + w) * oc + o)];
-            ASSERT_EQ(got[size_t(((q * k + a) * k + b) * oc + o)], acc) << c << "x" << k << ": " << q << "," << a << "," << b << "," << o;
+            size_t at = permuted ? size_t(((o * c + q) * k + a) * k + b) : size_t(((q * k + a) * k + b) * oc + o);
+            ASSERT_EQ(got[at], acc) << c << "x" << k << (permuted ? " permuted: " : ": ") << q << "," << a << "," << b << "," << o;
           }
   };
   check(3, 5);  // 25 rows per input channel
@@ -537,6 +543,9 @@ TEST(Reduce, ChannelTiledWeightGradientRowsOverTwoDims) {
   check(4, 3);  // 36 rows over (c, a, b)
   check(5, 3);  // 45 rows: no whole tiles over c either, 9 per channel as 3 tiles of 3
   check(12, 3);
+  check(3, 5, true);
+  check(5, 3, true);
+  check(12, 3, true);
 }
 
 // out[r, w] = sum_k x[r, w + k] * f[k]: a short window along the last dim (MNIST's conv1

@@ -1,8 +1,9 @@
 """GPU benchmark: tiny on CUDA against eager CUDA PyTorch and torch.compile.
 
 Rows: an 8-op elementwise chain and a full sum over 2^24 float32, float32 matmuls (1024^3,
-4096^3, TF32 off), a 3x3 convolution, resnet18 inference (batch 1 and 64), a beautiful-MNIST
-CNN Adam step (batch 512) and a resnet18 SGD-momentum step (batch 64 at 224^2).
+4096^3, TF32 off), 4096^3 matmuls on tensor cores (float16, and float32 with TF32 allowed on
+both sides), a 3x3 convolution, resnet18 inference (batch 1 and 64), a beautiful-MNIST CNN Adam
+step (batch 512) and a resnet18 SGD-momentum step (batch 64 at 224^2).
 
 Each callable is warmed up, then timed as the median over several timed runs of `inner` calls,
 each call waited for (see `per_call`), so launch, scheduling and one synchronization per call are
@@ -16,7 +17,7 @@ Printed figures only; nothing here is pass/fail.
     python bench/bench_gpu.py [--rows chain,sum,...] [--reps 7] [--no-compile] [--ablate]
 
 --ablate then runs tiny again, in a fresh process each, with each of its CUDA optimizations
-switched off (TINY_CUDA_OFF=lanes, shared, tiles), against the same reference results.
+switched off (TINY_CUDA_OFF=lanes, mma, shared, tiles), against the same reference results.
 """
 import argparse
 import copy
@@ -193,16 +194,28 @@ class Bench:
             return lambda: [f(x)]
         self.row("x.sum(), 2^24 f32", make, bytes_moved=4 * N, inner=10, atol=1e-2, rtol=1e-4)
 
-    def matmul(self, m):
+    def matmul(self, m, dtype=torch.float32, tf32=False):
+        """`tf32`: float32 factors may round to TF32 (PyTorch's switch, read by both contenders
+        when the op is called); float16 runs on tensor cores either way."""
         torch.manual_seed(0)
-        ac, bc = torch.randn(m, m), torch.randn(m, m)
+        ac, bc = torch.randn(m, m, dtype=dtype), torch.randn(m, m, dtype=dtype)
 
         def make(device):
             a, b = ac.to(self.on(device)), bc.to(self.on(device))
             f = torch.compile(torch.mm) if device == "compile" else torch.mm
-            return lambda: [f(a, b)]
-        self.row(f"matmul {m}^3 f32", make, flops=2 * m ** 3, inner=1 if m > 2048 else 5,
-                 atol=1e-3 * m ** 0.5, rtol=1e-4)
+
+            def call():
+                torch.backends.cuda.matmul.allow_tf32 = tf32
+                try:
+                    return [f(a, b)]
+                finally:
+                    torch.backends.cuda.matmul.allow_tf32 = False
+            return call
+        exact = dtype == torch.float32 and not tf32
+        name = f"matmul {m}^3 " + ("f32" if exact else "f32, TF32" if tf32 else str(dtype).split(".")[-1])
+        # a float16 result rounds to 11 bits; TF32 keeps 11 bits of each factor
+        tol = 1e-3 * m ** 0.5 if exact else 2e-2 * m ** 0.5
+        self.row(name, make, flops=2 * m ** 3, inner=1 if m > 2048 else 5, atol=tol, rtol=1e-4 if exact else 1e-2)
 
     def conv(self):
         torch.manual_seed(0)
@@ -266,7 +279,8 @@ class Bench:
 
 ROWS = {
     "chain": Bench.chain, "sum": Bench.total, "mm1024": lambda b: b.matmul(1024),
-    "mm4096": lambda b: b.matmul(4096), "conv": Bench.conv, "r18": lambda b: b.resnet18_infer(1),
+    "mm4096": lambda b: b.matmul(4096), "mm4096h": lambda b: b.matmul(4096, torch.float16),
+    "mm4096tf32": lambda b: b.matmul(4096, tf32=True), "conv": Bench.conv, "r18": lambda b: b.resnet18_infer(1),
     "r18b64": lambda b: b.resnet18_infer(64), "mnist": Bench.mnist_step, "r18train": Bench.resnet18_step,
 }
 
@@ -277,7 +291,8 @@ def main():
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
     ap.add_argument("--ablate", action="store_true",
-                    help="also run tiny with each CUDA optimization off (vector lanes, shared-memory and register tiles)")
+                    help="also run tiny with each CUDA optimization off (vector lanes, tensor cores, "
+                         "shared-memory and register tiles)")
     ap.add_argument("--reference-out", help=argparse.SUPPRESS)  # internal: the reference process
     ap.add_argument("--reference-in", help=argparse.SUPPRESS)  # internal: an ablation run's reference
     args = ap.parse_args()
@@ -314,7 +329,7 @@ def main():
                 print(f"{r}: failed: {type(e).__name__}: {str(e)[:300]}", flush=True)
         if args.ablate:
             argv = [a for a in sys.argv[1:] if a != "--ablate"]
-            for off in ("lanes", "shared", "tiles"):
+            for off in ("lanes", "mma", "shared", "tiles"):
                 print(f"\n== tiny with TINY_CUDA_OFF={off} ==", flush=True)
                 subprocess.run([sys.executable, __file__, *argv, "--reference-in", out],
                                env=dict(os.environ, TINY_CUDA_OFF=off), check=False)

@@ -8,6 +8,7 @@ import textwrap
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from conftest import DEV, IS_TINY, requires_tiny, to_dev
 
@@ -135,6 +136,40 @@ def test_backend_and_properties():
     assert backend in repr(p)
     with pytest.raises(RuntimeError, match="only tiny:0 exists"):
         torch.tiny.get_device_properties(1)
+
+
+def _tf32(x):
+    """float32 values as a GPU's cvt.rna.tf32 rounds them: 10 mantissa bits, ties away from zero."""
+    bits = x.view(torch.int32)
+    finite = (bits & 0x7F800000) != 0x7F800000
+    return torch.where(finite, (bits + 0x1000) & -0x2000, bits).view(torch.float32)
+
+
+def test_allow_tf32_is_pytorchs_switch():
+    requires_tiny()
+    assert torch.tiny.matmul.allow_tf32 is False  # float32 is exact by default
+    torch.manual_seed(0)
+    a, b = torch.randn(64, 96), torch.randn(96, 48)
+    x, w = torch.randn(2, 8, 12, 12), torch.randn(32, 8, 3, 3)
+    exact = [a @ b, F.conv2d(x, w, padding=1)]
+    try:
+        torch.tiny.matmul.allow_tf32 = True
+        # the switch torch.backends.cuda.matmul.allow_tf32 and set_float32_matmul_precision set
+        assert torch.backends.cuda.matmul.allow_tf32 and torch.get_float32_matmul_precision() == "high"
+        got = [(a.tiny() @ b.tiny()).cpu(), F.conv2d(x.tiny(), w.tiny(), padding=1).cpu()]
+    finally:
+        torch.tiny.matmul.allow_tf32 = False
+    assert torch.get_float32_matmul_precision() == "highest"
+    torch.testing.assert_close((a.tiny() @ b.tiny()).cpu(), exact[0])  # switched off: exact again
+    if torch.tiny.get_backend() == "cpu":  # no tensor cores: float32 stays exact
+        for g, e in zip(got, exact):
+            torch.testing.assert_close(g, e)
+        return
+    # tensor cores: the exact products of the rounded factors
+    rounded = [_tf32(a) @ _tf32(b), F.conv2d(_tf32(x), _tf32(w), padding=1)]
+    for g, r, e in zip(got, rounded, exact):
+        torch.testing.assert_close(g, r, rtol=1e-4, atol=1e-4)
+        assert ((g - e).abs() > 1e-4 * (e.abs() + 1)).float().mean() > 0.5
 
 
 def _run(script, **env_vars):

@@ -154,6 +154,26 @@ def get_device_capability(device=None) -> tuple:
     return (p.major, p.minor)
 
 
+class _MatmulSettings:
+    """``torch.tiny.matmul``, as ``torch.backends.cuda.matmul``: ``allow_tf32`` lets float32
+    matmuls and convolutions round their factors to TF32 on a GPU's tensor cores (about 10
+    mantissa bits, several times faster). It is PyTorch's own switch, the one
+    ``torch.backends.cuda.matmul.allow_tf32`` and ``torch.set_float32_matmul_precision("high")``
+    set, read when an op is called; off by default. The CPU computes float32 exactly either way.
+    """
+
+    @property
+    def allow_tf32(self) -> bool:
+        return torch._C._get_cublas_allow_tf32()
+
+    @allow_tf32.setter
+    def allow_tf32(self, value: bool) -> None:
+        torch._C._set_cublas_allow_tf32(bool(value))
+
+
+matmul = _MatmulSettings()
+
+
 def _check_index(device) -> None:
     idx = _get_device_index(device)
     if idx != 0:

@@ -58,7 +58,7 @@ T conv_core(const T& xp, const T& w, const Dims& stride, const Dims& dil, const 
   wr.push_back(Cg);
   for (size_t i = 0; i < D; i++) wr.push_back(ws[3 + i]);
   T wv = w.reshape(wr).expand(full);
-  T r = mul(win, wv).reduce(ReduceOp::Sum, range_axes(int(3 + D), int(full.size())), false);
+  T r = mul(win, wv).reduce(ReduceOp::Sum, range_axes(int(3 + D), int(full.size())), false, allow_tf32());
   tiny::Shape o{N, G * OCg};
   o.insert(o.end(), out.begin(), out.end());
   return r.reshape(o);
@@ -112,7 +112,7 @@ T wgrad_core(const T& xp, const T& go, int64_t G, const Dims& K, const Dims& str
   gr.push_back(N);
   for (size_t i = 0; i < D; i++) gr.push_back(gs[2 + i]);
   T gv = go.reshape(g5).permute(perm).reshape(gr).expand(full);
-  return mul(win, gv).reduce(ReduceOp::Sum, range_axes(int(3 + D), int(full.size())), false).reshape(res);
+  return mul(win, gv).reduce(ReduceOp::Sum, range_axes(int(3 + D), int(full.size())), false, allow_tf32()).reshape(res);
 }
 
 // The weight gradient of an ungrouped convolution with the output channels
@@ -160,7 +160,7 @@ T wgrad_channels_last(const T& xp, const T& go, const Dims& K, const Dims& strid
     gstr.push_back(gstr_o[i]);
   }
   T prod = mul(xp.as_strided(full, xstr, 0), gl.as_strided(full, gstr, 0));
-  return prod.reduce(ReduceOp::Sum, range_axes(int(2 + D), int(full.size())), false);  // (C, K..., OC)
+  return prod.reduce(ReduceOp::Sum, range_axes(int(2 + D), int(full.size())), false, allow_tf32());  // (C, K..., OC)
 }
 
 T pad_spatial(const T& x, const Dims& before, const Dims& after) {

@@ -60,8 +60,10 @@ T blas_epilogue(const at::Tensor& self, const T& prod, const c10::Scalar& beta, 
   return add(s, r);
 }
 
-// (..., n, k) @ (..., k, m) accumulated in `acc`
-T product(const at::Tensor& a, const at::Tensor& b, tiny::DType acc) { return read(a).cast(acc).matmul(read(b).cast(acc)); }
+// (..., n, k) @ (..., k, m) accumulated in `acc`; float32 factors in TF32 where allowed
+T product(const at::Tensor& a, const at::Tensor& b, tiny::DType acc) {
+  return read(a).cast(acc).matmul(read(b).cast(acc), a.scalar_type() == at::kFloat && allow_tf32());
+}
 
 // ---------------------------------------------------------------- mm / addmm
 void check_mm(const at::Tensor& a, const at::Tensor& b) {

@@ -1,5 +1,6 @@
 // Small helpers shared by the op files.
 #pragma once
+#include <ATen/Context.h>
 #include <ATen/Tensor.h>
 #include <c10/core/Device.h>
 
@@ -29,5 +30,12 @@ inline void check_device(const std::optional<c10::Device>& device) {
                 "; only tiny:0 exists");
   }
 }
+
+// Whether float32 matmuls and convolutions may round their factors to TF32 (tensor cores,
+// where the device has them): the switch a user sets for CUDA matmuls,
+// torch.backends.cuda.matmul.allow_tf32 or torch.set_float32_matmul_precision("high"), off by
+// default. Convolutions follow it too rather than cuDNN's allow_tf32, which is on by default:
+// tiny's float32 stays exact unless the user asks otherwise.
+inline bool allow_tf32() { return at::globalContext().allowTF32CuBLAS(); }
 
 }  // namespace torch_tiny

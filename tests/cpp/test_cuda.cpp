@@ -33,6 +33,7 @@
 #include "engine/runtime/nvrtc.h"
 #include "engine/schedule/scheduler.h"
 #include "engine/tensor/tensor.h"
+#include "test_helpers.h"
 
 #ifndef TINY_TEST_CXX
 #define TINY_TEST_CXX "c++"
@@ -209,6 +210,21 @@ Memory run_on(Device& dev, const Schedule& sched, const Memory& before, const Cu
   return out;
 }
 
+// Host copies of every buffer a schedule touches before anything runs: inputs hold
+// data, the rest a pattern the kernels must overwrite.
+Memory initial_memory(const Schedule& sched) {
+  Memory before;
+  for (auto& k : sched.kernels)
+    for (auto& b : k.buffers) {
+      const Buffer* o = b->owner();
+      if (before.count(o)) continue;
+      Bytes bytes(o->nbytes(), 0xA5);
+      if (o->allocated() && o->nbytes()) const_cast<Buffer*>(o)->copy_out(bytes.data(), o->nbytes());
+      before[o] = std::move(bytes);
+    }
+  return before;
+}
+
 class CudaCheck {
  public:
   CudaCheck& add(const Tensor& t, bool exact, const std::string& label = "") {
@@ -230,25 +246,17 @@ class CudaCheck {
     ASSERT_FALSE(sched.kernels.empty());
     kernels_ = int(sched.kernels.size());
 
-    // Host copies of every buffer before anything runs: inputs hold data,
-    // the rest a pattern the kernels must overwrite.
-    Memory before;
-    for (auto& k : sched.kernels)
-      for (auto& b : k.buffers) {
-        const Buffer* o = b->owner();
-        if (before.count(o)) continue;
-        Bytes bytes(o->nbytes(), 0xA5);
-        if (o->allocated() && o->nbytes()) const_cast<Buffer*>(o)->copy_out(bytes.data(), o->nbytes());
-        before[o] = std::move(bytes);
-      }
+    Memory before = initial_memory(sched);
 
-    // 1. NVRTC: every kernel in the mode the renderer picks, and the other mode for reduces.
+    // 1. NVRTC: every kernel in the mode the renderer picks, and the other mode for reduces,
+    //    for a GPU with tensor cores.
     for (auto& k : sched.kernels) {
       std::vector<int> modes = {-1};
       if (has_reduce(k)) modes = {0, 1};
       for (int m : modes) {
         CudaRenderOptions o;
         o.block_reduce = m;
+        o.arch = 80;
         sources_.push_back(render_cuda(k, o).kernel);
         if (!nvrtc_available()) continue;
         CudaBuild b = build_cuda(k, 80, /*cubin=*/true, o);
@@ -982,6 +990,121 @@ TEST_F(Cuda, SharedMemoryTilesOfProducts) {
       .add(h.matmul(hb), false, "float16")
       .add(i.matmul(ib), true, "int32")
       .run();
+}
+
+// float32 values as cvt.rna.tf32 leaves them: 10 mantissa bits, to nearest, ties away from zero
+Tensor tf32_rounded(const Tensor& t) {
+  std::vector<float> v = tiny::test::to_vec<float>(t);
+  for (float& f : v) {
+    uint32_t x;
+    std::memcpy(&x, &f, 4);
+    if ((x & 0x7f800000u) != 0x7f800000u) x = (x + 0x1000u) & 0xffffe000u;
+    std::memcpy(&f, &x, 4);
+  }
+  return Tensor::from_host(v.data(), t.shape(), DType::Float32);
+}
+
+TEST_F(Cuda, TensorCoreTiles) {
+  // float16 factors of a float32 sum, as the torch layer casts them: 2 x 2 warps own a block
+  // of 64 x 64 outputs in m16 x n8 pieces of mma.sync, staged 32 reduce steps at a time
+  const DType f16 = DType::Float16, bf16 = DType::BFloat16, f32 = DType::Float32;
+  Tensor a = input(f16, {77, 45}, 501, false), b = input(f16, {45, 70}, 502, false);
+  Tensor prod = a.cast(f32).matmul(b.cast(f32));
+  Schedule mm = create_schedule({prod.cast(f16).node()});
+  ASSERT_EQ(mm.kernels.size(), 1u);
+  CudaRenderOptions sm80;
+  sm80.arch = 80;
+  CudaKernelSource src = render_cuda(mm.kernels[0], sm80);
+  EXPECT_EQ(src.tensor_cores, "f16");
+  EXPECT_TRUE(src.shared_tile);
+  EXPECT_EQ(src.block_size, 128);
+  EXPECT_EQ(src.outputs, 2 * 2);  // 77 x 70 outputs: two blocks each way, the second partial
+  EXPECT_NE(src.kernel.find("__shared__ u16 tiny_as[64][40]"), std::string::npos) << src.kernel;
+  EXPECT_NE(src.kernel.find("tiny_mma_f16("), std::string::npos);
+  // not below compute capability 8.0, nor when switched off: then 77 x 70 outputs take no
+  // tiles (none divides them), 64 x 64 ones shared tiles of scalars
+  CudaRenderOptions sm75 = sm80, off = sm80;
+  sm75.arch = 75;
+  off.tensor_cores = false;
+  Tensor ha = input(f16, {64, 40}, 505, false), hb = input(f16, {40, 64}, 506, false);
+  Schedule even = create_schedule({ha.cast(f32).matmul(hb.cast(f32)).node()});
+  EXPECT_EQ(render_cuda(even.kernels.back(), sm80).tensor_cores, "f16");
+  for (const CudaRenderOptions& o : {sm75, off}) {
+    EXPECT_EQ(render_cuda(mm.kernels[0], o).tile_cols, 1);
+    CudaKernelSource plain = render_cuda(even.kernels.back(), o);
+    EXPECT_EQ(plain.tensor_cores, "");
+    EXPECT_TRUE(plain.shared_tile);
+  }
+  // float32 only where TF32 is allowed; a product rounded to float16 before the sum, or
+  // factors of two 16-bit types, not at all
+  Tensor x = input(f32, {64, 40}, 503, false), y = input(f32, {40, 64}, 504, false);
+  auto cores = [&](const Tensor& t, const CudaRenderOptions& o) {
+    return render_cuda(create_schedule({t.node()}).kernels.back(), o).tensor_cores;
+  };
+  EXPECT_EQ(cores(x.matmul(y), sm80), "");
+  EXPECT_EQ(cores(x.matmul(y, /*tf32=*/true), sm80), "tf32");
+  EXPECT_EQ(cores(ha.matmul(hb), sm80), "");
+  EXPECT_EQ(cores(ha.cast(f32).matmul(hb.cast(bf16).cast(f32)), sm80), "");
+  EXPECT_EQ(cores(ha.cast(f32).matmul(hb.cast(bf16).cast(f32), true), sm80), "tf32");
+  // 2 x 4 warps of 64 x 32 outputs where 128 x 128 blocks fill an H100 twice over
+  CudaRenderOptions h100;
+  h100.arch = 90;
+  h100.multiprocessors = 132;
+  Tensor big = Tensor::rand({4096, 1024}, 507, 0).cast(bf16), big_b = Tensor::rand({1024, 4096}, 508, 0).cast(bf16);
+  CudaKernelSource big_src = render_cuda(create_schedule({big.cast(f32).matmul(big_b.cast(f32)).node()}).kernels.back(), h100);
+  EXPECT_EQ(big_src.tensor_cores, "bf16");
+  EXPECT_EQ(big_src.block_size, 256);
+  EXPECT_EQ(big_src.outputs, 32 * 32);
+
+  // results: partial blocks and a reduce past the last whole chunk, odd columns, float32
+  // results, bfloat16, a linear layer's w.T with a fused bias + ReLU, batches, a padded 3x3
+  // convolution, and TF32 factors that are already TF32 values (rounding them changes nothing)
+  Tensor w = input(f16, {72, 45}, 509, false), bias = input(f32, {72}, 510, false);
+  Tensor linear = a.cast(f32).matmul(w.cast(f32).permute({1, 0}));
+  linear = linear.binary(Op::Add, bias.reshape({1, 72}).expand({77, 72}))
+               .binary(Op::Max, Tensor::full({77, 72}, Scalar::from_double(0.0), f32));
+  Tensor ba = input(bf16, {3, 40, 50}, 511, false), bb = input(bf16, {3, 50, 24}, 512, false);
+  Tensor cx = input(f16, {2, 8, 6, 16}, 513, false), cw = input(f16, {64, 8, 3, 3}, 514, false);
+  Tensor windows = cx.cast(f32).pad({{0, 0}, {0, 0}, {1, 1}, {1, 1}})
+                       .as_strided({2, 8, 6, 16, 3, 3}, {8 * 8 * 18, 8 * 18, 18, 1, 18, 1}, 0)
+                       .permute({0, 2, 3, 1, 4, 5}).reshape({2, 1, 6, 16, 8, 3, 3}).expand({2, 64, 6, 16, 8, 3, 3});
+  Tensor conv = windows.binary(Op::Mul, cw.cast(f32).reshape({1, 64, 1, 1, 8, 3, 3}).expand({2, 64, 6, 16, 8, 3, 3}))
+                    .reduce(ReduceOp::Sum, {4, 5, 6}, false);
+  EXPECT_EQ(cores(conv, sm80), "f16");
+  Tensor tx = tf32_rounded(input(f32, {50, 100}, 515, false)), ty = tf32_rounded(input(f32, {100, 33}, 516, false));
+  CudaCheck c;
+  c.add(prod.cast(f16), false, "float16")
+      .add(prod, false, "float16 factors, float32 sums")
+      .add(input(f16, {40, 64}, 517, false).cast(f32).matmul(input(f16, {64, 33}, 518, false).cast(f32)), false,
+           "odd columns")
+      .add(linear.cast(f16), false, "linear bias relu")
+      .add(ba.cast(f32).matmul(bb.cast(f32)).cast(bf16), false, "batched bfloat16")
+      .add(conv.cast(f16), false, "convolution")
+      .add(tx.matmul(ty, /*tf32=*/true), false, "tf32")
+      .run();
+}
+
+TEST_F(Cuda, TensorCoresRoundFactorsToTf32WhereAllowed) {
+  // the emulated tensor cores round as the GPU's cvt.rna.tf32 does: the result is the CPU's
+  // exact product of the rounded factors, not the exact product of the factors
+  Tensor x = input(DType::Float32, {64, 96}, 521, false), y = input(DType::Float32, {96, 48}, 522, false);
+  Schedule s = create_schedule({x.matmul(y, /*tf32=*/true).node()});
+  ASSERT_EQ(s.kernels.size(), 1u);
+  Device* emu = cuda_emu_device();
+  ASSERT_NE(emu, nullptr) << cuda_emu_info().reason;
+  Memory got = run_on(*emu, s, initial_memory(s));
+  const Buffer* out = s.kernels[0].buffers[size_t(s.kernels[0].outputs[0].buffer)].get();
+  std::vector<float> tensor_cores(size_t(out->numel()));
+  std::memcpy(tensor_cores.data(), got.at(out->owner()).data() + out->owner_offset(), out->nbytes());
+  std::vector<float> rounded = tiny::test::to_vec<float>(tf32_rounded(x).matmul(tf32_rounded(y)));
+  std::vector<float> exact = tiny::test::to_vec<float>(x.matmul(y));
+  int apart = 0;
+  for (size_t i = 0; i < exact.size(); i++) {
+    // sums of 96 products of up to 16 in two orders: float32 rounding apart
+    EXPECT_NEAR(tensor_cores[i], rounded[i], 2e-5 * std::fabs(rounded[i]) + 1e-4) << i;
+    apart += std::fabs(tensor_cores[i] - exact[i]) > 1e-4 * (std::fabs(exact[i]) + 1);
+  }
+  EXPECT_GT(apart, int(exact.size()) / 2);  // TF32 keeps 11 bits of each factor: ~3e-4 apart
 }
 
 TEST_F(Cuda, NestedReduceAndElementwiseAfter) {

@@ -90,10 +90,11 @@ CudaRenderOptions cuda_options_from_env() {
   std::stringstream list(e);
   for (std::string name; std::getline(list, name, ',');) {
     if (name == "lanes") o.vector_lanes = false;
+    else if (name == "mma") o.tensor_cores = false;
     else if (name == "shared") o.shared_tiles = false;
     else if (name == "tiles") o.register_tile = o.shared_tiles = false;
     else if (!name.empty())
-      throw std::invalid_argument("TINY_CUDA_OFF: unknown optimization '" + name + "' (lanes, shared, tiles)");
+      throw std::invalid_argument("TINY_CUDA_OFF: unknown optimization '" + name + "' (lanes, mma, shared, tiles)");
   }
   return o;
 }
@@ -119,10 +120,13 @@ std::vector<std::shared_ptr<Program>> cuda_programs(Device& device, const std::v
   static auto* cache = new std::unordered_map<std::string, std::shared_ptr<Program>>();
   std::lock_guard<std::mutex> g(mu);
   CudaRenderOptions o = opt;
-  if (o.multiprocessors == 0) o.multiprocessors = device.properties().multiprocessors;
+  DeviceProperties props = device.properties();
+  if (o.multiprocessors == 0) o.multiprocessors = props.multiprocessors;
+  if (o.arch == 0) o.arch = props.cc_major * 10 + props.cc_minor;
   std::string tag = device.name() + "|" + std::to_string(o.block_reduce) + "," + std::to_string(o.block_size) + "," +
                     std::to_string(o.multiprocessors) + "," + std::to_string(o.register_tile) + "," +
-                    std::to_string(o.vector_lanes) + "," + std::to_string(o.shared_tiles) + "|";
+                    std::to_string(o.vector_lanes) + "," + std::to_string(o.shared_tiles) + "," + std::to_string(o.arch) +
+                    "," + std::to_string(o.tensor_cores) + "|";
   std::vector<std::string> keys;
   std::vector<CudaKernelSource> fresh;  // distinct kernels not compiled before
   std::unordered_map<std::string, size_t> fresh_index;

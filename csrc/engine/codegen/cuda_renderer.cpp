@@ -82,6 +82,44 @@ static __device__ __forceinline__ u16 tiny_float_to_bf16(float f) {
 static __device__ __forceinline__ float tiny_round_f16(float f) { return tiny_half_to_float(tiny_float_to_half(f)); }
 static __device__ __forceinline__ float tiny_round_bf16(float f) { return tiny_bf16_to_float(tiny_float_to_bf16(f)); }
 
+// ---- tensor cores: a warp's D += A * B (mma.sync: m16n8k16 for 16-bit factors, m16n8k8 for
+// TF32), each lane holding its fragments as the PTX ISA lays them out; on the emulated device
+// tiny_warp_mma plays the warp from the same fragments
+#ifdef __CUDA_ARCH__
+static __device__ __forceinline__ u32 tiny_pair(const u16* p) { return *(const u32*)p; }
+static __device__ __forceinline__ u32 tiny_to_tf32(float f) { u32 r; asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(f)); return r; }
+#define TINY_MMA(name, shape, type)                                                                              \
+  static __device__ __forceinline__ void name(float* d, const u32* a, const u32* b) {                            \
+    asm volatile("mma.sync.aligned." shape ".row.col.f32." type "." type ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, " \
+                 "{%8,%9}, {%0,%1,%2,%3};"                                                                       \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                                \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));                            \
+  }
+TINY_MMA(tiny_mma_f16, "m16n8k16", "f16")
+TINY_MMA(tiny_mma_bf16, "m16n8k16", "bf16")
+TINY_MMA(tiny_mma_tf32, "m16n8k8", "tf32")
+#else
+static inline u32 tiny_pair(const u16* p) { return (u32)p[0] | ((u32)p[1] << 16); }
+// as cvt.rna: to nearest with ties away from zero, 10 mantissa bits kept; NaN and infinities stay
+static inline u32 tiny_to_tf32(float f) {
+  const u32 x = __float_as_uint(f);
+  return (x & 0x7f800000u) == 0x7f800000u ? x : (x + 0x1000u) & 0xffffe000u;
+}
+template <float (*to_float)(u16)> static inline void tiny_mma_16(float* d, const u32* a, const u32* b) {
+  float fa[8], fb[4];
+  for (int i = 0; i < 8; i++) fa[i] = to_float((u16)(a[i / 2] >> (16 * (i % 2))));
+  for (int i = 0; i < 4; i++) fb[i] = to_float((u16)(b[i / 2] >> (16 * (i % 2))));
+  tiny_warp_mma(d, fa, fb, 16);
+}
+static inline void tiny_mma_f16(float* d, const u32* a, const u32* b) { tiny_mma_16<tiny_half_to_float>(d, a, b); }
+static inline void tiny_mma_bf16(float* d, const u32* a, const u32* b) { tiny_mma_16<tiny_bf16_to_float>(d, a, b); }
+static inline void tiny_mma_tf32(float* d, const u32* a, const u32* b) {
+  const float fa[4] = {__uint_as_float(a[0]), __uint_as_float(a[1]), __uint_as_float(a[2]), __uint_as_float(a[3])};
+  const float fb[2] = {__uint_as_float(b[0]), __uint_as_float(b[1])};
+  tiny_warp_mma(d, fa, fb, 8);
+}
+#endif
+
 // ---- index math: floor division and modulo by a positive constant
 static __device__ __forceinline__ i64 tiny_floordiv(i64 a, i64 c) { i64 q = a / c; return q - (i64)((q * c != a) & (a < 0)); }
 static __device__ __forceinline__ i64 tiny_floormod(i64 a, i64 c) { i64 m = a % c; return m < 0 ? m + c : m; }
@@ -317,7 +355,7 @@ class Renderer {
     if (k_.serial) {
       bs = 1;
     } else if (shared_) {
-      bs = int(shared_ty_ * shared_tx_);
+      bs = int(shared_threads());
     } else if (block_) {
       while (bs > 32 && bs / 2 >= max_r) bs /= 2;  // no idle halves for short reductions
     } else {
@@ -335,6 +373,7 @@ class Renderer {
     out.block_size = bs;
     out.block_reduce = block_;
     out.shared_tile = shared_;
+    out.tensor_cores = mma_ != Mma::None ? mma_name() : "";
     out.split = split_;
     out.serial = k_.serial;
 
@@ -347,8 +386,13 @@ class Renderer {
         << (k_.serial  ? "one thread, in order"
             : split_ > 1 ? std::to_string(split_) + " blocks per output, shared-memory reduce, partials combined in order"
             : block_     ? "one block per output, shared-memory reduce"
-            : shared_    ? "one block per " + std::to_string(shared_ty_ * tile_rows_) + " x " +
-                               std::to_string(shared_tx_ * tile_cols_) + " outputs (dims " + std::to_string(tile_d2_) + ", " +
+            : mma_ != Mma::None
+                ? "one block per " + std::to_string(block_rows()) + " x " + std::to_string(block_cols()) + " outputs (dims " +
+                      std::to_string(tile_d2_) + ", " + std::to_string(tile_d_) + "), a warp per " +
+                      std::to_string(mma_m_ * 16) + " x " + std::to_string(mma_n_ * 8) + ", " + mma_name() +
+                      " factors staged in shared memory, products on tensor cores"
+            : shared_    ? "one block per " + std::to_string(block_rows()) + " x " + std::to_string(block_cols()) +
+                               " outputs (dims " + std::to_string(tile_d2_) + ", " +
                                std::to_string(tile_d_) + "), a thread per " + std::to_string(tile_rows_) + " x " +
                                std::to_string(tile_cols_) + ", factors staged in shared memory"
             : tiled()    ? "one thread per " + std::to_string(tile_rows_) + " x " + std::to_string(tile_cols_) +
@@ -492,7 +536,15 @@ class Renderer {
     };
     int d2 = tile_row_dim(k_, *cand, idx, d, fresh);
     int64_t cols = side(shape[size_t(d)]), rows = d2 >= 0 ? side(shape[size_t(d2)]) : 1;
-    if (cols < 2 || rows * cols < 4) return;
+    if (cols < 2 || rows * cols < 4) {
+      // no register tile divides the dims; tensor cores guard every output and need none
+      if (d2 < 0 || !opt_.shared_tiles) return;
+      tile_d_ = d;
+      tile_d2_ = d2;
+      plan_shared_tile(/*tensor_cores_only=*/true);
+      if (!shared_) tile_d_ = tile_d2_ = -1;
+      return;
+    }
     tile_d_ = d;
     tile_d2_ = rows > 1 ? d2 : -1;
     tile_rows_ = rows;
@@ -568,7 +620,7 @@ class Renderer {
     bool along_k = false;  // staged with consecutive threads along k (the factor's unit stride)
   };
 
-  void plan_shared_tile() {
+  void plan_shared_tile(bool tensor_cores_only = false) {
     const Shape& shape = k_.shape;
     std::vector<Expr> idx;
     for (int64_t e : shape) idx.push_back(new_var("", e));
@@ -623,6 +675,14 @@ class Renderer {
     }
     int row_f = !moves_col[0] ? 0 : !moves_col[1] ? 1 : -1;
     if (row_f < 0 || moves_row[1 - row_f]) return;  // no split into a row factor and a column factor
+    shared_k_ = K;
+    row_factor_ = found[row_f];
+    col_factor_ = found[1 - row_f];
+    if (plan_mma(r, prod)) {
+      shared_ = true;
+      return;
+    }
+    if (tensor_cores_only) return;
     // Threads: as many as tiles up to 16 x 16, at least 64. Tiles of 8 x 8
     // (64 products per 16 reads of shared memory, against 16 per 8) where both
     // dims divide by 8 and the blocks still fill the GPU's multiprocessors
@@ -651,19 +711,20 @@ class Renderer {
     shared_ = true;
     shared_tx_ = tx;
     shared_ty_ = ty;
-    shared_k_ = K;
-    row_factor_ = found[row_f];
-    col_factor_ = found[1 - row_f];
   }
   int64_t shared_blocks() const {
     int64_t n = 1;
     for (size_t d = 0; d < k_.shape.size(); d++) n *= shared_grid()[d];
     return n;
   }
+  // A block's outputs along the tile's row and column dims, and its threads.
+  int64_t block_rows() const { return mma_ != Mma::None ? mma_warps_m_ * mma_m_ * 16 : shared_ty_ * tile_rows_; }
+  int64_t block_cols() const { return mma_ != Mma::None ? mma_warps_n_ * mma_n_ * 8 : shared_tx_ * tile_cols_; }
+  int64_t shared_threads() const { return mma_ != Mma::None ? 32 * mma_warps_m_ * mma_warps_n_ : shared_ty_ * shared_tx_; }
   // Blocks along each output dim (tiles of tiles along the tile's two).
   Shape shared_grid() const {
     Shape g = k_.shape;
-    int64_t bm = shared_ty_ * tile_rows_, bn = shared_tx_ * tile_cols_;
+    int64_t bm = block_rows(), bn = block_cols();
     g[size_t(tile_d2_)] = (g[size_t(tile_d2_)] + bm - 1) / bm;
     g[size_t(tile_d_)] = (g[size_t(tile_d_)] + bn - 1) / bn;
     return g;
@@ -705,23 +766,8 @@ class Renderer {
     };
     declare(rt, "tiny_as", BM, RG);
     declare(ct, "tiny_bs", BN, CG);
-    line("for (i64 gid = tiny_begin + (i64)blockIdx.x; gid < tiny_end; gid += (i64)gridDim.x) {");
-    indent_++;
-    memo_.emplace_back();
-    Shape grid = shared_grid();
-    int64_t stride = numel(grid);
-    std::vector<Expr> base(shape.size(), cnst(0));  // the block's other coordinates
-    std::string bm = "0", bn = "0";
-    for (size_t d = 0; d < grid.size(); d++) {
-      stride /= grid[d];
-      if (grid[d] == 1) continue;
-      std::string e = "(int)((gid / " + std::to_string(stride) + "ll) % " + std::to_string(grid[d]) + "ll)";
-      std::string name = int(d) == tile_d2_ ? "tiny_bm" : int(d) == tile_d_ ? "tiny_bn" : "i" + std::to_string(d);
-      line("const int " + name + " = " + e + ";");
-      if (int(d) == tile_d2_) bm = name;
-      else if (int(d) == tile_d_) bn = name;
-      else base[d] = new_var(name, shape[d]);
-    }
+    std::string bm, bn;
+    std::vector<Expr> base = open_block_loop(&bm, &bn);
     line("const int tiny_ty = (int)threadIdx.x / " + std::to_string(TX) + ", tiny_tx = (int)threadIdx.x % " +
          std::to_string(TX) + ";");
     // group g of the thread's rows starts at column tiny_ty * RG + g * TY * RG of tiny_as
@@ -760,7 +806,7 @@ class Renderer {
     // The next chunk's factors are loaded into registers while the block computes
     // from the current one, then stored to shared memory after the barrier.
     const std::string K = std::to_string(shared_k_);
-    Staging sa{row_factor_, "tiny_as", rt, true, bm, BM, M}, sb{col_factor_, "tiny_bs", ct, false, bn, BN, N};
+    Staging sa{row_factor_, "tiny_as", rt, true, bm, BM, M, kSharedK}, sb{col_factor_, "tiny_bs", ct, false, bn, BN, N, kSharedK};
     for (Staging* s : {&sa, &sb}) {
       s->regs = tmp("stage");
       line(s->type + " " + s->regs + "[" + std::to_string(staged_per_thread(*s, T)) + "];");
@@ -831,6 +877,34 @@ class Renderer {
         indent_--;
         line("}");
       }
+    close_block_loop();
+  }
+
+  // Opens the grid-stride loop over blocks (gid: the block's number), names the block's
+  // coordinates along the tile's row and column dims (tiny_bm, tiny_bn; "0" where there is one
+  // block) and returns its other coordinates.
+  std::vector<Expr> open_block_loop(std::string* bm, std::string* bn) {
+    const Shape& shape = k_.shape;
+    line("for (i64 gid = tiny_begin + (i64)blockIdx.x; gid < tiny_end; gid += (i64)gridDim.x) {");
+    indent_++;
+    memo_.emplace_back();
+    Shape grid = shared_grid();
+    int64_t stride = numel(grid);
+    std::vector<Expr> base(shape.size(), cnst(0));
+    *bm = *bn = "0";
+    for (size_t d = 0; d < grid.size(); d++) {
+      stride /= grid[d];
+      if (grid[d] == 1) continue;
+      std::string e = "(int)((gid / " + std::to_string(stride) + "ll) % " + std::to_string(grid[d]) + "ll)";
+      std::string name = int(d) == tile_d2_ ? "tiny_bm" : int(d) == tile_d_ ? "tiny_bn" : "i" + std::to_string(d);
+      line("const int " + name + " = " + e + ";");
+      if (int(d) == tile_d2_) *bm = name;
+      else if (int(d) == tile_d_) *bn = name;
+      else base[d] = new_var(name, shape[d]);
+    }
+    return base;
+  }
+  void close_block_loop() {
     memo_.pop_back();
     indent_--;
     line("}");
@@ -841,14 +915,18 @@ class Renderer {
   // registers `regs` on their way to shared memory `array`.
   struct Staging {
     Factor f;
-    std::string array, type;
+    std::string array, type;  // type: the registers' (the factor's values)
     bool rows;          // the row factor (else the column factor)
     std::string block;  // the block's coordinate along the factor's output dim
     int64_t extent, size;
+    int64_t chunk;      // reduce steps per chunk
+    // tensor cores: shared memory holds [extent][chunk] (the steps innermost), each value
+    // converted by this function; else [chunk][extent] as it is
+    std::string to_shared = {};
     std::string regs = {};
   };
   static int64_t staged_per_thread(const Staging& s, int64_t threads) {
-    return (s.extent * kSharedK + threads - 1) / threads;
+    return (s.extent * s.chunk + threads - 1) / threads;
   }
   // Element `e`'s (lin, m, kk): its place in the chunk and in shared memory.
   void staged_element(const Staging& s, int64_t threads, const std::string& e, std::string* lin, std::string* m,
@@ -858,8 +936,8 @@ class Renderer {
     *kk = tmp("kk");
     line("const int " + *lin + " = (int)threadIdx.x + " + e + " * " + std::to_string(threads) + ";");
     if (s.f.along_k)
-      line("const int " + *m + " = " + *lin + " / " + std::to_string(kSharedK) + ", " + *kk + " = " + *lin + " % " +
-           std::to_string(kSharedK) + ";");
+      line("const int " + *m + " = " + *lin + " / " + std::to_string(s.chunk) + ", " + *kk + " = " + *lin + " % " +
+           std::to_string(s.chunk) + ";");
     else
       line("const int " + *kk + " = " + *lin + " / " + std::to_string(s.extent) + ", " + *m + " = " + *lin + " % " +
            std::to_string(s.extent) + ";");
@@ -873,7 +951,7 @@ class Renderer {
     memo_.emplace_back();
     staged_element(s, threads, e, &lin, &m, &kk);
     std::string at = tmp("at"), k = tmp("k"), ok = tmp("ok"), row = s.block + " * " + std::to_string(s.extent) + " + " + m;
-    std::string whole = s.extent * kSharedK < threads ? lin + " < " + std::to_string(s.extent * kSharedK) + " && " : "";
+    std::string whole = s.extent * s.chunk < threads ? lin + " < " + std::to_string(s.extent * s.chunk) + " && " : "";
     line("const bool " + ok + " = " + whole + row + " < " + std::to_string(s.size) + " && " + k_start + " + " + kk + " < " +
          std::to_string(shared_k_) + ";");
     // clamped into range where the step or the row is past the end (the value is not used)
@@ -893,10 +971,158 @@ class Renderer {
     line("for (int " + e + " = 0; " + e + " < " + std::to_string(staged_per_thread(s, threads)) + "; " + e + "++) {");
     indent_++;
     staged_element(s, threads, e, &lin, &m, &kk);
-    std::string store = s.array + "[" + kk + "][" + m + "] = " + s.regs + "[" + e + "];";
-    line(s.extent * kSharedK < threads ? "if (" + lin + " < " + std::to_string(s.extent * kSharedK) + ") " + store : store);
+    std::string store = s.to_shared.empty() ? s.array + "[" + kk + "][" + m + "] = " + s.regs + "[" + e + "];"
+                                            : s.array + "[" + m + "][" + kk + "] = " + s.to_shared + "(" + s.regs + "[" + e + "]);";
+    line(s.extent * s.chunk < threads ? "if (" + lin + " < " + std::to_string(s.extent * s.chunk) + ") " + store : store);
     indent_--;
     line("}");
+  }
+
+  // ---- tensor cores
+  // A shared tile whose float32 sum adds products of two float16 (or two bfloat16) values, or
+  // of float32 factors the user let round to TF32 (NodeArgs::tf32), on a GPU with mma.sync
+  // (compute capability 8.0 or newer): a block of 2 x 2 warps owns 64 x 64 outputs, each warp
+  // 32 x 32 of them, or where 128 x 128 blocks still number twice the multiprocessors, 2 x 4
+  // warps of 64 x 32 each; a warp's part is m16 x n8 pieces of mma.sync. Per chunk of kMmaK
+  // reduce steps the threads stage both factors in the form the tensor cores take (16-bit
+  // values, or TF32 rounded to nearest, ties away) in shared memory with the steps innermost,
+  // and every warp loads its fragments from there. Tensor cores add the products in an order
+  // of their own (and TF32 rounds the factors), so results differ from the CPU's by rounding,
+  // as cuBLAS's do from PyTorch's CPU backend.
+  static constexpr int64_t kMmaK = 32;
+  static DType exact_16bit_of(const Node* n, const Kernel& k) {
+    while (n->op == Op::View && !k.loads.count(n)) n = n->src[0].get();  // masked parts are zeros
+    if (k.loads.count(n) || n->op != Op::Cast) return DType::Float32;
+    DType from = n->src[0]->dtype;
+    return from == DType::Float16 || from == DType::BFloat16 ? from : DType::Float32;
+  }
+  bool plan_mma(const Node* r, const Node* prod) {
+    const Shape& shape = k_.shape;
+    const int64_t M = shape[size_t(tile_d2_)], N = shape[size_t(tile_d_)];
+    // at least one m16 x n8 piece of outputs
+    if (!opt_.tensor_cores || opt_.arch < 80 || r->src[0].get() != prod || prod->dtype != DType::Float32 || M < 16 ||
+        N < 8)
+      return false;
+    DType a = exact_16bit_of(row_factor_.node, k_), b = exact_16bit_of(col_factor_.node, k_);
+    if (a == b && a != DType::Float32) mma_ = a == DType::Float16 ? Mma::F16 : Mma::BF16;
+    else if (r->args.tf32) mma_ = Mma::TF32;
+    else return false;
+    int64_t big_blocks = numel(shape) / (M * N) * ((M + 127) / 128) * ((N + 127) / 128);
+    bool big = opt_.multiprocessors > 0 && big_blocks >= 2 * int64_t(opt_.multiprocessors);
+    mma_warps_m_ = 2;
+    mma_warps_n_ = big ? 4 : 2;
+    mma_m_ = big ? 4 : 2;
+    mma_n_ = 4;
+    return true;
+  }
+  std::string mma_name() const { return mma_ == Mma::F16 ? "f16" : mma_ == Mma::BF16 ? "bf16" : "tf32"; }
+
+  void emit_mma_tiles() {
+    const Shape& shape = k_.shape;
+    const int64_t M = shape[size_t(tile_d2_)], N = shape[size_t(tile_d_)], T = shared_threads();
+    const int64_t BM = block_rows(), BN = block_cols(), WTM = mma_m_ * 16, WTN = mma_n_ * 8;
+    const bool tf32 = mma_ == Mma::TF32;
+    const int64_t step = tf32 ? 8 : 16;  // reduce steps per mma.sync
+    auto str = [](int64_t v) { return std::to_string(v); };
+    // rows padded so that the 8 rows a fragment load reads (4 threads each) fall in different banks
+    const std::string held = tf32 ? "u32" : "u16", pitch = str(kMmaK + (tf32 ? 4 : 8));
+    line("alignas(16) __shared__ " + held + " tiny_as[" + str(BM) + "][" + pitch + "];");
+    line("alignas(16) __shared__ " + held + " tiny_bs[" + str(BN) + "][" + pitch + "];");
+    std::string bm, bn;
+    std::vector<Expr> base = open_block_loop(&bm, &bn);
+    // lane = 4 * g + t (the PTX ISA's groupID and threadID_in_group); the warp's first row and column
+    line("const int tiny_warp = (int)threadIdx.x / 32, tiny_g = (int)threadIdx.x % 32 / 4, tiny_t = (int)threadIdx.x % 4;");
+    line("const int tiny_wm = tiny_warp / " + str(mma_warps_n_) + " * " + str(WTM) + ", tiny_wn = tiny_warp % " +
+         str(mma_warps_n_) + " * " + str(WTN) + ";");
+    std::vector<std::string> acc;  // piece (i, j) of the warp: acc[i * mma_n_ + j], its 4 values
+    for (int64_t p = 0; p < mma_m_ * mma_n_; p++) {
+      acc.push_back(tmp("acc"));
+      line("float " + acc.back() + "[4] = {0.0f, 0.0f, 0.0f, 0.0f};");
+    }
+    const std::string to_shared = tf32 ? "tiny_to_tf32" : mma_ == Mma::F16 ? "tiny_float_to_half" : "tiny_float_to_bf16";
+    Staging sa{row_factor_, "tiny_as", "float", true, bm, BM, M, kMmaK, to_shared},
+        sb{col_factor_, "tiny_bs", "float", false, bn, BN, N, kMmaK, to_shared};
+    for (Staging* s : {&sa, &sb}) {
+      s->regs = tmp("stage");
+      line("float " + s->regs + "[" + str(staged_per_thread(*s, T)) + "];");
+    }
+    for (Staging* s : {&sa, &sb}) stage_load(*s, base, T, "0");
+    line("for (int k0 = 0; k0 < " + str(shared_k_) + "; k0 += " + str(kMmaK) + ") {");
+    indent_++;
+    for (Staging* s : {&sa, &sb}) stage_store(*s, T);
+    line("__syncthreads();");
+    line("if (k0 + " + str(kMmaK) + " < " + str(shared_k_) + ") {");
+    indent_++;
+    for (Staging* s : {&sa, &sb}) stage_load(*s, base, T, "k0 + " + str(kMmaK));
+    indent_--;
+    line("}");
+    line("#pragma unroll");
+    line("for (int kk = 0; kk < " + str(kMmaK) + "; kk += " + str(step) + ") {");
+    indent_++;
+    // an element pair (16-bit) or element (TF32) of the fragments: row or column `at`, step `k`
+    auto held_at = [&](const std::string& array, const std::string& at, const std::string& k) {
+      return tf32 ? array + "[" + at + "][kk + tiny_t" + k + "]" : "tiny_pair(&" + array + "[" + at + "][kk + 2 * tiny_t" + k + "])";
+    };
+    const std::string half_k = tf32 ? " + 4" : " + 8";  // the fragment's second half of the steps
+    std::vector<std::string> fa, fb;
+    for (int64_t i = 0; i < mma_m_; i++) {
+      std::string r0 = "tiny_wm + " + str(i * 16) + " + tiny_g", r1 = "tiny_wm + " + str(i * 16 + 8) + " + tiny_g";
+      fa.push_back(tmp("fa"));
+      line("const u32 " + fa.back() + "[4] = {" + held_at("tiny_as", r0, "") + ", " + held_at("tiny_as", r1, "") + ", " +
+           held_at("tiny_as", r0, half_k) + ", " + held_at("tiny_as", r1, half_k) + "};");
+    }
+    for (int64_t j = 0; j < mma_n_; j++) {
+      std::string c = "tiny_wn + " + str(j * 8) + " + tiny_g";
+      fb.push_back(tmp("fb"));
+      line("const u32 " + fb.back() + "[2] = {" + held_at("tiny_bs", c, "") + ", " + held_at("tiny_bs", c, half_k) + "};");
+    }
+    for (int64_t i = 0; i < mma_m_; i++)
+      for (int64_t j = 0; j < mma_n_; j++)
+        line("tiny_mma_" + mma_name() + "(" + acc[size_t(i * mma_n_ + j)] + ", " + fa[size_t(i)] + ", " + fb[size_t(j)] + ");");
+    indent_--;
+    line("}");
+    line("__syncthreads();");
+    indent_--;
+    line("}");
+    // stores: value e of a piece is at row g (+ 8 for e >= 2), column 2 t + e % 2 of the piece;
+    // those past the ends of partial blocks are not stored
+    const Node* r = find_tiled_reduce(k_, base, -1, [&](int64_t size) { return new_var("", size); })->reduce;
+    for (int64_t i = 0; i < mma_m_; i++)
+      for (int64_t h = 0; h < 2; h++) {
+        std::string row = tmp("row");
+        line("const int " + row + " = " + bm + " * " + str(BM) + " + tiny_wm + " + str(i * 16 + h * 8) + " + tiny_g;");
+        line("if (" + row + " < " + str(M) + ") {");
+        indent_++;
+        memo_.emplace_back();
+        for (int64_t j = 0; j < mma_n_; j++) {
+          std::string col = tmp("col");
+          line("const int " + col + " = " + bn + " * " + str(BN) + " + tiny_wn + " + str(j * 8) + " + 2 * tiny_t;");
+          // the pair shares its guard where N is even (the column is)
+          for (int64_t e = 0; e < 2; e++) {
+            if (e == 0 || N % 2) {
+              line("if (" + col + (e ? " + 1" : "") + " < " + str(N) + ") {");
+              indent_++;
+              memo_.emplace_back();
+            }
+            std::vector<Expr> o = base;
+            o[size_t(tile_d2_)] = new_var(row, M);
+            o[size_t(tile_d_)] = e ? add(new_var(col, N - 1), cnst(1)) : new_var(col, N);
+            auto ctx = find_tiled_reduce(k_, o, -1, [&](int64_t size) { return new_var("", size); });
+            remember(context_key(r, ctx->idx, ctx->valid),
+                     value(DType::Float32, acc[size_t(i * mma_n_ + j)] + "[" + str(2 * h + e) + "]"));
+            emit_stores(o);
+            if (e == 1 || N % 2) {
+              memo_.pop_back();
+              indent_--;
+              line("}");
+            }
+          }
+        }
+        memo_.pop_back();
+        indent_--;
+        line("}");
+      }
+    close_block_loop();
   }
 
   // ---- vector lanes (see the header)
@@ -1056,6 +1282,10 @@ class Renderer {
     const Shape& shape = k_.shape;
     indent_ = 1;
     memo_.emplace_back();
+    if (mma_ != Mma::None) {
+      emit_mma_tiles();
+      return;
+    }
     if (shared_) {
       emit_shared_tiles();
       return;
@@ -1823,6 +2053,10 @@ class Renderer {
   bool shared_ = false;  // shared-memory tiles: a block of shared_ty_ x shared_tx_ threads, one tile each
   int64_t shared_tx_ = 1, shared_ty_ = 1, shared_k_ = 0;  // shared_k_: the reduce's flat extent
   Factor row_factor_, col_factor_;
+  enum class Mma { None, F16, BF16, TF32 };
+  Mma mma_ = Mma::None;  // the shared tile's products on tensor cores, from factors of this type
+  int64_t mma_warps_m_ = 0, mma_warps_n_ = 0;  // a block's warps along its rows and columns
+  int64_t mma_m_ = 0, mma_n_ = 0;              // a warp's m16 x n8 pieces along them
   int64_t lanes_ = 1;  // outputs per thread along dim lanes_d_ (vector lanes)
   int lanes_d_ = -1;
   int lane_var_ = -1;          // the lane's variable id (the newest when the lanes are emitted)

@@ -20,7 +20,10 @@
 //   shared:     tiled, a block's threads owning a block of tiles and staging
 //               the two factors of the reduced product through shared memory
 //               (a matmul's rows of `a` and columns of `b`, a convolution's
-//               weights and input) in chunks of the reduce axes.
+//               weights and input) in chunks of the reduce axes; where both
+//               factors are float16 (or bfloat16) values in a float32 sum, or
+//               the user allowed TF32 for it, the block's warps multiply the
+//               staged chunks on tensor cores (mma.sync, compute capability 8.0+).
 // Kernels without reductions whose stores run along the last dim give each
 // thread `lanes` neighbouring outputs: operands that run along with them are
 // loaded, and the outputs stored, as one aligned vector (128 bits for 32-bit
@@ -43,6 +46,10 @@ struct CudaRenderOptions {
   bool register_tile = true;  // per-thread reductions may own a tile of outputs
   bool vector_lanes = true;   // elementwise kernels may give each thread vector lanes
   bool shared_tiles = true;   // tiled products may stage their factors in shared memory
+  // The GPU's compute capability x 10 (90: sm_90). Tensor cores (mma.sync) need 80 or more;
+  // 0 here: none, but cuda_programs fills in the device's.
+  int arch = 0;
+  bool tensor_cores = true;   // shared tiles of 16-bit (or allowed TF32) products may use mma.sync
 };
 
 struct CudaKernelSource {
@@ -56,6 +63,7 @@ struct CudaKernelSource {
   int64_t lanes = 1;    // neighbouring outputs per thread of an elementwise kernel
   bool vectors = false;  // some loads or stores move vectors (when the buffers are aligned)
   bool shared_tile = false;  // a block per block of tiles; the launch range counts those blocks
+  std::string tensor_cores;  // "f16", "bf16" or "tf32": the shared tile's products run on tensor cores
   bool serial = false;  // one thread runs everything in order (launch one block of one thread)
   // Parameters: one pointer per Kernel::buffers entry, `num_params` u64 launch
   // words (Kernel::launch_params, two per Rand or Param node), then begin, end.

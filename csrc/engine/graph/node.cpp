@@ -32,6 +32,7 @@ size_t hash_node(Op op, DType dtype, const Shape& shape, const std::vector<NodeR
   for (auto x : a.axes) h = mix(h, size_t(x));
   h = mix(h, size_t(a.rop));
   h = mix(h, size_t(a.accumulate));
+  h = mix(h, size_t(a.tf32));
   h = mix(h, a.st.views().empty() ? 0 : a.st.hash());
   h = mix(h, reinterpret_cast<size_t>(a.buffer.get()));
   return h;
@@ -40,7 +41,7 @@ size_t hash_node(Op op, DType dtype, const Shape& shape, const std::vector<NodeR
 bool same(const Node& n, Op op, DType dtype, const Shape& shape, const std::vector<NodeRef>& src, const NodeArgs& a) {
   return n.op == op && n.dtype == dtype && n.shape == shape && n.src == src && n.args.value == a.value &&
          n.args.value2 == a.value2 && n.args.seed == a.seed && n.args.offset == a.offset && n.args.axes == a.axes &&
-         n.args.rop == a.rop && n.args.accumulate == a.accumulate && n.args.st == a.st && n.args.buffer == a.buffer;
+         n.args.rop == a.rop && n.args.accumulate == a.accumulate && n.args.tf32 == a.tf32 && n.args.st == a.st && n.args.buffer == a.buffer;
 }
 
 // Hash-consing table. Entries of freed nodes are dropped when a lookup meets them and by a sweep
@@ -152,6 +153,7 @@ void Node::print(std::ostream& os) const {
       os << " " << reduce_name(args.rop) << " axes=(";
       for (size_t i = 0; i < args.axes.size(); i++) os << (i ? "," : "") << args.axes[i];
       os << ")";
+      if (args.tf32) os << " tf32";
       break;
     }
     case Op::View: case Op::Write:

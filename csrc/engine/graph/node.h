@@ -26,6 +26,10 @@ struct NodeArgs {
   std::vector<int> axes;     // Reduce
   ReduceOp rop = ReduceOp::Sum;
   bool accumulate = false;   // Scatter: combine with `rop` instead of replacing
+  // Reduce: a float32 sum of products whose factors may be rounded to TF32 where the
+  // device multiplies on tensor cores (the user allowed it, as torch's allow_tf32 does
+  // for CUDA); devices without them compute it exactly.
+  bool tf32 = false;
   ShapeTracker st;           // View, Write (region over the flat base)
   BufferRef buffer;          // Buffer
 };

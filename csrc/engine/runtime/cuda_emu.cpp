@@ -93,6 +93,30 @@ template <class T> static inline T __shfl_down_sync(unsigned, T v, unsigned delt
   return r;
 }
 
+// mma.sync as a warp meets it (every thread of the block, as with the shuffle): each lane leaves
+// its fragments of A (16 x k) and B (k x 8), then adds the products of its own 4 outputs to them.
+// Fragments as the PTX ISA lays them out: m16n8k16 (16-bit factors, k = 16), m16n8k8 (TF32, k = 8).
+static inline void tiny_warp_mma(float* d, const float* a, const float* b, unsigned k) {
+  static thread_local float fa[1024][8], fb[1024][4];
+  const unsigned t = threadIdx.x, lane = t & 31u, warp = t & ~31u;
+  for (unsigned i = 0; i < k / 2; i++) fa[t][i] = a[i];
+  for (unsigned i = 0; i < k / 4; i++) fb[t][i] = b[i];
+  __syncthreads();
+  for (unsigned i = 0; i < 4; i++) {
+    const unsigned row = lane / 4 + 8 * (i / 2), col = 2 * (lane % 4) + i % 2;
+    float acc = d[i];
+    for (unsigned kk = 0; kk < k; kk++) {
+      // the lanes (and their elements) holding A[row][kk] and B[kk][col]
+      const unsigned la = (row % 8) * 4 + (k == 16 ? (kk % 8) / 2 : kk % 4), lb = col * 4 + la % 4;
+      const unsigned ea = k == 16 ? kk % 2 + 2 * (row / 8) + 4 * (kk / 8) : row / 8 + 2 * (kk / 4);
+      const unsigned eb = k == 16 ? kk % 2 + 2 * (kk / 8) : kk / 4;
+      acc += fa[warp + la][ea] * fb[warp + lb][eb];
+    }
+    d[i] = acc;
+  }
+  __syncthreads();
+}
+
 template <unsigned...> struct tiny_seq {};
 template <unsigned N, unsigned... I> struct tiny_make_seq : tiny_make_seq<N - 1, N - 1, I...> {};
 template <unsigned... I> struct tiny_make_seq<0, I...> { typedef tiny_seq<I...> type; };

@@ -271,7 +271,7 @@ Tensor Tensor::as_strided(const Shape& s, const Shape& strides, int64_t offset) 
   return movement(*this, [&](const ShapeTracker& st) { return st.as_strided(s, strides, offset); });
 }
 
-Tensor Tensor::reduce(ReduceOp op, std::vector<int> axes, bool keepdim) const {
+Tensor Tensor::reduce(ReduceOp op, std::vector<int> axes, bool keepdim, bool tf32) const {
   for (auto& a : axes) {
     if (a < 0) a += ndim();
     if (a < 0 || a >= ndim()) fail("reduce: axis out of range");
@@ -292,6 +292,7 @@ Tensor Tensor::reduce(ReduceOp op, std::vector<int> axes, bool keepdim) const {
     NodeArgs args;
     args.axes = axes;
     args.rop = op;
+    args.tf32 = tf32 && op == ReduceOp::Sum && dt == DType::Float32;
     r = Tensor(make_node(Op::Reduce, dt, out, {node_}, std::move(args)));
   }
   if (!keepdim) {
@@ -303,7 +304,7 @@ Tensor Tensor::reduce(ReduceOp op, std::vector<int> axes, bool keepdim) const {
   return r;
 }
 
-Tensor Tensor::matmul(const Tensor& other) const {
+Tensor Tensor::matmul(const Tensor& other, bool tf32) const {
   if (ndim() < 2 || other.ndim() != ndim()) fail("matmul: operands need the same rank >= 2");
   int n = ndim();
   int64_t rows = shape()[n - 2], k = shape()[n - 1], cols = other.shape()[n - 1];
@@ -323,7 +324,7 @@ Tensor Tensor::matmul(const Tensor& other) const {
   Tensor bt = other.permute(perm);  // (..., cols, k)
   eb.insert(eb.end(), {1, cols, k});
   Tensor prod = reshape(ea).expand(full).binary(Op::Mul, bt.reshape(eb).expand(full));
-  return prod.reduce(ReduceOp::Sum, {n}, false);
+  return prod.reduce(ReduceOp::Sum, {n}, false, tf32);
 }
 
 Tensor Tensor::contiguous() const {

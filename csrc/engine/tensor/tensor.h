@@ -55,8 +55,10 @@ class Tensor {
   Tensor view(const ShapeTracker& st) const;
 
   // ---- reductions: reduced axes are kept as size 1 when keepdim
-  Tensor reduce(ReduceOp op, std::vector<int> axes, bool keepdim) const;
-  Tensor matmul(const Tensor& other) const;  // (..., n, k) @ (..., k, m), batch dims equal
+  // `tf32`: a float32 sum (of products) may round its factors to TF32 on tensor cores
+  // (NodeArgs::tf32); ignored for other reduces and dtypes.
+  Tensor reduce(ReduceOp op, std::vector<int> axes, bool keepdim, bool tf32 = false) const;
+  Tensor matmul(const Tensor& other, bool tf32 = false) const;  // (..., n, k) @ (..., k, m), batch dims equal
 
   // ---- scheduling
   Tensor contiguous() const;

@@ -501,6 +501,48 @@ TEST(Reduce, ChannelTiledProduct) {
   check(7, 40, 33, 1, 3, -1);   // 21 rows: whole tiles and a partial one
 }
 
+// A linear layer's weight gradient with its forward's ReLU recomputed in it and an SGD
+// update after it: w - lr * sum_n g[n, o] * relu(h[n, i] + bias[i]). The ReLU side is no
+// view of one stored operand but depends on the channels i and the reduce n alone, so the
+// channel tile packs it, computed once per (i, n) (it ran 5x slower as a register tile,
+// computed per tile row), and the tile's outputs run through one epilogue loop (no value
+// extracted per output: the unrolled epilogues took most of a small MLP's compile time).
+// Exact sums; partial tiles (40 and 70 channels), rows not a multiple of a tile.
+TEST(Reduce, ChannelTiledComputedOperand) {
+  auto check = [](int64_t n, int64_t o, int64_t in) {
+    std::vector<float> g(size_t(n * o)), h(size_t(n * in)), w(size_t(o * in)), bias(static_cast<size_t>(in));
+    for (size_t q = 0; q < g.size(); q++) g[q] = float(int(q * 7 % 13) - 6) * 0.25f;
+    for (size_t q = 0; q < h.size(); q++) h[q] = float(int(q * 5 % 11) - 5) * 0.5f;
+    for (size_t q = 0; q < bias.size(); q++) bias[q] = float(int(q % 3) - 1) * 0.5f;
+    for (size_t q = 0; q < w.size(); q++) w[q] = float(q % 17) * 0.125f;
+    Shape full{o, in, n};
+    Tensor a = from(g, {n, o}).permute({1, 0}).reshape({o, 1, n}).expand(full);
+    Tensor act = from(h, {n, in}).binary(Op::Add, from(bias, {1, in}).expand({n, in}));
+    act = act.binary(Op::Max, Tensor::full({n, in}, Scalar::from_double(0.0), DType::Float32));
+    Tensor b = act.permute({1, 0}).reshape({1, in, n}).expand(full);
+    Tensor grad = a.binary(Op::Mul, b).reduce(ReduceOp::Sum, {2}, false);
+    Tensor lr = Tensor::full({o, in}, Scalar::from_double(-0.5), DType::Float32);
+    Tensor updated = from(w, {o, in}).binary(Op::Add, grad.binary(Op::Mul, lr));
+    Schedule sched = create_schedule({updated.node()});
+    ASSERT_EQ(sched.kernels.size(), 1u);
+    std::string ir = llvm_ir(sched.kernels[0]);
+    EXPECT_NE(ir.find("@malloc"), std::string::npos) << "channel tiling not used: " << o << "x" << in << "x" << n;
+    EXPECT_NE(ir.find(vector_fma()), std::string::npos);
+    EXPECT_EQ(ir.find("extractelement"), std::string::npos) << "epilogue unrolled per output";
+    auto got = to_vec<float>(updated);
+    for (int64_t p = 0; p < o; p++)
+      for (int64_t i = 0; i < in; i++) {
+        double acc = 0;
+        for (int64_t q = 0; q < n; q++)
+          acc += double(g[size_t(q * o + p)]) * std::max(0.0, double(h[size_t(q * in + i)]) + bias[size_t(i)]);
+        ASSERT_EQ(got[size_t(p * in + i)], float(w[size_t(p * in + i)] - 0.5 * acc)) << p << " " << i;
+      }
+  };
+  check(64, 64, 64);
+  check(33, 30, 40);
+  check(40, 17, 70);
+}
+
 // gw[c, a, b, o] = sum_{n, y, x} x[n, c, y + a, x + b] * g[n, y, x, o]: a k x k weight
 // gradient, g channels-last read in place. A 5x5 kernel's 5 rows (b) are no whole number of
 // tiles, so the rows run over (a, b): 25 of them, whole tiles and one row; a 3x3 kernel's 9

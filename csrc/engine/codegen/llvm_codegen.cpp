@@ -10,9 +10,11 @@
 #include <algorithm>
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
@@ -957,7 +959,11 @@ class Builder {
     std::vector<Expr> kvars;       // one per non-unit reduce axis
     std::vector<int64_t> kext, kstrides;  // their extents, row-major strides
     int64_t ck = 1, rows = 1;
-    const Node* b = nullptr;  // the product's other operand (views of `packed`)
+    const Node* b = nullptr;  // the product's other operand (views of `packed`, or computed)
+    // b computed from j and the reduce loops alone (a linear layer's ReLU output in its
+    // weight gradient): evaluated at b_idx (over var j and `kvars`) into the panels
+    bool computed = false;
+    std::vector<Expr> b_idx;
     bool unit = false;        // b moves by 1 along j already: read in place, no panels
     bool packable = false;    // b depends on j and the reduce loops only
     bool uses_i = false;      // b moves along the rows
@@ -1156,7 +1162,66 @@ class Builder {
       }
       ct.packed_flat = nullptr;
     }
+    for (int side = 0; side < 2; side++)
+      if (is_true(cand->valid) && check_computed_side(ct, src, side, sub)) return ct;
     return std::nullopt;
+  }
+
+  // Whether src->src[side] can be a computed b: it reads nothing but what j and the reduce
+  // loops index (no gather, random numbers or reduce) and the other factor nothing that moves
+  // along j. Packing then evaluates it once per (channel, step) instead of once per tile row.
+  bool check_computed_side(ChannelTile& ct, const Node* src, int side, const std::vector<Expr>& sub) {
+    const Node* b = src->src[size_t(side)].get();
+    const Node* a = src->src[size_t(1 - side)].get();
+    if (b->dtype != DType::Float32 || k_.loads.count(b)) return false;
+    std::vector<int> allowed = {ct.jvar};
+    for (auto& kv : ct.kvars) allowed.push_back(int(kv->value));
+    auto only_allowed = [&](const Expr& e) {
+      std::vector<int> ids;
+      collect_vars(e, ids);
+      for (int id : ids)
+        if (std::find(allowed.begin(), allowed.end(), id) == allowed.end()) return false;
+      return true;
+    };
+    bool ok = true;
+    IndexWalker w;
+    w.is_leaf = [&](const Node* n) { return k_.loads.count(n) > 0; };
+    w.fresh_var = [&](int64_t size) {
+      Expr v = placeholder_var(size);  // a reduce's own loops would be these: refused below anyway
+      allowed.push_back(int(v->value));
+      return v;
+    };
+    w.visit = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
+      if (n->op == Op::Gather || n->op == Op::Rand || n->op == Op::Reduce) ok = false;
+      if (n->op == Op::Arange) ok &= only_allowed(row_major(ix, n->shape)) && only_allowed(v);
+      return ok;
+    };
+    w.on_leaf = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
+      ok &= only_allowed(row_major(ix, n->shape)) && only_allowed(v);
+    };
+    w.walk(b, sub, cnst(1));
+    if (!ok) return false;
+    // a: nothing under it moves along j
+    IndexWalker wa;
+    wa.is_leaf = w.is_leaf;
+    wa.fresh_var = [&](int64_t size) { return placeholder_var(size); };
+    wa.visit = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
+      if (n->op == Op::Gather || n->op == Op::Rand) ok = false;
+      return ok;
+    };
+    wa.on_leaf = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
+      auto sj = linear_coefficient(row_major(ix, n->shape), ct.jvar);
+      ok &= sj && *sj == 0 && !uses_vars(v, ct.jvar, ct.jvar + 1);
+    };
+    wa.walk(a, sub, cnst(1));
+    if (!ok) return false;
+    ct.a = a;
+    ct.b = b;
+    ct.b_idx = sub;
+    ct.computed = ct.packable = ct.outer_packable = true;
+    ct.unit = ct.jstride1 = ct.uses_i = false;
+    ct.rows = tile_rows(k_.shape[size_t(ct.i)]);
+    return true;
   }
 
   // Whether src->src[side] can be b: views down to a float32 leaf.
@@ -1254,7 +1319,6 @@ class Builder {
   }
 
   Value* emit_pack(const ChannelTile& ct, Value* lo, Value* hi, bool fill = true) {
-    size_t b = k_.loads.at(ct.packed);
     llvm::Type* f32 = b_.getFloatTy();
     Value* n = b_.CreateMul(b_.CreateSDiv(b_.CreateSub(hi, lo), b_.getInt64(kChanCols)), b_.getInt64(kChanCols));
     const int64_t rem = partial_cols(ct, lo, hi);
@@ -1276,8 +1340,9 @@ class Builder {
         for (int64_t c = 0; c < kChanCols; c++) {
           memo_.emplace_back();  // the index differs per channel
           vars_[size_t(ct.jvar)] = b_.CreateAdd(j0, b_.getInt64(c));
-          Value* v = c < ncols ? (Value*)b_.CreateLoad(f32, b_.CreateGEP(f32, buf_ptrs_[b], index(ct.packed_flat)))
-                               : (Value*)llvm::ConstantFP::get(f32, 0.0);
+          Value* v = c >= ncols    ? (Value*)llvm::ConstantFP::get(f32, 0.0)
+                     : ct.computed ? eval(ct.b, ct.b_idx, cnst(1))
+                                   : (Value*)b_.CreateLoad(f32, b_.CreateGEP(f32, buf_ptrs_[k_.loads.at(ct.packed)], index(ct.packed_flat)));
           b_.CreateStore(v, b_.CreateGEP(f32, panel, b_.CreateAdd(at, b_.getInt64(c))));
           memo_.pop_back();
         }
@@ -1292,7 +1357,7 @@ class Builder {
         Value* at = b_.CreateMul(index(kflat(ct, ct.kvars)), b_.getInt64(kChanCols));
         emit_loop(b_.getInt64(0), b_.CreateUDiv(n, b_.getInt64(kChanCols)), [&](Value* t) {
           vars_[size_t(ct.jvar)] = b_.CreateAdd(lo, b_.CreateMul(t, b_.getInt64(kChanCols)));
-          Value* from = b_.CreateGEP(f32, buf_ptrs_[b], index(ct.packed_flat));
+          Value* from = b_.CreateGEP(f32, buf_ptrs_[k_.loads.at(ct.packed)], index(ct.packed_flat));
           Value* to = b_.CreateGEP(f32, pack_buf_, b_.CreateAdd(b_.CreateMul(t, b_.getInt64(ct.ck * kChanCols)), at));
           for (int64_t v = 0; v < kChanCols / kLanes; v++) {
             auto vp = [&](Value* p) {
@@ -1519,6 +1584,7 @@ class Builder {
     nest(0);
     auto store_outputs = [&]() {
       if (store_transposed(ct, idx, out_idx, acc, nrows, ncols)) return;
+      if (epilogue_loop(ct, idx, i0, nrows, j0, ncols, acc)) return;
       for (int64_t row = 0; row < nrows; row++)
         for (int64_t v = 0; v < nvecs; v++) {
           Value* vec = b_.CreateLoad(vty, acc[size_t(row * nvecs + v)]);
@@ -1535,6 +1601,54 @@ class Builder {
     Value* cursor = b_.CreateLoad(b_.getInt64Ty(), blocks_->cursor);
     b_.CreateStore(b_.CreateAdd(cursor, b_.getInt64(int64_t(acc.size()) * kLanes)), blocks_->cursor);
     emit_if(blocks_->last, store_outputs);
+  }
+
+  // A tile's outputs through a loop over its rows and channels instead of once per output: the
+  // accumulators wait in a stack buffer and what follows the reduce (a bias, a ReLU, an
+  // optimizer's update of the weight a gradient belongs to) is emitted once, for the loop
+  // vectorizer to run along the channels. Unrolled, a 14 x 32 tile's 448 scalar epilogues were
+  // most of a kernel's IR, and the SLP vectorizer and instruction selection spent 0.3-1.1 s on
+  // each such kernel of a small MLP's training step. False (nothing emitted) where the epilogue
+  // reads another reduce, gathers or scatters.
+  bool epilogue_loop(const ChannelTile& ct, const std::vector<Expr>& idx, Value* i0, int64_t nrows, Value* j0,
+                     int64_t ncols, const std::vector<llvm::AllocaInst*>& acc) {
+    bool plain = true;
+    std::unordered_set<const Node*> seen;
+    std::function<void(const Node*)> walk = [&](const Node* n) {
+      if (n == ct.reduce || k_.loads.count(n) || !seen.insert(n).second) return;
+      if (n->op == Op::Reduce || n->op == Op::Gather) plain = false;
+      for (auto& s : n->src) walk(s.get());
+    };
+    for (auto& o : k_.outputs) {
+      if (o.scatter_index) return false;
+      walk(o.value.get());
+    }
+    if (!plain) return false;
+    const int64_t nvecs = (ncols + kLanes - 1) / kLanes, width = nvecs * kLanes;
+    auto* vty = llvm::FixedVectorType::get(b_.getFloatTy(), unsigned(kLanes));
+    auto* tile = llvm::IRBuilder<>(entry_, entry_->begin()).CreateAlloca(llvm::ArrayType::get(b_.getFloatTy(), uint64_t(nrows * width)));
+    Value* first = b_.CreateConstGEP2_64(tile->getAllocatedType(), tile, 0, 0);
+    for (int64_t row = 0; row < nrows; row++)
+      for (int64_t v = 0; v < nvecs; v++) {
+        Value* at = b_.CreateConstGEP1_64(b_.getFloatTy(), first, uint64_t(row * width + v * kLanes));
+        b_.CreateAlignedStore(b_.CreateLoad(vty, acc[size_t(row * nvecs + v)]), b_.CreateBitCast(at, vty->getPointerTo()),
+                              llvm::Align(4));
+      }
+    emit_loop(b_.getInt64(0), b_.getInt64(nrows), [&](Value* q) {
+      std::vector<Expr> row = idx;
+      for (auto [d, v] : row_coords(ct, b_.CreateAdd(i0, q))) row[size_t(d)] = new_var(v, k_.shape[size_t(d)]);
+      Value* row_at = b_.CreateMul(q, b_.getInt64(width));
+      emit_loop(b_.getInt64(0), b_.getInt64(ncols), [&](Value* c) {
+        std::vector<Expr> o = row;
+        o[size_t(ct.j)] = new_var(b_.CreateAdd(j0, c), k_.shape[size_t(ct.j)]);
+        auto cc = find_tiled_reduce(o, int(o[size_t(ct.j)]->value));
+        if (!cc || cc->reduce != ct.reduce) throw std::logic_error("tiny codegen: channel tile context mismatch");
+        remember(context_key(ct.reduce, cc->idx, cc->valid),
+                 b_.CreateLoad(b_.getFloatTy(), b_.CreateGEP(b_.getFloatTy(), first, b_.CreateAdd(row_at, c))));
+        emit_stores(o);
+      });
+    }, /*scalar=*/true);
+    return true;
   }
 
   // A tile whose only output is the reduce (through views at most), stored with the tile's
@@ -1996,21 +2110,28 @@ class Builder {
   // the first output word becomes a float in [0, 1) (24 random bits).
   // Word `w` (0 or 1) of launch node `n`'s two in the parameter array
   // (launch_nodes() order), loaded once at the function's entry.
+  // Each is loaded and converted once: a fused optimizer step reads its learning rate in every
+  // output's epilogue, and hundreds of copies of the load only cost the optimizer time to merge.
   Value* launch_word(const Node* n, int w) {
+    Value*& word = launch_words_[{n, w}];
+    if (word) return word;
     auto nodes = k_.launch_nodes();
     int64_t slot = std::find(nodes.begin(), nodes.end(), n) - nodes.begin();
     llvm::IRBuilder<> eb(entry_, std::next(llvm::BasicBlock::iterator(llvm::cast<llvm::Instruction>(params_))));
-    return eb.CreateLoad(b_.getInt64Ty(), eb.CreateConstGEP1_64(b_.getInt64Ty(), params_, uint64_t(2 * slot + w)));
+    return word = eb.CreateLoad(b_.getInt64Ty(), eb.CreateConstGEP1_64(b_.getInt64Ty(), params_, uint64_t(2 * slot + w)));
   }
 
   // A Param's value: exactly representable in its dtype (Tensor::param casts
-  // it), so converting the double is exact.
+  // it), so converting the double is exact. Converted in the entry block, after its word.
   Value* param(const Node* n) {
+    Value*& value = param_values_[n];
+    if (value) return value;
     Value* bits = launch_word(n, 0);
+    llvm::IRBuilder<> eb(entry_, std::next(llvm::BasicBlock::iterator(llvm::cast<llvm::Instruction>(bits))));
     llvm::Type* ty = reg_type(n->dtype);
-    if (ty->isFloatingPointTy()) return b_.CreateFPTrunc(b_.CreateBitCast(bits, b_.getDoubleTy()), ty);
-    if (n->dtype == DType::Bool) return b_.CreateICmpNE(bits, b_.getInt64(0));
-    return b_.CreateTrunc(bits, ty);
+    if (ty->isFloatingPointTy()) return value = eb.CreateFPTrunc(eb.CreateBitCast(bits, b_.getDoubleTy()), ty);
+    if (n->dtype == DType::Bool) return value = eb.CreateICmpNE(bits, b_.getInt64(0));
+    return value = eb.CreateTrunc(bits, ty);
   }
 
   Value* rand(const Node* n, const std::vector<Expr>& idx) {
@@ -2054,6 +2175,8 @@ class Builder {
   std::string fn_name_;
   llvm::Function* fn_ = nullptr;
   llvm::BasicBlock* entry_ = nullptr;
+  std::map<std::pair<const Node*, int>, Value*> launch_words_;  // loaded in the entry block
+  std::unordered_map<const Node*, Value*> param_values_;         // and converted there
   std::vector<Value*> buf_ptrs_;
   std::vector<Value*> vars_;
   std::vector<std::unordered_map<std::string, Value*>> memo_;

@@ -2,7 +2,9 @@
 // A test named DISABLED_ holds the goal count the scheduler does not reach
 // yet; its comment says what it does now.
 #include <numeric>
+#include <set>
 
+#include "engine/schedule/scheduler.h"
 #include "test_helpers.h"
 
 using namespace tiny;
@@ -123,6 +125,29 @@ TEST(Fusion, IndependentScalarRidesAlongAnotherKernel) {
   Tensor alone = next.binary(Op::Mul, Tensor::full({}, Scalar::from_int(2), DType::Int64));
   EXPECT_EQ(count({alone}), 1);
   EXPECT_EQ(to_vec<int64_t>(alone)[0], 84);
+}
+
+// Kernels merged from several (an optimizer's updates of a weight and its moments; outputs
+// side by side) number their buffers the same way whatever the nodes' addresses: the kernel's
+// key, and with it the compiled program and its disk-cache entry, must be the same in every run
+// (iterating a load map keyed by address numbered them differently from process to process).
+TEST(Fusion, MergedKernelsNumberTheirBuffersTheSameEveryRun) {
+  std::set<std::string> keys;
+  for (int run = 0; run < 32; run++) {
+    // fresh inputs every run: new nodes at other addresses
+    std::vector<Tensor> outs;
+    for (int o = 0; o < 4; o++) {
+      Tensor a = from(data(512, 0.1f * float(o + 1)), {512}), b = from(data(512, 0.2f), {512});
+      Tensor c = from(data(512, 0.3f), {512});
+      outs.push_back(a.binary(Op::Mul, b).binary(Op::Add, c.unary(Op::Exp)));
+    }
+    std::vector<NodeRef> nodes;
+    for (auto& t : outs) nodes.push_back(t.node());
+    Schedule s = create_schedule(nodes);
+    ASSERT_EQ(s.kernels.size(), 1u);
+    keys.insert(s.kernels[0].key());
+  }
+  EXPECT_EQ(keys.size(), 1u);
 }
 
 // mean and (two-pass) variance of one input over the same axes

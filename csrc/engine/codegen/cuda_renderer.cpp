@@ -4,6 +4,7 @@
 #include "engine/codegen/cuda_renderer.h"
 
 #include "engine/codegen/index_walk.h"
+#include "engine/codegen/lowering.h"
 #include "engine/codegen/register_tile.h"
 
 #include <algorithm>
@@ -310,7 +311,7 @@ bool fits32(const Expr& e) {
 
 class Renderer {
  public:
-  Renderer(const Kernel& k, const CudaRenderOptions& opt) : k_(k), opt_(opt) {}
+  Renderer(const Kernel& k, const CudaRenderOptions& opt) : k_(k), opt_(opt), plan_(lower_cuda(k, opt)) {}
 
   CudaKernelSource render() {
     CudaKernelSource out;
@@ -324,57 +325,15 @@ class Renderer {
       out.num_params += 2;
     }
 
-    bool inner = false;
-    int64_t max_r = top_level_reduce_size(&inner);
-    // A block per output when threads would otherwise be few or loop long, or
-    // when the reduced axis is the contiguous one (a block's threads then read
-    // neighbouring elements) and the outputs are not enough to fill the GPU
-    // with threads anyway; long reductions over outer axes read neighbours
-    // across threads, so they stay one thread per output. (Measured on an H100:
-    // a 3x3 conv with 200k outputs of 576 terms took 490 us per block, 52 us per
-    // thread; matmul 1024^3, 1M outputs, 7.5 ms against 0.38 ms.)
-    if (k_.serial) block_ = false;  // an accumulating scatter runs in index order on one thread
-    else if (opt_.block_reduce == 1) block_ = max_r > 0;
-    else if (opt_.block_reduce == 0) block_ = false;
-    else
-      block_ = max_r >= 128 && (out.outputs <= 4096 || max_r >= 4 * out.outputs ||
-                                (inner && max_r >= 512 && out.outputs <= 32768));
-    if (!k_.serial && !block_ && opt_.register_tile) plan_register_tile();
-    if (tiled() && tile_d2_ >= 0 && opt_.shared_tiles) plan_shared_tile();
-    if (!k_.serial && !block_ && !tiled() && max_r == 0 && opt_.vector_lanes) plan_lanes();
-    out.tile_rows = tile_rows_;
-    out.tile_cols = tile_cols_;
-    out.lanes = lanes_;
-    if (shared_) out.outputs = shared_blocks();  // the launch range counts blocks of tiles
-    else if (tiled()) out.outputs /= tile_rows_ * tile_cols_;  // or tiles
-    out.outputs /= lanes_;  // or groups of lanes
-    int bs = std::max(32, opt_.block_size);
-    int p2 = 32;
-    while (p2 < bs && p2 < 1024) p2 *= 2;
-    bs = p2;
-    if (k_.serial) {
-      bs = 1;
-    } else if (shared_) {
-      bs = int(shared_threads());
-    } else if (block_) {
-      while (bs > 32 && bs / 2 >= max_r) bs /= 2;  // no idle halves for short reductions
-    } else {
-      while (bs > 32 && bs / 2 >= out.outputs) bs /= 2;
-    }
-    block_size_ = bs;
-    // Split a lone per-block reduction when its outputs leave multiprocessors
-    // idle: aim at 4 blocks per multiprocessor, each with at least 16 elements
-    // per thread to reduce. (Two reductions would need two meeting points.)
-    if (block_ && opt_.multiprocessors > 0 && one_flat_reduce()) {
-      int64_t wanted = 4 * int64_t(opt_.multiprocessors) / std::max<int64_t>(out.outputs, 1);
-      int64_t useful = max_r / (int64_t(bs) * 16);
-      split_ = int(std::max<int64_t>(1, std::min<int64_t>({wanted, useful, 1024})));
-    }
-    out.block_size = bs;
-    out.block_reduce = block_;
-    out.shared_tile = shared_;
-    out.tensor_cores = mma_ != Mma::None ? mma_name() : "";
-    out.split = split_;
+    out.tile_rows = plan_.tile_rows;
+    out.tile_cols = plan_.tile_cols;
+    out.lanes = plan_.lanes;
+    out.outputs = plan_.launch_outputs;
+    out.block_size = plan_.block_size;
+    out.block_reduce = plan_.block_reduce;
+    out.shared_tile = plan_.shared;
+    out.tensor_cores = plan_.mma != CudaMma::None ? plan_.mma_name() : "";
+    out.split = plan_.split;
     out.serial = k_.serial;
 
     // which buffers are stored to (the others are read-only: const pointers)
@@ -382,36 +341,35 @@ class Renderer {
     for (auto& o : k_.outputs) written[size_t(o.buffer)] = true;
 
     std::ostringstream src;
-    src << "// tiny kernel " << k_.name() << " ("
-        << (k_.serial  ? "one thread, in order"
-            : split_ > 1 ? std::to_string(split_) + " blocks per output, shared-memory reduce, partials combined in order"
-            : block_     ? "one block per output, shared-memory reduce"
-            : mma_ != Mma::None
-                ? "one block per " + std::to_string(block_rows()) + " x " + std::to_string(block_cols()) + " outputs (dims " +
-                      std::to_string(tile_d2_) + ", " + std::to_string(tile_d_) + "), a warp per " +
-                      std::to_string(mma_m_ * 16) + " x " + std::to_string(mma_n_ * 8) + ", " + mma_name() +
-                      " factors staged in shared memory, products on tensor cores"
-            : shared_    ? "one block per " + std::to_string(block_rows()) + " x " + std::to_string(block_cols()) +
-                               " outputs (dims " + std::to_string(tile_d2_) + ", " +
-                               std::to_string(tile_d_) + "), a thread per " + std::to_string(tile_rows_) + " x " +
-                               std::to_string(tile_cols_) + ", factors staged in shared memory"
-            : tiled()    ? "one thread per " + std::to_string(tile_rows_) + " x " + std::to_string(tile_cols_) +
-                            " tile of outputs (dims " + std::to_string(tile_d2_) + ", " + std::to_string(tile_d_) +
-                            "), an accumulator each"
-            : lanes_ > 1 ? "one thread per " + std::to_string(lanes_) + " neighbouring outputs along dim " +
-                               std::to_string(lanes_d_) + ", vector loads and stores where aligned"
-                         : "one thread per output")
-        << ")\n// reason: " << k_.reason << "\n";
-    src << "extern \"C\" __global__ void __launch_bounds__(" << block_size_ << ") " << out.name << "(";
+    const CudaPlan& p = plan_;
+    auto num = [](int64_t v) { return std::to_string(v); };
+    std::string how =
+        k_.serial ? "one thread, in order"
+        : p.split > 1 ? num(p.split) + " blocks per output, shared-memory reduce, partials combined in order"
+        : p.block_reduce ? "one block per output, shared-memory reduce"
+        : p.mma != CudaMma::None
+            ? "one block per " + num(p.block_rows()) + " x " + num(p.block_cols()) + " outputs (dims " + num(p.tile_d2) +
+                  ", " + num(p.tile_d) + "), a warp per " + num(p.mma_m * 16) + " x " + num(p.mma_n * 8) + ", " +
+                  p.mma_name() + " factors staged in shared memory, products on tensor cores"
+        : p.shared ? "one block per " + num(p.block_rows()) + " x " + num(p.block_cols()) + " outputs (dims " +
+                         num(p.tile_d2) + ", " + num(p.tile_d) + "), a thread per " + num(p.tile_rows) + " x " +
+                         num(p.tile_cols) + ", factors staged in shared memory"
+        : p.tiled() ? "one thread per " + num(p.tile_rows) + " x " + num(p.tile_cols) + " tile of outputs (dims " +
+                          num(p.tile_d2) + ", " + num(p.tile_d) + "), an accumulator each"
+        : p.lanes > 1 ? "one thread per " + num(p.lanes) + " neighbouring outputs along dim " + num(p.lanes_d) +
+                            ", vector loads and stores where aligned"
+                      : "one thread per output";
+    src << "// tiny kernel " << k_.name() << " (" << how        << ")\n// reason: " << k_.reason << "\n";
+    src << "extern \"C\" __global__ void __launch_bounds__(" << plan_.block_size << ") " << out.name << "(";
     for (size_t i = 0; i < k_.buffers.size(); i++) {
       DType dt = k_.buffers[i]->dtype();
       src << (written[i] ? "" : "const ") << mem_type(dt) << "* b" << i << ", ";
     }
     // launch values (Rand keys, Param bits) come by value, so a new one needs no new program
     for (int i = 0; i < out.num_params; i++) src << "const u64 p" << i << ", ";
-    if (split_ > 1) src << "u64* tiny_partials, unsigned* tiny_tickets, ";
+    if (plan_.split > 1) src << "u64* tiny_partials, unsigned* tiny_tickets, ";
     src << "i64 tiny_begin, i64 tiny_end) {\n";
-    if (block_) src << "  __shared__ u64 tiny_smem[" << block_size_ << "];\n";
+    if (plan_.block_reduce) src << "  __shared__ u64 tiny_smem[" << plan_.block_size << "];\n";
     build_body();
     out.vectors = vectors_;
     src << body_.str() << "}\n";
@@ -440,61 +398,6 @@ class Renderer {
   void remember(const std::string& key, const std::string& v) { memo_.back()[key] = v; }
 
   // ---- structure
-  // The largest flattened extent of a reduce not nested inside another reduce.
-  // `inner`: whether that reduce covers its source's last non-unit dim (the
-  // contiguous one for the usual row-major sources).
-  int64_t top_level_reduce_size(bool* inner) const {
-    int64_t best = 0;
-    *inner = false;
-    std::unordered_set<const Node*> seen;
-    std::function<void(const Node*)> rec = [&](const Node* n) {
-      if (!seen.insert(n).second || k_.loads.count(n)) return;
-      if (n->op == Op::Reduce) {
-        const Shape& ss = n->src[0]->shape;
-        int64_t r = 1;
-        for (int a : n->args.axes) r *= ss[size_t(a)];
-        r = std::max<int64_t>(r, 1);
-        if (r > best) {
-          best = r;
-          int last = int(ss.size()) - 1;
-          while (last > 0 && ss[size_t(last)] == 1) last--;
-          *inner = std::find(n->args.axes.begin(), n->args.axes.end(), last) != n->args.axes.end();
-        }
-        return;  // reduces inside run sequentially per thread
-      }
-      for (auto& s : n->src) rec(s.get());
-    };
-    for (auto& o : k_.outputs) rec(o.value.get());
-    return best;
-  }
-
-  // Whether the outputs evaluate exactly one reduce, in one index context, with
-  // no reduce inside it: the kernels a split can serve (it has one meeting
-  // point, and a nested reduce would be recomputed by every slice).
-  bool one_flat_reduce() {
-    int contexts = 0, depth = 0;
-    bool nested = false;
-    IndexWalker w;
-    w.is_leaf = [&](const Node* n) { return k_.loads.count(n) > 0; };
-    w.fresh_var = [&](int64_t size) { return new_var("", size); };
-    w.visit = [&](const Node* n, const std::vector<Expr>&, const Expr&) {
-      if (n->op == Op::Reduce) {
-        if (depth > 0) nested = true;
-        else contexts++;
-      }
-      depth += n->op == Op::Reduce;
-      return true;
-    };
-    w.leave = [&](const Node* n) { depth -= n->op == Op::Reduce; };
-    std::vector<Expr> idx;
-    for (int64_t d : k_.shape) idx.push_back(new_var("", d));
-    for (auto& o : k_.outputs) {
-      w.walk(o.value.get(), idx, cnst(1));
-      if (o.scatter_index) w.walk(o.scatter_index.get(), idx, cnst(1));
-    }
-    return contexts == 1 && !nested;
-  }
-
   // Computes, here and now, the reduces under `root` that the loops numbered
   // `min_id` and above do not change (see hoistable_reduces), as the LLVM
   // generator does.
@@ -505,63 +408,18 @@ class Renderer {
     for (auto& r : found) eval(r.node, r.idx, r.valid);
   }
 
-  // ---- register tiles (see register_tile.h)
-  // One thread computes tile_rows_ x tile_cols_ outputs: dim tile_d_ (the
-  // last non-unit one) by tile_cols_ and a dim before it, when a load moving
-  // along the columns stays put along it (tile_row_dim), by tile_rows_, with
-  // one accumulator each in registers. A matmul's thread then loads rows + cols
-  // values per step instead of two per product, a convolution's loads the input
-  // once for 4 output channels and the weight once for 4 positions. Tiles divide
-  // their dims: no partial tiles, no masks.
-  static constexpr int64_t kTileSide = 4;
-  bool tiled() const { return tile_rows_ * tile_cols_ > 1; }
-
-  void plan_register_tile() {
-    const Shape& shape = k_.shape;
-    int d = int(shape.size()) - 1;
-    while (d >= 0 && shape[size_t(d)] == 1) d--;
-    if (d < 0 || k_.outputs.empty()) return;
-    for (auto& o : k_.outputs)
-      if (o.scatter_index) return;
-    int first = int(var_names_.size());
-    std::vector<Expr> idx;
-    for (int64_t e : shape) idx.push_back(new_var("", e));
-    auto fresh = [&](int64_t size) { return new_var("", size); };
-    auto cand = find_tiled_reduce(k_, idx, first, fresh);  // moving with some output dim
-    if (!cand || !worth_tiling(k_, *cand, first + d, TileKind::Scalars, fresh) || !one_flat_reduce()) return;
-    auto side = [](int64_t extent) {  // the largest tile side up to kTileSide dividing the extent
-      int64_t t = kTileSide;
-      while (t > 1 && extent % t) t /= 2;
-      return t;
-    };
-    int d2 = tile_row_dim(k_, *cand, idx, d, fresh);
-    int64_t cols = side(shape[size_t(d)]), rows = d2 >= 0 ? side(shape[size_t(d2)]) : 1;
-    if (cols < 2 || rows * cols < 4) {
-      // no register tile divides the dims; tensor cores guard every output and need none
-      if (d2 < 0 || !opt_.shared_tiles) return;
-      tile_d_ = d;
-      tile_d2_ = d2;
-      plan_shared_tile(/*tensor_cores_only=*/true);
-      if (!shared_) tile_d_ = tile_d2_ = -1;
-      return;
-    }
-    tile_d_ = d;
-    tile_d2_ = rows > 1 ? d2 : -1;
-    tile_rows_ = rows;
-    tile_cols_ = cols;
-  }
-
+  // ---- register tiles (see register_tile.h and lowering.h)
   // The tile at `idx` (its first row and column): one loop over the reduce
   // axes updates every output's accumulator, then each output is stored.
   void emit_tile(const std::vector<Expr>& idx) {
     std::vector<std::vector<Expr>> outs;
     std::vector<TiledReduce> ctx;
     auto fresh = [&](int64_t size) { return new_var("", size); };
-    for (int64_t r = 0; r < tile_rows_; r++)
-      for (int64_t c = 0; c < tile_cols_; c++) {
+    for (int64_t r = 0; r < plan_.tile_rows; r++)
+      for (int64_t c = 0; c < plan_.tile_cols; c++) {
         std::vector<Expr> o = idx;
-        if (tile_d2_ >= 0) o[size_t(tile_d2_)] = add(idx[size_t(tile_d2_)], cnst(r));
-        o[size_t(tile_d_)] = add(idx[size_t(tile_d_)], cnst(c));
+        if (plan_.tile_d2 >= 0) o[size_t(plan_.tile_d2)] = add(idx[size_t(plan_.tile_d2)], cnst(r));
+        o[size_t(plan_.tile_d)] = add(idx[size_t(plan_.tile_d)], cnst(c));
         // the kernel's one reduce (one_flat_reduce), whose context may be constant here (a
         // tile as wide as its dim)
         auto cc = find_tiled_reduce(k_, o, -1, fresh);
@@ -603,139 +461,20 @@ class Renderer {
     for (auto& o : outs) emit_stores(o);
   }
 
-  // ---- shared-memory tiles
-  // A register-tiled product sum(f(row, k) * g(col, k)) where one factor does
-  // not move along the tile's columns and the other not along its rows (a
-  // matmul's a and b, a convolution's weight and input): a block of
-  // shared_ty_ x shared_tx_ threads owns that many tiles, and per chunk of
-  // kSharedK reduce steps its threads stage both factors for the whole block
-  // in shared memory (each value computed and loaded once per block instead of
-  // once per thread), meet at a barrier, and run the chunk from there. Each
-  // output still adds its products in reduce order, so the results equal the
-  // untiled kernel's; steps past the reduce's end stage zeros (adding +0
-  // changes no sum).
-  static constexpr int64_t kSharedK = 16;
-  struct Factor {
-    const Node* node = nullptr;
-    bool along_k = false;  // staged with consecutive threads along k (the factor's unit stride)
-  };
-
-  void plan_shared_tile(bool tensor_cores_only = false) {
-    const Shape& shape = k_.shape;
-    std::vector<Expr> idx;
-    for (int64_t e : shape) idx.push_back(new_var("", e));
-    auto fresh = [&](int64_t size) { return new_var("", size); };
-    auto ctx = find_tiled_reduce(k_, idx, -1, fresh);
-    if (!ctx || ctx->reduce->args.rop != ReduceOp::Sum || !is_true(ctx->valid)) return;
-    const Node* r = ctx->reduce;
-    const Node* prod = r->src[0].get();
-    while (prod->op == Op::Cast) prod = prod->src[0].get();
-    if (prod->op != Op::Mul) return;
-    int64_t K = 1;
-    std::vector<Expr> sub = ctx->idx;
-    for (int a : r->args.axes) {
-      K *= r->src[0]->shape[size_t(a)];
-      sub[size_t(a)] = fresh(r->src[0]->shape[size_t(a)]);
-    }
-    if (K < kSharedK) return;  // too short to pay for the staging and barriers
-    int rid = int(idx[size_t(tile_d2_)]->value), cid = int(idx[size_t(tile_d_)]->value);
-    Factor found[2];
-    bool moves_row[2], moves_col[2];
-    for (int f = 0; f < 2; f++) {
-      bool plain = true, unit_row = false, unit_col = false;
-      moves_row[f] = moves_col[f] = false;
-      IndexWalker w;
-      w.is_leaf = [&](const Node* n) { return k_.loads.count(n) > 0; };
-      w.fresh_var = fresh;
-      auto note = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
-        for (auto& e : ix) {
-          moves_row[f] |= uses_vars(e, rid, rid + 1);
-          moves_col[f] |= uses_vars(e, cid, cid + 1);
-        }
-        moves_row[f] |= uses_vars(v, rid, rid + 1);
-        moves_col[f] |= uses_vars(v, cid, cid + 1);
-        if (!k_.loads.count(n)) return;
-        Expr flat = row_major(ix, n->shape);
-        auto sr = linear_coefficient(flat, rid), sc = linear_coefficient(flat, cid);
-        unit_row |= sr && *sr == 1;
-        unit_col |= sc && *sc == 1;
-      };
-      // where the factor reads (views between only transform the index)
-      w.visit = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
-        if (n->op == Op::Gather || n->op == Op::Rand || n->op == Op::Reduce) plain = false;
-        if (n->op == Op::Arange) note(n, ix, v);
-        return plain;
-      };
-      w.on_leaf = note;
-      w.walk(prod->src[size_t(f)].get(), sub, ctx->valid);
-      if (!plain) return;
-      found[f].node = prod->src[size_t(f)].get();
-      // staged with the factor's own output dim fastest where it is unit-stride there, else along k
-      found[f].along_k = !(moves_row[f] ? unit_row : unit_col);
-    }
-    int row_f = !moves_col[0] ? 0 : !moves_col[1] ? 1 : -1;
-    if (row_f < 0 || moves_row[1 - row_f]) return;  // no split into a row factor and a column factor
-    shared_k_ = K;
-    row_factor_ = found[row_f];
-    col_factor_ = found[1 - row_f];
-    if (plan_mma(r, prod)) {
-      shared_ = true;
-      return;
-    }
-    if (tensor_cores_only) return;
-    // Threads: as many as tiles up to 16 x 16, at least 64. Tiles of 8 x 8
-    // (64 products per 16 reads of shared memory, against 16 per 8) where both
-    // dims divide by 8 and the blocks still fill the GPU's multiprocessors
-    // twice over; else the register tile's 4 x 4.
-    const int64_t M = shape[size_t(tile_d2_)], N = shape[size_t(tile_d_)];
-    auto threads_for = [&](int64_t rows, int64_t cols, int64_t* tx, int64_t* ty) {
-      auto pow2_up_to = [](int64_t n, int64_t cap) {
-        int64_t p = 1;
-        while (p < n && p < cap) p *= 2;
-        return p;
-      };
-      *tx = pow2_up_to(N / cols, 16);
-      *ty = pow2_up_to(M / rows, 256 / *tx);
-      return *tx * *ty >= 64;
-    };
-    int64_t tx, ty, tx8, ty8;
-    if (!threads_for(tile_rows_, tile_cols_, &tx, &ty)) return;
-    if (M % 8 == 0 && N % 8 == 0 && opt_.multiprocessors > 0 && threads_for(8, 8, &tx8, &ty8)) {
-      int64_t blocks = numel(shape) / (M * N) * ((M + ty8 * 8 - 1) / (ty8 * 8)) * ((N + tx8 * 8 - 1) / (tx8 * 8));
-      if (blocks >= 2 * int64_t(opt_.multiprocessors)) {
-        tile_rows_ = tile_cols_ = 8;
-        tx = tx8;
-        ty = ty8;
-      }
-    }
-    shared_ = true;
-    shared_tx_ = tx;
-    shared_ty_ = ty;
-  }
-  int64_t shared_blocks() const {
-    int64_t n = 1;
-    for (size_t d = 0; d < k_.shape.size(); d++) n *= shared_grid()[d];
-    return n;
-  }
-  // A block's outputs along the tile's row and column dims, and its threads.
-  int64_t block_rows() const { return mma_ != Mma::None ? mma_warps_m_ * mma_m_ * 16 : shared_ty_ * tile_rows_; }
-  int64_t block_cols() const { return mma_ != Mma::None ? mma_warps_n_ * mma_n_ * 8 : shared_tx_ * tile_cols_; }
-  int64_t shared_threads() const { return mma_ != Mma::None ? 32 * mma_warps_m_ * mma_warps_n_ : shared_ty_ * shared_tx_; }
-  // Blocks along each output dim (tiles of tiles along the tile's two).
-  Shape shared_grid() const {
-    Shape g = k_.shape;
-    int64_t bm = block_rows(), bn = block_cols();
-    g[size_t(tile_d2_)] = (g[size_t(tile_d2_)] + bm - 1) / bm;
-    g[size_t(tile_d_)] = (g[size_t(tile_d_)] + bn - 1) / bn;
-    return g;
-  }
+  // ---- shared-memory tiles (see lowering.h)
+  // A block of threads (or of warps, on tensor cores) owns a block of tiles; per chunk of the
+  // reduce's steps its threads stage both factors of the product for the whole block in shared
+  // memory (each value computed and loaded once per block instead of once per thread), meet at
+  // a barrier, and run the chunk from there. Each output still adds its products in reduce
+  // order, so the results equal the untiled kernel's (on tensor cores, up to their own order);
+  // steps past the reduce's end stage zeros (adding +0 changes no sum).
   // The reduce's source context at output index `o`, its reduce axes at flat step `k`.
   std::pair<std::vector<Expr>, Expr> shared_context(const std::vector<Expr>& o, const Expr& k) {
     auto ctx = find_tiled_reduce(k_, o, -1, [&](int64_t size) { return new_var("", size); });
     if (!ctx) throw std::logic_error("tiny cuda: a shared tile's output lost its reduce");
     const Node* src = ctx->reduce->src[0].get();
     std::vector<Expr> sub = ctx->idx;
-    int64_t stride = shared_k_;
+    int64_t stride = plan_.shared_k;
     for (int a : ctx->reduce->args.axes) {
       int64_t size = src->shape[size_t(a)];
       stride /= size;
@@ -753,10 +492,10 @@ class Renderer {
 
   void emit_shared_tiles() {
     const Shape& shape = k_.shape;
-    const int64_t R = tile_rows_, C = tile_cols_, TY = shared_ty_, TX = shared_tx_, T = TY * TX;
-    const int64_t BM = TY * R, BN = TX * C, M = shape[size_t(tile_d2_)], N = shape[size_t(tile_d_)];
+    const int64_t R = plan_.tile_rows, C = plan_.tile_cols, TY = plan_.shared_ty, TX = plan_.shared_tx, T = TY * TX;
+    const int64_t BM = TY * R, BN = TX * C, M = shape[size_t(plan_.tile_d2)], N = shape[size_t(plan_.tile_d)];
     const int64_t RG = shared_group(R), CG = shared_group(C);
-    const std::string rt = reg_type(row_factor_.node->dtype), ct = reg_type(col_factor_.node->dtype);
+    const std::string rt = reg_type(plan_.row_factor.node->dtype), ct = reg_type(plan_.col_factor.node->dtype);
     const std::string BK = std::to_string(kSharedK);
     // Rows padded so that threads staging along k (down a column) hit different banks;
     // by a whole vector where the reads are vectors, which keeps every row aligned.
@@ -792,8 +531,8 @@ class Renderer {
     for (int64_t i = 0; i < R; i++)
       for (int64_t j = 0; j < C; j++) {
         std::vector<Expr> o = base;
-        o[size_t(tile_d2_)] = add(rows[size_t(i / RG)], cnst(i % RG));
-        o[size_t(tile_d_)] = add(cols[size_t(j / CG)], cnst(j % CG));
+        o[size_t(plan_.tile_d2)] = add(rows[size_t(i / RG)], cnst(i % RG));
+        o[size_t(plan_.tile_d)] = add(cols[size_t(j / CG)], cnst(j % CG));
         outs.push_back(o);
       }
     const Node* r = find_tiled_reduce(k_, outs[0], -1, [&](int64_t size) { return new_var("", size); })->reduce;
@@ -805,8 +544,8 @@ class Renderer {
     }
     // The next chunk's factors are loaded into registers while the block computes
     // from the current one, then stored to shared memory after the barrier.
-    const std::string K = std::to_string(shared_k_);
-    Staging sa{row_factor_, "tiny_as", rt, true, bm, BM, M, kSharedK}, sb{col_factor_, "tiny_bs", ct, false, bn, BN, N, kSharedK};
+    const std::string K = std::to_string(plan_.shared_k);
+    Staging sa{plan_.row_factor, "tiny_as", rt, true, bm, BM, M, kSharedK}, sb{plan_.col_factor, "tiny_bs", ct, false, bn, BN, N, kSharedK};
     for (Staging* s : {&sa, &sb}) {
       s->regs = tmp("stage");
       line(s->type + " " + s->regs + "[" + std::to_string(staged_per_thread(*s, T)) + "];");
@@ -843,11 +582,11 @@ class Renderer {
     };
     std::vector<std::string> row_values = read("tiny_as", rt, R, RG, TY, "tiny_ty");
     std::vector<std::string> col_values = read("tiny_bs", ct, C, CG, TX, "tiny_tx");
-    Expr kx = new_var("k0 + kk", shared_k_);  // names contexts only: the factors come from shared memory
+    Expr kx = new_var("k0 + kk", plan_.shared_k);  // names contexts only: the factors come from shared memory
     for (size_t t = 0; t < outs.size(); t++) {
       auto [sub, valid] = shared_context(outs[t], kx);
-      remember(context_key(row_factor_.node, sub, valid), row_values[t / size_t(C)]);
-      remember(context_key(col_factor_.node, sub, valid), col_values[t % size_t(C)]);
+      remember(context_key(plan_.row_factor.node, sub, valid), row_values[t / size_t(C)]);
+      remember(context_key(plan_.col_factor.node, sub, valid), col_values[t % size_t(C)]);
       std::string v = eval(r->src[0].get(), sub, valid);
       if (sdt != dt) v = cast(v, sdt, dt);
       line(acc[t] + " = " + combine(ReduceOp::Sum, acc[t], v, dt) + ";");
@@ -888,7 +627,7 @@ class Renderer {
     line("for (i64 gid = tiny_begin + (i64)blockIdx.x; gid < tiny_end; gid += (i64)gridDim.x) {");
     indent_++;
     memo_.emplace_back();
-    Shape grid = shared_grid();
+    Shape grid = plan_.shared_grid(k_.shape);
     int64_t stride = numel(grid);
     std::vector<Expr> base(shape.size(), cnst(0));
     *bm = *bn = "0";
@@ -896,10 +635,10 @@ class Renderer {
       stride /= grid[d];
       if (grid[d] == 1) continue;
       std::string e = "(int)((gid / " + std::to_string(stride) + "ll) % " + std::to_string(grid[d]) + "ll)";
-      std::string name = int(d) == tile_d2_ ? "tiny_bm" : int(d) == tile_d_ ? "tiny_bn" : "i" + std::to_string(d);
+      std::string name = int(d) == plan_.tile_d2 ? "tiny_bm" : int(d) == plan_.tile_d ? "tiny_bn" : "i" + std::to_string(d);
       line("const int " + name + " = " + e + ";");
-      if (int(d) == tile_d2_) *bm = name;
-      else if (int(d) == tile_d_) *bn = name;
+      if (int(d) == plan_.tile_d2) *bm = name;
+      else if (int(d) == plan_.tile_d) *bn = name;
       else base[d] = new_var(name, shape[d]);
     }
     return base;
@@ -914,7 +653,7 @@ class Renderer {
   // block's first, kSharedK steps, spread over the block's threads, through
   // registers `regs` on their way to shared memory `array`.
   struct Staging {
-    Factor f;
+    SharedFactor f;
     std::string array, type;  // type: the registers' (the factor's values)
     bool rows;          // the row factor (else the column factor)
     std::string block;  // the block's coordinate along the factor's output dim
@@ -953,12 +692,12 @@ class Renderer {
     std::string at = tmp("at"), k = tmp("k"), ok = tmp("ok"), row = s.block + " * " + std::to_string(s.extent) + " + " + m;
     std::string whole = s.extent * s.chunk < threads ? lin + " < " + std::to_string(s.extent * s.chunk) + " && " : "";
     line("const bool " + ok + " = " + whole + row + " < " + std::to_string(s.size) + " && " + k_start + " + " + kk + " < " +
-         std::to_string(shared_k_) + ";");
+         std::to_string(plan_.shared_k) + ";");
     // clamped into range where the step or the row is past the end (the value is not used)
     line("const int " + at + " = " + ok + " ? " + row + " : 0, " + k + " = " + ok + " ? " + k_start + " + " + kk + " : 0;");
     std::vector<Expr> o = base;
-    o[size_t(s.rows ? tile_d2_ : tile_d_)] = new_var(at, s.size);
-    auto [sub, valid] = shared_context(o, new_var(k, shared_k_));
+    o[size_t(s.rows ? plan_.tile_d2 : plan_.tile_d)] = new_var(at, s.size);
+    auto [sub, valid] = shared_context(o, new_var(k, plan_.shared_k));
     std::string v = eval(s.f.node, sub, valid);
     line(s.regs + "[" + e + "] = " + ok + " ? " + v + " : (" + s.type + ")0;");
     memo_.pop_back();
@@ -978,50 +717,17 @@ class Renderer {
     line("}");
   }
 
-  // ---- tensor cores
-  // A shared tile whose float32 sum adds products of two float16 (or two bfloat16) values, or
-  // of float32 factors the user let round to TF32 (NodeArgs::tf32), on a GPU with mma.sync
-  // (compute capability 8.0 or newer): a block of 2 x 2 warps owns 64 x 64 outputs, each warp
-  // 32 x 32 of them, or where 128 x 128 blocks still number twice the multiprocessors, 2 x 4
-  // warps of 64 x 32 each; a warp's part is m16 x n8 pieces of mma.sync. Per chunk of kMmaK
-  // reduce steps the threads stage both factors in the form the tensor cores take (16-bit
-  // values, or TF32 rounded to nearest, ties away) in shared memory with the steps innermost,
-  // and every warp loads its fragments from there. Tensor cores add the products in an order
-  // of their own (and TF32 rounds the factors), so results differ from the CPU's by rounding,
-  // as cuBLAS's do from PyTorch's CPU backend.
-  static constexpr int64_t kMmaK = 32;
-  static DType exact_16bit_of(const Node* n, const Kernel& k) {
-    while (n->op == Op::View && !k.loads.count(n)) n = n->src[0].get();  // masked parts are zeros
-    if (k.loads.count(n) || n->op != Op::Cast) return DType::Float32;
-    DType from = n->src[0]->dtype;
-    return from == DType::Float16 || from == DType::BFloat16 ? from : DType::Float32;
-  }
-  bool plan_mma(const Node* r, const Node* prod) {
-    const Shape& shape = k_.shape;
-    const int64_t M = shape[size_t(tile_d2_)], N = shape[size_t(tile_d_)];
-    // at least one m16 x n8 piece of outputs
-    if (!opt_.tensor_cores || opt_.arch < 80 || r->src[0].get() != prod || prod->dtype != DType::Float32 || M < 16 ||
-        N < 8)
-      return false;
-    DType a = exact_16bit_of(row_factor_.node, k_), b = exact_16bit_of(col_factor_.node, k_);
-    if (a == b && a != DType::Float32) mma_ = a == DType::Float16 ? Mma::F16 : Mma::BF16;
-    else if (r->args.tf32) mma_ = Mma::TF32;
-    else return false;
-    int64_t big_blocks = numel(shape) / (M * N) * ((M + 127) / 128) * ((N + 127) / 128);
-    bool big = opt_.multiprocessors > 0 && big_blocks >= 2 * int64_t(opt_.multiprocessors);
-    mma_warps_m_ = 2;
-    mma_warps_n_ = big ? 4 : 2;
-    mma_m_ = big ? 4 : 2;
-    mma_n_ = 4;
-    return true;
-  }
-  std::string mma_name() const { return mma_ == Mma::F16 ? "f16" : mma_ == Mma::BF16 ? "bf16" : "tf32"; }
-
+  // ---- tensor cores (planned in lowering.cpp)
+  // Per chunk of kMmaK reduce steps the threads stage both factors in the form the tensor
+  // cores take (16-bit values, or TF32 rounded to nearest, ties away) in shared memory with
+  // the steps innermost, and every warp loads its fragments from there. Tensor cores add the
+  // products in an order of their own (and TF32 rounds the factors), so results differ from
+  // the CPU's by rounding, as cuBLAS's do from PyTorch's CPU backend.
   void emit_mma_tiles() {
     const Shape& shape = k_.shape;
-    const int64_t M = shape[size_t(tile_d2_)], N = shape[size_t(tile_d_)], T = shared_threads();
-    const int64_t BM = block_rows(), BN = block_cols(), WTM = mma_m_ * 16, WTN = mma_n_ * 8;
-    const bool tf32 = mma_ == Mma::TF32;
+    const int64_t M = shape[size_t(plan_.tile_d2)], N = shape[size_t(plan_.tile_d)], T = plan_.shared_threads();
+    const int64_t BM = plan_.block_rows(), BN = plan_.block_cols(), WTM = plan_.mma_m * 16, WTN = plan_.mma_n * 8;
+    const bool tf32 = plan_.mma == CudaMma::TF32;
     const int64_t step = tf32 ? 8 : 16;  // reduce steps per mma.sync
     auto str = [](int64_t v) { return std::to_string(v); };
     // rows padded so that the 8 rows a fragment load reads (4 threads each) fall in different banks
@@ -1032,26 +738,26 @@ class Renderer {
     std::vector<Expr> base = open_block_loop(&bm, &bn);
     // lane = 4 * g + t (the PTX ISA's groupID and threadID_in_group); the warp's first row and column
     line("const int tiny_warp = (int)threadIdx.x / 32, tiny_g = (int)threadIdx.x % 32 / 4, tiny_t = (int)threadIdx.x % 4;");
-    line("const int tiny_wm = tiny_warp / " + str(mma_warps_n_) + " * " + str(WTM) + ", tiny_wn = tiny_warp % " +
-         str(mma_warps_n_) + " * " + str(WTN) + ";");
-    std::vector<std::string> acc;  // piece (i, j) of the warp: acc[i * mma_n_ + j], its 4 values
-    for (int64_t p = 0; p < mma_m_ * mma_n_; p++) {
+    line("const int tiny_wm = tiny_warp / " + str(plan_.mma_warps_n) + " * " + str(WTM) + ", tiny_wn = tiny_warp % " +
+         str(plan_.mma_warps_n) + " * " + str(WTN) + ";");
+    std::vector<std::string> acc;  // piece (i, j) of the warp: acc[i * plan_.mma_n + j], its 4 values
+    for (int64_t p = 0; p < plan_.mma_m * plan_.mma_n; p++) {
       acc.push_back(tmp("acc"));
       line("float " + acc.back() + "[4] = {0.0f, 0.0f, 0.0f, 0.0f};");
     }
-    const std::string to_shared = tf32 ? "tiny_to_tf32" : mma_ == Mma::F16 ? "tiny_float_to_half" : "tiny_float_to_bf16";
-    Staging sa{row_factor_, "tiny_as", "float", true, bm, BM, M, kMmaK, to_shared},
-        sb{col_factor_, "tiny_bs", "float", false, bn, BN, N, kMmaK, to_shared};
+    const std::string to_shared = tf32 ? "tiny_to_tf32" : plan_.mma == CudaMma::F16 ? "tiny_float_to_half" : "tiny_float_to_bf16";
+    Staging sa{plan_.row_factor, "tiny_as", "float", true, bm, BM, M, kMmaK, to_shared},
+        sb{plan_.col_factor, "tiny_bs", "float", false, bn, BN, N, kMmaK, to_shared};
     for (Staging* s : {&sa, &sb}) {
       s->regs = tmp("stage");
       line("float " + s->regs + "[" + str(staged_per_thread(*s, T)) + "];");
     }
     for (Staging* s : {&sa, &sb}) stage_load(*s, base, T, "0");
-    line("for (int k0 = 0; k0 < " + str(shared_k_) + "; k0 += " + str(kMmaK) + ") {");
+    line("for (int k0 = 0; k0 < " + str(plan_.shared_k) + "; k0 += " + str(kMmaK) + ") {");
     indent_++;
     for (Staging* s : {&sa, &sb}) stage_store(*s, T);
     line("__syncthreads();");
-    line("if (k0 + " + str(kMmaK) + " < " + str(shared_k_) + ") {");
+    line("if (k0 + " + str(kMmaK) + " < " + str(plan_.shared_k) + ") {");
     indent_++;
     for (Staging* s : {&sa, &sb}) stage_load(*s, base, T, "k0 + " + str(kMmaK));
     indent_--;
@@ -1065,20 +771,20 @@ class Renderer {
     };
     const std::string half_k = tf32 ? " + 4" : " + 8";  // the fragment's second half of the steps
     std::vector<std::string> fa, fb;
-    for (int64_t i = 0; i < mma_m_; i++) {
+    for (int64_t i = 0; i < plan_.mma_m; i++) {
       std::string r0 = "tiny_wm + " + str(i * 16) + " + tiny_g", r1 = "tiny_wm + " + str(i * 16 + 8) + " + tiny_g";
       fa.push_back(tmp("fa"));
       line("const u32 " + fa.back() + "[4] = {" + held_at("tiny_as", r0, "") + ", " + held_at("tiny_as", r1, "") + ", " +
            held_at("tiny_as", r0, half_k) + ", " + held_at("tiny_as", r1, half_k) + "};");
     }
-    for (int64_t j = 0; j < mma_n_; j++) {
+    for (int64_t j = 0; j < plan_.mma_n; j++) {
       std::string c = "tiny_wn + " + str(j * 8) + " + tiny_g";
       fb.push_back(tmp("fb"));
       line("const u32 " + fb.back() + "[2] = {" + held_at("tiny_bs", c, "") + ", " + held_at("tiny_bs", c, half_k) + "};");
     }
-    for (int64_t i = 0; i < mma_m_; i++)
-      for (int64_t j = 0; j < mma_n_; j++)
-        line("tiny_mma_" + mma_name() + "(" + acc[size_t(i * mma_n_ + j)] + ", " + fa[size_t(i)] + ", " + fb[size_t(j)] + ");");
+    for (int64_t i = 0; i < plan_.mma_m; i++)
+      for (int64_t j = 0; j < plan_.mma_n; j++)
+        line("tiny_mma_" + plan_.mma_name() + "(" + acc[size_t(i * plan_.mma_n + j)] + ", " + fa[size_t(i)] + ", " + fb[size_t(j)] + ");");
     indent_--;
     line("}");
     line("__syncthreads();");
@@ -1087,14 +793,14 @@ class Renderer {
     // stores: value e of a piece is at row g (+ 8 for e >= 2), column 2 t + e % 2 of the piece;
     // those past the ends of partial blocks are not stored
     const Node* r = find_tiled_reduce(k_, base, -1, [&](int64_t size) { return new_var("", size); })->reduce;
-    for (int64_t i = 0; i < mma_m_; i++)
+    for (int64_t i = 0; i < plan_.mma_m; i++)
       for (int64_t h = 0; h < 2; h++) {
         std::string row = tmp("row");
         line("const int " + row + " = " + bm + " * " + str(BM) + " + tiny_wm + " + str(i * 16 + h * 8) + " + tiny_g;");
         line("if (" + row + " < " + str(M) + ") {");
         indent_++;
         memo_.emplace_back();
-        for (int64_t j = 0; j < mma_n_; j++) {
+        for (int64_t j = 0; j < plan_.mma_n; j++) {
           std::string col = tmp("col");
           line("const int " + col + " = " + bn + " * " + str(BN) + " + tiny_wn + " + str(j * 8) + " + 2 * tiny_t;");
           // the pair shares its guard where N is even (the column is)
@@ -1105,11 +811,11 @@ class Renderer {
               memo_.emplace_back();
             }
             std::vector<Expr> o = base;
-            o[size_t(tile_d2_)] = new_var(row, M);
-            o[size_t(tile_d_)] = e ? add(new_var(col, N - 1), cnst(1)) : new_var(col, N);
+            o[size_t(plan_.tile_d2)] = new_var(row, M);
+            o[size_t(plan_.tile_d)] = e ? add(new_var(col, N - 1), cnst(1)) : new_var(col, N);
             auto ctx = find_tiled_reduce(k_, o, -1, [&](int64_t size) { return new_var("", size); });
             remember(context_key(r, ctx->idx, ctx->valid),
-                     value(DType::Float32, acc[size_t(i * mma_n_ + j)] + "[" + str(2 * h + e) + "]"));
+                     value(DType::Float32, acc[size_t(i * plan_.mma_n + j)] + "[" + str(2 * h + e) + "]"));
             emit_stores(o);
             if (e == 1 || N % 2) {
               memo_.pop_back();
@@ -1125,45 +831,9 @@ class Renderer {
     close_block_loop();
   }
 
-  // ---- vector lanes (see the header)
-  static constexpr int64_t kLanes = 4;
-
-  // Lanes when the last non-unit dim divides into them and every output is
-  // stored as a run along them (stores decide: loads that do not run along the
-  // lanes stay scalar, or are shared by the lanes when they do not move).
-  void plan_lanes() {
-    const Shape& shape = k_.shape;
-    int d = int(shape.size()) - 1;
-    while (d >= 0 && shape[size_t(d)] == 1) d--;
-    if (d < 0 || k_.outputs.empty() || shape[size_t(d)] % kLanes) return;
-    std::vector<Expr> idx;
-    for (int64_t e : shape) idx.push_back(new_var("", e));
-    idx[size_t(d)] = new_var("", shape[size_t(d)] / kLanes);
-    Expr lane = new_var("", kLanes);
-    lane_var_ = int(lane->value);
-    idx[size_t(d)] = add(mul(idx[size_t(d)], kLanes), lane);
-    for (auto& o : k_.outputs) {
-      if (o.scatter_index) return;
-      auto iv = o.store.index_valid(idx);
-      if (!is_true(iv.second) || !lane_run(iv.first)) return;
-    }
-    lanes_ = kLanes;
-    lanes_d_ = d;
-  }
-
-  // Whether index `e` is the lane plus terms that do not depend on it and are
-  // multiples of the lane count: the lanes read consecutive elements from an
-  // aligned start (variables made after the lane's, a gather's, count as lane-dependent).
-  bool lane_run(const Expr& e) const {
-    if (e->op == EOp::Bounded) return lane_run(e->src[0]);
-    std::vector<Expr> terms = e->op == EOp::Add ? e->src : std::vector<Expr>{e};
-    int lanes_seen = 0;
-    for (auto& t : terms) {
-      if (t->op == EOp::Var && t->value == lane_var_) lanes_seen++;
-      else if (uses_vars(t, lane_var_, INT32_MAX) || !multiple_of(t, kLanes)) return false;
-    }
-    return lanes_seen == 1;
-  }
+  // ---- vector lanes (see the header; planned in lowering.cpp)
+  static constexpr int64_t kLanes = kCudaLanes;
+  bool lane_run(const Expr& e) const { return tiny::lane_run(e, lane_var_, kLanes); }
   bool lane_dependent(const std::vector<Expr>& idx, const Expr& valid) const {
     for (auto& e : idx)
       if (uses_vars(e, lane_var_, INT32_MAX)) return true;
@@ -1282,21 +952,21 @@ class Renderer {
     const Shape& shape = k_.shape;
     indent_ = 1;
     memo_.emplace_back();
-    if (mma_ != Mma::None) {
+    if (plan_.mma != CudaMma::None) {
       emit_mma_tiles();
       return;
     }
-    if (shared_) {
+    if (plan_.shared) {
       emit_shared_tiles();
       return;
     }
-    if (split_ > 1) {
+    if (plan_.split > 1) {
       // blocks [gid * split, (gid + 1) * split) share output gid, one slice each
-      std::string s = std::to_string(split_) + "u";
+      std::string s = std::to_string(plan_.split) + "u";
       line("const unsigned tiny_slice = blockIdx.x % " + s + ";");
       line("for (i64 gid = tiny_begin + (i64)(blockIdx.x / " + s + "); gid < tiny_end; gid += (i64)(gridDim.x / " + s +
            ")) {");
-    } else if (block_) {
+    } else if (plan_.block_reduce) {
       line("for (i64 gid = tiny_begin + (i64)blockIdx.x; gid < tiny_end; gid += (i64)gridDim.x) {");
     } else {
       line("for (i64 gid = tiny_begin + (i64)blockIdx.x * blockDim.x + threadIdx.x; gid < tiny_end;");
@@ -1308,11 +978,11 @@ class Renderer {
     // gid counts output elements, or tiles: then dims d2 and d count tiles, each
     // coordinate the tile's first row or column
     Shape grid = shape;
-    if (tiled()) {
-      grid[size_t(tile_d_)] /= tile_cols_;
-      if (tile_d2_ >= 0) grid[size_t(tile_d2_)] /= tile_rows_;
+    if (plan_.tiled()) {
+      grid[size_t(plan_.tile_d)] /= plan_.tile_cols;
+      if (plan_.tile_d2 >= 0) grid[size_t(plan_.tile_d2)] /= plan_.tile_rows;
     }
-    if (lanes_ > 1) grid[size_t(lanes_d_)] /= lanes_;
+    if (plan_.lanes > 1) grid[size_t(plan_.lanes_d)] /= plan_.lanes;
     int64_t total = numel(grid);
     bool narrow = total - 1 <= INT32_MAX;
     if (narrow) line("const u32 g = (u32)gid;");
@@ -1327,19 +997,19 @@ class Renderer {
       std::string e = stride == 1 ? g : "(" + g + " / " + std::to_string(stride) + (narrow ? "u" : "ll") + ")";
       if (!first) e = "(" + e + " % " + std::to_string(grid[d]) + (narrow ? "u" : "ll") + ")";
       first = false;
-      int64_t step = int(d) == tile_d_ ? tile_cols_ : int(d) == tile_d2_ ? tile_rows_ : 1;
+      int64_t step = int(d) == plan_.tile_d ? plan_.tile_cols : int(d) == plan_.tile_d2 ? plan_.tile_rows : 1;
       if (step > 1) e = "(" + e + " * " + std::to_string(step) + ")";
       line("const " + std::string(index_type(shape[d])) + " " + name + " = (" + index_type(shape[d]) + ")" + e + ";");
       // a tile's first coordinate plus its offset stays inside the dim
-      idx[d] = int(d) == lanes_d_ ? new_var(name, grid[d]) : new_var(name, shape[d] - step + 1);
+      idx[d] = int(d) == plan_.lanes_d ? new_var(name, grid[d]) : new_var(name, shape[d] - step + 1);
     }
-    if (lanes_ > 1) {
+    if (plan_.lanes > 1) {
       // lane l of group q is output q * lanes + l; the lane is the newest variable
-      Expr lane = new_var("0", lanes_);
+      Expr lane = new_var("0", plan_.lanes);
       lane_var_ = int(lane->value);
-      idx[size_t(lanes_d_)] = add(mul(idx[size_t(lanes_d_)], lanes_), lane);
+      idx[size_t(plan_.lanes_d)] = add(mul(idx[size_t(plan_.lanes_d)], plan_.lanes), lane);
       emit_lanes(idx);
-    } else if (tiled()) {
+    } else if (plan_.tiled()) {
       emit_tile(idx);
     } else {
       emit_stores(idx);
@@ -1445,7 +1115,7 @@ class Renderer {
       auto iv = o.store.index_valid(idx);
       std::string ix = index(iv.first);
       std::string stmt = "b" + std::to_string(o.buffer) + "[" + ix + "] = " + m + ";";
-      line(block_ ? "if (threadIdx.x == 0) " + stmt : stmt);
+      line(plan_.block_reduce ? "if (threadIdx.x == 0) " + stmt : stmt);
     }
     for (auto& o : k_.outputs)
       if (o.scatter_index) emit_scatter(o, idx);
@@ -1467,7 +1137,7 @@ class Renderer {
     std::string at = eval(o.scatter_index.get(), idx, cnst(1));
     std::string v = eval(o.value.get(), idx, cnst(1));
     std::string buf = "b" + std::to_string(o.buffer);
-    line(std::string(block_ ? "if (threadIdx.x == 0 && " : "if (") + at + " >= 0LL && " + at + " < " +
+    line(std::string(plan_.block_reduce ? "if (threadIdx.x == 0 && " : "if (") + at + " >= 0LL && " + at + " < " +
          i64_literal(k_.buffers[size_t(o.buffer)]->numel()) + ") {");
     indent_++;
     memo_.emplace_back();  // values computed here do not exist after the block
@@ -1614,7 +1284,7 @@ class Renderer {
       sub[size_t(a)] = new_var(names.back(), src->shape[size_t(a)]);
     }
     hoist_reduces(src, sub, valid, min_id);
-    bool cooperative = block_ && reduce_depth_ == 0;
+    bool cooperative = plan_.block_reduce && reduce_depth_ == 0;
     reduce_depth_++;
     if (cooperative) {
       // The block's threads stride over the flattened reduce axes: by groups of
@@ -1656,7 +1326,7 @@ class Renderer {
         line("}");
       }
       block_combine(acc, n->args.rop, dt);
-      if (split_ > 1) combine_slices(acc, n->args.rop, dt);
+      if (plan_.split > 1) combine_slices(acc, n->args.rop, dt);
     } else {
       nested_loops(names, src->shape, axes, accumulate);
     }
@@ -1672,9 +1342,9 @@ class Renderer {
     for (int64_t size : sizes) total *= size;
     std::string rr = tmp("rr");
     const char* t = index_type(total);
-    if (split_ > 1)
+    if (plan_.split > 1)
       line(std::string("for (") + t + " " + rr + " = (" + t + ")(tiny_slice * blockDim.x + threadIdx.x); " + rr + " < " +
-           std::to_string(total) + "; " + rr + " += " + std::to_string(split_) + " * blockDim.x) {");
+           std::to_string(total) + "; " + rr + " += " + std::to_string(plan_.split) + " * blockDim.x) {");
     else
       line(std::string("for (") + t + " " + rr + " = threadIdx.x; " + rr + " < " + std::to_string(total) + "; " + rr +
            " += blockDim.x) {");
@@ -1757,7 +1427,7 @@ class Renderer {
   // slot gid * split + slice; the last block to take a ticket (the others
   // return) combines the partials in slice order and resets the ticket.
   void combine_slices(const std::string& acc, ReduceOp op, DType dt) {
-    std::string t = reg_type(dt), s = std::to_string(split_);
+    std::string t = reg_type(dt), s = std::to_string(plan_.split);
     line("{");
     indent_++;
     line("__shared__ unsigned tiny_ticket;");
@@ -2046,19 +1716,7 @@ class Renderer {
 
   const Kernel& k_;
   CudaRenderOptions opt_;
-  bool block_ = false;
-  int split_ = 1;  // blocks per output
-  int tile_d_ = -1, tile_d2_ = -1;  // register tile dims (-1: none)
-  int64_t tile_rows_ = 1, tile_cols_ = 1;
-  bool shared_ = false;  // shared-memory tiles: a block of shared_ty_ x shared_tx_ threads, one tile each
-  int64_t shared_tx_ = 1, shared_ty_ = 1, shared_k_ = 0;  // shared_k_: the reduce's flat extent
-  Factor row_factor_, col_factor_;
-  enum class Mma { None, F16, BF16, TF32 };
-  Mma mma_ = Mma::None;  // the shared tile's products on tensor cores, from factors of this type
-  int64_t mma_warps_m_ = 0, mma_warps_n_ = 0;  // a block's warps along its rows and columns
-  int64_t mma_m_ = 0, mma_n_ = 0;              // a warp's m16 x n8 pieces along them
-  int64_t lanes_ = 1;  // outputs per thread along dim lanes_d_ (vector lanes)
-  int lanes_d_ = -1;
+  const CudaPlan plan_;  // how the kernel runs (lowering.h)
   int lane_var_ = -1;          // the lane's variable id (the newest when the lanes are emitted)
   int lane_ = -1;              // the lane being emitted (-1: none)
   bool lane_vectors_ = false;  // the pass with vector accesses
@@ -2066,7 +1724,6 @@ class Renderer {
   std::unordered_map<std::string, std::string> vector_loads_;  // buffer + index -> the vector
   std::map<int, int64_t> vector_bytes_;  // buffer -> the alignment its vector accesses need
   bool vectors_ = false;                 // some pass moved vectors
-  int block_size_ = 256;
   int indent_ = 0;
   int next_id_ = 0;
   int reduce_depth_ = 0;

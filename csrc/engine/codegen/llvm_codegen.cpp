@@ -25,6 +25,7 @@
 #include <llvm/Support/raw_ostream.h>
 
 #include "engine/codegen/index_walk.h"
+#include "engine/codegen/lowering.h"
 #include "engine/codegen/register_tile.h"
 #include "engine/runtime/llvm_jit.h"
 #include "engine/runtime/thread_pool.h"
@@ -34,85 +35,20 @@ namespace {
 
 using llvm::Value;
 
-// A kernel that reduces everything to one value is split across threads:
-// each computes a partial over a chunk of the first reduce axis into a
-// scratch slot, then one finishing function combines the partials and
-// applies whatever follows the reduce. Chunks are fixed (not per machine) so
-// results do not depend on the thread count.
-struct SplitPlan {
-  const Node* reduce = nullptr;
-  std::vector<Expr> idx;  // the reduce's context (no variables: one output)
-  Expr valid;
-  int axis = 0;           // the reduce axis that is chunked
-  int64_t chunks = 1;
-};
-
-std::optional<SplitPlan> plan_split(const Kernel& k) {
-  if (k.serial || numel(k.shape) != 1) return std::nullopt;
-  std::vector<SplitPlan> found;
-  bool nested = false, other = false;
-  int next = 1 << 20;
-  IndexWalker w;
-  w.is_leaf = [&](const Node* n) { return k.loads.count(n) > 0; };
-  w.fresh_var = [&](int64_t size) { return var(next++, size); };
-  int depth = 0;
-  w.visit = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
-    if (n->op == Op::Gather || n->op == Op::Rand) other = true;
-    if (n->op != Op::Reduce) return true;
-    if (depth > 0) {
-      nested = true;
-      return false;
-    }
-    SplitPlan p;
-    p.reduce = n;
-    p.idx = ix;
-    p.valid = v;
-    found.push_back(p);
-    depth++;
-    return true;
-  };
-  w.leave = [&](const Node* n) {
-    if (n->op == Op::Reduce) depth--;
-  };
-  for (auto& o : k.outputs) w.walk(o.value.get(), std::vector<Expr>(k.shape.size(), cnst(0)), cnst(1));
-  if (found.size() != 1 || nested || other) return std::nullopt;
-  SplitPlan p = found[0];
-  const Node* r = p.reduce;
-  const Node* src = r->src[0].get();
-  if (r->args.rop == ReduceOp::Any || r->args.rop == ReduceOp::All || r->dtype == DType::Bool) return std::nullopt;
-  if (src->numel() < (int64_t(1) << 16)) return std::nullopt;
-  for (auto& e : p.idx)
-    if (!e->is_const()) return std::nullopt;
-  int axis = -1;
-  for (int a : r->args.axes)
-    if (src->shape[a] > 1) { axis = a; break; }
-  if (axis < 0) return std::nullopt;
-  p.axis = axis;
-  p.chunks = std::min<int64_t>(src->shape[axis], 32);
-  if (p.chunks < 2) return std::nullopt;
-  return p;
-}
-
-// The dim whose range the thread pool splits, unless a kernel's tiling chooses another
-// (Builder::parallel_dim): the first non-unit dim, none for a serial kernel.
-int first_parallel_dim(const Kernel& k) {
-  if (k.serial) return -1;
-  for (size_t d = 0; d < k.shape.size(); d++)
-    if (k.shape[d] > 1) return int(d);
-  return -1;
+// The CPU this process generates kernels for.
+CpuTarget cpu_target() {
+  const VectorUnit& v = LLVMJit::get().vector_unit();
+  return {v.lanes, v.registers, thread_pool().size()};
 }
 
 class Builder {
  public:
   enum class Part { Whole, SplitPartials, SplitFinish };
-  Builder(const Kernel& k, llvm::LLVMContext& ctx, llvm::Module& m, std::string fn_name,
-          const SplitPlan* split = nullptr, Part part = Part::Whole)
-      : k_(k), ctx_(ctx), m_(m), b_(ctx), fn_name_(std::move(fn_name)), split_(split), part_(part) {}
-
-  int parallel_dim() const { return parallel_dim_; }
-  // Slices of the parallel dim start at multiples of this: whole channel tiles when the
-  // threads split a tile's channels.
-  int64_t parallel_grain() const { return ct_grain_; }
+  // Prints `plan` (lowering.h): the whole kernel, or a split reduce's partial or finishing part.
+  Builder(const Kernel& k, const CpuPlan& plan, llvm::LLVMContext& ctx, llvm::Module& m, std::string fn_name,
+          Part part = Part::Whole)
+      : k_(k), plan_(plan), ctx_(ctx), m_(m), b_(ctx), fn_name_(std::move(fn_name)),
+        split_(plan.split ? &*plan.split : nullptr), part_(part) {}
 
   void build() {
     auto* i8pp = llvm::Type::getInt8PtrTy(ctx_)->getPointerTo();
@@ -148,34 +84,14 @@ class Builder {
     }
 
     const Shape& shape = k_.shape;
-    int par = first_parallel_dim(k_);
-    size_t last = shape.size(), tile_outer = shape.size();
-    for (size_t d = 0; d < shape.size(); d++)
-      if (shape[d] > 1) {
-        tile_outer = last < shape.size() ? last : d;
-        last = d;
-      }
-    // with a single non-unit dim, the tile covers just that dim
-    if (last < shape.size() && tile_outer == shape.size()) tile_outer = last;
-    if (k_.serial) tile_outer = shape.size();
+    const int par = plan_.parallel_dim;
     // All output loop variables exist up front so reduces can be hoisted
-    // above the loops their index does not depend on.
+    // above the loops their index does not depend on; the plan's own follow them.
     std::vector<Expr> idx(shape.size(), cnst(0));
     for (size_t d = 0; d < shape.size(); d++) idx[d] = placeholder_var(shape[d]);
-    std::optional<ChannelTile> ct;
-    if (par >= 0) ct = plan_channel_tile(idx, par);
-    if (ct && threads_over_channels(*ct, par)) {
-      // Every thread packs the weight panels of the channels it computes: split over the
-      // batch, each packed all of them (a convolution with few output positions per
-      // image, resnet18's layer4: the strided packing cost as much as the FMAs).
-      auto over_channels = plan_channel_tile(idx, ct->j);
-      if (over_channels && over_channels->j == ct->j && over_channels->i == ct->i) {
-        par = ct->j;
-        ct = over_channels;
-      }
-    }
-    parallel_dim_ = par;
-    if (ct && ct->j == par) ct_grain_ = kChanCols;
+    vars_.resize(size_t(plan_.num_vars), nullptr);
+    const std::optional<ChannelTile>& ct = plan_.channel;
+    const std::optional<VectorTile>& vt = plan_.vector_tile;
     Value* pack_buf = nullptr;
     if (ct && !ct->unit) {  // panels packed once per call (or per outer index: pack_inner)
       bool at_par = ct->j == par;
@@ -203,7 +119,7 @@ class Builder {
         auto [lo_j, hi_j] = range(ct->j);
         auto [lo_i, hi_i] = range(ct->i);
         if (!ct->row_outer.empty() && ct->row_outer.front() == par) {  // the thread's slice of the flat rows
-          int64_t inner = row_count(*ct) / shape[size_t(par)];
+          int64_t inner = ct->row_count(k_.shape) / shape[size_t(par)];
           lo_i = b_.CreateMul(begin, b_.getInt64(inner));
           hi_i = b_.CreateMul(end, b_.getInt64(inner));
         }
@@ -211,11 +127,12 @@ class Builder {
         tiled_channels(idx, *ct, lo_j, hi_j, lo_i, hi_i);
         return;
       }
-      if (d == tile_outer) {
-        bool two = tile_outer != last;
+      if (vt && int(d) == vt->at) {
+        const size_t last = size_t(vt->d);
+        bool two = vt->d2 >= 0;
         Value* lo_j = two ? (int(last) == par ? begin : b_.getInt64(0)) : lo;
         Value* hi_j = two ? (int(last) == par ? end : b_.getInt64(shape[last])) : hi;
-        if (tiled(idx, two ? int(d) : -1, last, lo, hi, lo_j, hi_j)) return;
+        if (tiled(idx, *vt, lo, hi, lo_j, hi_j)) return;
       }
       std::vector<int64_t> cuts = mask_cuts(idx, d);
       if (cuts.size() > 2 && split_copies_ * int64_t(cuts.size() - 1) <= kMaxSplitCopies) {
@@ -242,7 +159,10 @@ class Builder {
         nest(d + 1);
       });
     };
-    if (ct) blocks_ = plan_reduce_blocks(*ct, par);
+    if (plan_.blocks) {
+      blocks_.emplace();
+      static_cast<ReduceBlocking&>(*blocks_) = *plan_.blocks;
+    }
     if (par < 0) {
       // a single element: run once when the slice is non-empty
       auto* body = llvm::BasicBlock::Create(ctx_, "once", fn_);
@@ -256,7 +176,7 @@ class Builder {
       ReduceBlocks& rb = *blocks_;
       // the thread's tile elements: its slice of the parallel dim times the
       // other dims, the channels rounded up to whole tiles
-      int64_t per_index = round_up(shape[size_t(ct->j)], kChanCols);
+      int64_t per_index = round_up(shape[size_t(ct->j)], ct->cols);
       for (size_t d = 0; d < shape.size(); d++)
         if (int(d) != par && int(d) != ct->j) per_index *= shape[d];
       Value* bytes = b_.CreateMul(b_.CreateSub(end, begin), b_.getInt64(per_index * 4));
@@ -769,40 +689,27 @@ class Builder {
   // of kTile outputs, the reduce loop is outside and kTile accumulators are
   // updated per step. The tile is unrolled, so accumulators live in
   // registers and the SLP vectorizer turns the tile into vector FMAs.
-  // Tile sizes follow the vector unit: two vectors of columns, and rows
-  // enough for the accumulators to fill half the registers (AVX-512: 8 x 32
-  // in 16 of 32 zmm; AVX2: 4 x 16 in 8 of 16 ymm).
+  // Tile sizes follow the vector unit (decided in lowering.cpp): two vectors of
+  // columns, and rows enough for the accumulators to fill half the registers
+  // (AVX-512: 8 x 32 in 16 of 32 zmm; AVX2: 4 x 16 in 8 of 16 ymm).
   const int64_t kLanes = LLVMJit::get().vector_unit().lanes;  // float32 lanes of a vector register
-  const int64_t kTileCols = 2 * kLanes;
-  const int64_t kTileRows = LLVMJit::get().vector_unit().registers / 4;
-  static constexpr int64_t kMinTileCols = 4;  // narrower output rows are not tiled
 
-  // The shared decisions (register_tile.h) with this generator's variables.
   std::optional<TiledReduce> find_tiled_reduce(const std::vector<Expr>& idx, int jid) {
     return tiny::find_tiled_reduce(k_, idx, jid, [&](int64_t size) { return placeholder_var(size); });
   }
-  bool worth_tiling(const TiledReduce& c, int jid) {
-    return tiny::worth_tiling(k_, c, jid, TileKind::Vectors, [&](int64_t size) { return placeholder_var(size); });
-  }
 
-  // Tiles the last output dim `d` (kTileCols wide) and, when there is one,
-  // the dim `d2` before it (kTileRows tall, or more for a narrow tile): the column tile loop runs
-  // outside the row loop so the tile's slice of the other operand stays in
-  // cache across rows. Returns false (emitting nothing) when not worth it.
-  bool tiled(std::vector<Expr>& idx, int d2, size_t d, Value* lo_i, Value* hi_i, Value* lo_j, Value* hi_j) {
+  // Tiles the last output dim `d` (the plan's VectorTile: cols wide) and, when there is one,
+  // the dim `d2` before it (rows tall): the column tile loop runs outside the row loop so the
+  // tile's slice of the other operand stays in cache across rows. Returns false (emitting
+  // nothing) when the outputs here have no reduce to tile.
+  bool tiled(std::vector<Expr>& idx, const VectorTile& vt, Value* lo_i, Value* hi_i, Value* lo_j, Value* hi_j) {
+    const int d2 = vt.d2;
+    const size_t d = size_t(vt.d);
     int jid = int(idx[d]->value);
-    const Shape& shape = k_.shape;
-    if (shape[d] < kMinTileCols) return false;
     auto cand = find_tiled_reduce(idx, jid);
-    if (!cand || !worth_tiling(*cand, jid)) return false;
+    if (!cand) return false;
     const Node* r = cand->reduce;
-    // A last dim narrower than kTileCols (a convolution's output width) gets
-    // a tile as wide as itself and more rows: as many vector accumulators.
-    const int64_t tile_cols = std::min(kTileCols, shape[d]);
-    const int64_t row_vectors = (tile_cols + kLanes - 1) / kLanes;
-    const int64_t tile_rows =
-        d2 < 0 ? 1
-               : std::max<int64_t>(1, std::min(shape[size_t(d2)], kTileCols / kLanes * kTileRows / row_vectors));
+    const int64_t tile_cols = vt.cols, tile_rows = vt.rows;
     Value* ntj = b_.CreateSDiv(b_.CreateSub(hi_j, lo_j), b_.getInt64(tile_cols));
     // the tiles of `ncols` columns from j0 (all rows)
     auto column_tiles = [&](Value* j0, int64_t ncols) {
@@ -918,75 +825,11 @@ class Builder {
     emit_stores(out_idx);
   }
 
-  // ---- output-channel tiling
-  //
-  // A convolution's output (N, OC, OH, OW) has a short innermost dim (7, 14)
-  // or one its input moves along by the stride (2): poor vectors for the
-  // tiling above. Its output channels make good ones: the input does not move
-  // along them. A tile is kChanVecs vectors of channels x up to kChanMaxRows
-  // positions of the last dim; per reduce step it takes one broadcast input
-  // value per row and one weight vector per vector of channels, emitted as
-  // explicit vector FMAs (the SLP vectorizer is unreliable at this size). The
-  // weight moves by C*K along the channels, so the kernel first copies its
-  // slice of channels (once per call) into panels where a tile's channels are
-  // contiguous per reduce step.
-  static constexpr int64_t kChanVecs = 2;
-  const int64_t kChanCols = kChanVecs * kLanes;
-  // Rows per tile, measured: with 32 registers (AVX-512) 14 rows, 28
-  // accumulators; with 16 (AVX2) 4 rows: at 6 (12 accumulators, the weight
-  // vectors and the broadcast in 15 of 16 ymm) a 5x5 convolution with 24-wide
-  // rows ran 2x slower than at 4 or 5 (spills), and 4 was fastest on both
-  // the convolutions and the matmuls measured.
-  const int64_t kChanMaxRows = LLVMJit::get().vector_unit().registers >= 32 ? 14 : 4;
-  static constexpr int64_t kChanMinReduce = 32;  // shorter reduces are store-bound
-  static constexpr int64_t kMinRowsLastDim = 8;
-  static constexpr int64_t kMinRowsReduce = 128;  // reduce steps for rows over the input channels
-
-  struct ChannelTile {
-    int j = -1, i = -1;       // the channel (column) dim and the row dim (the last)
-    std::vector<int> mid;     // non-unit dims between them, looped per tile
-    // A row dim too short for whole tiles continues into `row_outer`, dims before it
-    // (outermost first): the rows run over (row_outer..., i) flattened (a tile of 2 rows
-    // loads one weight vector per 2 FMAs). The outermost may be the parallel dim: a
-    // thread's rows are then its slice of that dim times the rows inside it.
-    std::vector<int> row_outer;
-    int first_dim() const { return std::min({i, j, row_outer.empty() ? i : row_outer.front()}); }  // where the tiles begin
-    const Node* reduce = nullptr;
-    const Node* a = nullptr;       // the reduce's product: a (not moving along j) ...
-    const Node* packed = nullptr;  // ... times views of this leaf, copied into panels
-    Expr packed_flat;              // the leaf's flat index over var j and `kvars`
-    int jvar = -1;                 // var id of dim j in packed_flat
-    std::vector<Expr> kvars;       // one per non-unit reduce axis
-    std::vector<int64_t> kext, kstrides;  // their extents, row-major strides
-    int64_t ck = 1, rows = 1;
-    const Node* b = nullptr;  // the product's other operand (views of `packed`, or computed)
-    // b computed from j and the reduce loops alone (a linear layer's ReLU output in its
-    // weight gradient): evaluated at b_idx (over var j and `kvars`) into the panels
-    bool computed = false;
-    std::vector<Expr> b_idx;
-    bool unit = false;        // b moves by 1 along j already: read in place, no panels
-    bool packable = false;    // b depends on j and the reduce loops only
-    bool uses_i = false;      // b moves along the rows
-    bool outer_packable = false;  // b depends on j, the reduce loops and dims before i and j
-    bool pack_inner = false;  // packed per index of those dims (bmm's transposed b)
-    bool jstride1 = false;    // b moves by 1 along j (packed or not)
-    std::vector<int> outer_vars;
-  };
-
-  // ---- reduce blocking
-  //
-  // A channel tile reading b in place (a weight gradient: b is grad_output
-  // channels-last, the reduce runs over the batch and every position) streams
-  // all of b once per tile: far more than the caches hold, so each tile
-  // waited on memory. Instead the reduce runs in blocks of its first axis,
-  // every tile of the thread per block, so the block's slice of b stays in
-  // cache across tiles. Between blocks the accumulators wait in a scratch
-  // buffer, in the order the tiles are visited (a cursor counts tile
-  // elements); each output is still summed in the same order as unblocked.
-  static constexpr int64_t kBlockBytes = 128 << 10;  // b's slice per block (L2)
-  struct ReduceBlocks {
-    int axis = -1;  // the blocked axis of the reduce's source (its outermost loop)
-    int64_t extent = 0, step = 0, count = 0;
+  // ---- output-channel tiles (ChannelTile in lowering.h: the plan's tile of channels x rows,
+  // its packed operand b and broadcast a)
+  // ---- reduce blocking (ReduceBlocking in lowering.h): the plan's blocks, and where this
+  // function stands in them
+  struct ReduceBlocks : ReduceBlocking {
     Value* block = nullptr;  // the current block
     Value* first = nullptr;  // i1: block 0 starts from zero
     Value* last = nullptr;   // i1: the last block stores the outputs
@@ -996,25 +839,6 @@ class Builder {
   std::optional<ReduceBlocks> blocks_;
 
   static int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
-
-  std::optional<ReduceBlocks> plan_reduce_blocks(const ChannelTile& ct, int par) {
-    if (!ct.unit || ct.j == par || ct.i == par) return std::nullopt;
-    const Node* src = ct.reduce->src[0].get();
-    ReduceBlocks rb;
-    for (int a : ct.reduce->args.axes)
-      if (src->shape[a] > 1) {
-        rb.axis = a;
-        break;
-      }
-    if (rb.axis < 0) return std::nullopt;
-    rb.extent = src->shape[rb.axis];
-    const int64_t per_index = ct.ck / rb.extent * k_.shape[size_t(ct.j)] * 4;  // b's bytes per index of the axis
-    if (per_index * rb.extent <= 8 * kBlockBytes) return std::nullopt;  // b stays in L2 across tiles anyway
-    rb.step = std::max<int64_t>(1, kBlockBytes / per_index);
-    rb.count = (rb.extent + rb.step - 1) / rb.step;
-    if (rb.count < 2) return std::nullopt;
-    return rb;
-  }
 
   void emit_if(Value* cond, const std::function<void()>& body) {
     auto* then = llvm::BasicBlock::Create(ctx_, "then", fn_);
@@ -1028,281 +852,11 @@ class Builder {
     b_.SetInsertPoint(done);
   }
 
-  std::optional<ChannelTile> plan_channel_tile(const std::vector<Expr>& idx, int par) {
-    const Shape& shape = k_.shape;
-    std::vector<int> nu;
-    for (size_t d = 0; d < shape.size(); d++)
-      if (shape[d] > 1) nu.push_back(int(d));
-    if (nu.size() < 2) return std::nullopt;
-    // the last dim as the channels, rows the one before: only where b is
-    // unit-stride already and the rows are too few for the tiling above (a
-    // weight gradient's kernel width, with the output channels last)
-    int j_last = nu.back(), i_prev = nu[nu.size() - 2];
-    if (shape[size_t(j_last)] >= kChanCols && shape[size_t(i_prev)] < kMinRowsLastDim && i_prev != par) {
-      auto ct = check_channel_tile(idx, j_last, i_prev);
-      if (ct && ct->unit) {
-        // a 5x5 or 7x7 weight gradient: 5 rows are a tile of 4 and one of 1 (2 loads per
-        // 2 FMAs); over (kh, kw) they are 6 tiles of 4 and one of 1 (MNIST's conv2: 87 -> 67 ms)
-        if (nu.size() >= 3 && nu[nu.size() - 3] != par &&
-            (shape[size_t(i_prev)] % ct->rows || ct->rows < kChanMaxRows)) {
-          std::vector<int> outer = {nu[nu.size() - 3]};
-          int64_t rows = shape[size_t(i_prev)] * shape[size_t(outer[0])];
-          int64_t r = tile_rows(rows);
-          // A 3x3 kernel's 9 rows are 3 tiles of 3: 6 accumulators, one FMA each per step,
-          // bound by the FMA latency at 3/4 of the peak. Continued over the input channels
-          // they are whole tiles of kChanMaxRows, where the reduce is long enough to repay
-          // each tile's rows starting at unrelated places (resnet18's weight gradients at
-          // 64x64: 16x16 and 8x8 outputs 8-14 % faster, 2x2 ones, 64 steps, 11 % slower).
-          if ((rows % kChanMaxRows || r < kChanMaxRows) && nu.size() >= 4 && ct->ck >= kMinRowsReduce) {
-            int64_t all = rows * shape[size_t(nu[nu.size() - 4])];
-            if (all % kChanMaxRows == 0) {
-              outer.insert(outer.begin(), nu[nu.size() - 4]);
-              r = kChanMaxRows;
-            }
-          }
-          if (r > ct->rows || shape[size_t(i_prev)] % ct->rows) {
-            ct->row_outer = outer;
-            ct->rows = r;
-          }
-        }
-        return ct;
-      }
-    }
-    // A matmul-like reduce (one reduce axis, b not moving along the rows: a
-    // @ b, a @ w.t(), bmm) takes the last dim as the channels, so the output
-    // is stored by rows. b is packed when it can be (a strided weight; also
-    // a unit-stride one: panel rows N*4 bytes apart alias in L1 for N = 1024).
-    // Fewer channels than a tile (a classifier's 10) take one partial tile
-    // from a packed b, where there are rows enough (a full block per thread)
-    // to repay the packing.
-    const bool wide = shape[size_t(j_last)] >= kChanCols;
-    if (shape[size_t(j_last)] >= kMinRowsLastDim &&
-        shape[size_t(i_prev)] >= (wide ? kMinRowsLastDim : 2 * kChanMaxRows)) {
-      auto ct = check_channel_tile(idx, j_last, i_prev);
-      // b read in place (unit-stride, moving with a batch dim) needs whole tiles
-      if (ct && ct->kvars.size() == 1 && !ct->uses_i && (ct->packable || !ct->unit || wide)) {
-        ct->pack_inner = !ct->unit && !ct->packable;
-        if (ct->packable) ct->unit = false;
-        ct->rows = kChanMaxRows;
-        return ct;
-      }
-    }
-    for (size_t q = nu.size() - 1; q-- > 0;) {
-      if (shape[size_t(nu[q])] < kChanCols) continue;
-      auto ct = check_channel_tile(idx, nu[q], nu.back());
-      if (!ct || (!ct->unit && !ct->packable)) continue;
-      ct->mid.assign(nu.begin() + long(q) + 1, nu.end() - 1);
-      // Rows shorter than a tile (a 2x2 convolution output) or not dividing into whole
-      // tiles continue into the mid dim before: the weight stream bounds the kernel
-      // (resnet18's layer4 at 64x64 input ran at a third of layer3's speed; 14-wide rows
-      // took tiles of 2 rows, 4 accumulators, at half the speed of 28-wide ones).
-      if (!ct->mid.empty() && shape[size_t(nu.back())] % kChanMaxRows != 0 && nu.back() != par &&
-          ct->mid.back() != par) {
-        ct->row_outer = {ct->mid.back()};
-        ct->rows = tile_rows(shape[size_t(nu.back())] * shape[size_t(ct->mid.back())]);
-      }
-      // Few rows per image (a 2x2 convolution output) continue over the images too: a
-      // channel tile's weight panel then serves every image while it is in cache, instead of
-      // all panels streaming from memory once per image. Measured at 16 images, 512 channels
-      // at 2x2: 3.9 -> 1.7-2.1 ms with AVX-512 (3.3 -> 2.2 ms for AVX2); at 4x4 (16 rows) the
-      // same or slower, so only below kMinRowsLastDim. The rows may start at the parallel dim
-      // (a thread's slice of them), not pass through it.
-      int64_t inner_rows = 1;
-      bool par_inside = false;
-      for (size_t r = 1; r < nu.size(); r++) {
-        if (r > q) inner_rows *= shape[size_t(nu[r])];
-        par_inside |= r != q && nu[r] == par;
-      }
-      if (ct->packable && q > 0 && inner_rows < kMinRowsLastDim && !par_inside) {
-        ct->row_outer.assign(nu.begin(), nu.begin() + long(q));
-        ct->row_outer.insert(ct->row_outer.end(), ct->mid.begin(), ct->mid.end());
-        int64_t all = inner_rows;
-        for (size_t r = 0; r < q; r++) all *= shape[size_t(nu[r])];
-        ct->rows = tile_rows(all);
-      }
-      return ct;
-    }
-    return std::nullopt;
-  }
-
-  // The single reduce depending on dim j must be a float32 SUM of a product
-  // a * b, where no load under a moves along j and b is a view of a leaf that
-  // depends on j and the reduce loops only (the weight), unmasked.
-  std::optional<ChannelTile> check_channel_tile(const std::vector<Expr>& idx, int j, int i) {
-    int jid = int(idx[size_t(j)]->value);
-    auto cand = find_tiled_reduce(idx, jid);
-    if (!cand) return std::nullopt;
-    const Node* r = cand->reduce;
-    const Node* src = r->src[0].get();
-    if (r->args.rop != ReduceOp::Sum || r->dtype != DType::Float32 || src->op != Op::Mul ||
-        src->dtype != DType::Float32)
-      return std::nullopt;
-    ChannelTile ct;
-    ct.j = j;
-    ct.i = i;
-    for (int d = 0; d < std::min(i, j); d++) ct.outer_vars.push_back(int(idx[size_t(d)]->value));
-    ct.jvar = jid;
-    ct.reduce = r;
-    std::vector<Expr> sub = cand->idx;
-    for (int a : r->args.axes)
-      if (src->shape[a] > 1) {
-        sub[a] = placeholder_var(src->shape[a]);
-        ct.kvars.push_back(sub[a]);
-        ct.kext.push_back(src->shape[a]);
-        ct.ck *= src->shape[a];
-      }
-    if (ct.kvars.empty() || ct.ck < kChanMinReduce) return std::nullopt;
-    ct.kstrides.assign(ct.kvars.size(), 1);
-    for (size_t q = ct.kvars.size() - 1; q-- > 0;) ct.kstrides[q] = ct.kstrides[q + 1] * ct.kext[q + 1];
-    for (int side = 0; side < 2; side++) {
-      if (check_packed_side(ct, src, side, sub, cand->valid)) {
-        int ivar = int(idx[size_t(i)]->value);
-        ct.uses_i = uses_vars(ct.packed_flat, ivar, ivar + 1);
-        return ct;
-      }
-      ct.packed_flat = nullptr;
-    }
-    for (int side = 0; side < 2; side++)
-      if (is_true(cand->valid) && check_computed_side(ct, src, side, sub)) return ct;
-    return std::nullopt;
-  }
-
-  // Whether src->src[side] can be a computed b: it reads nothing but what j and the reduce
-  // loops index (no gather, random numbers or reduce) and the other factor nothing that moves
-  // along j. Packing then evaluates it once per (channel, step) instead of once per tile row.
-  bool check_computed_side(ChannelTile& ct, const Node* src, int side, const std::vector<Expr>& sub) {
-    const Node* b = src->src[size_t(side)].get();
-    const Node* a = src->src[size_t(1 - side)].get();
-    if (b->dtype != DType::Float32 || k_.loads.count(b)) return false;
-    std::vector<int> allowed = {ct.jvar};
-    for (auto& kv : ct.kvars) allowed.push_back(int(kv->value));
-    auto only_allowed = [&](const Expr& e) {
-      std::vector<int> ids;
-      collect_vars(e, ids);
-      for (int id : ids)
-        if (std::find(allowed.begin(), allowed.end(), id) == allowed.end()) return false;
-      return true;
-    };
-    bool ok = true;
-    IndexWalker w;
-    w.is_leaf = [&](const Node* n) { return k_.loads.count(n) > 0; };
-    w.fresh_var = [&](int64_t size) {
-      Expr v = placeholder_var(size);  // a reduce's own loops would be these: refused below anyway
-      allowed.push_back(int(v->value));
-      return v;
-    };
-    w.visit = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
-      if (n->op == Op::Gather || n->op == Op::Rand || n->op == Op::Reduce) ok = false;
-      if (n->op == Op::Arange) ok &= only_allowed(row_major(ix, n->shape)) && only_allowed(v);
-      return ok;
-    };
-    w.on_leaf = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
-      ok &= only_allowed(row_major(ix, n->shape)) && only_allowed(v);
-    };
-    w.walk(b, sub, cnst(1));
-    if (!ok) return false;
-    // a: nothing under it moves along j
-    IndexWalker wa;
-    wa.is_leaf = w.is_leaf;
-    wa.fresh_var = [&](int64_t size) { return placeholder_var(size); };
-    wa.visit = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
-      if (n->op == Op::Gather || n->op == Op::Rand) ok = false;
-      return ok;
-    };
-    wa.on_leaf = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
-      auto sj = linear_coefficient(row_major(ix, n->shape), ct.jvar);
-      ok &= sj && *sj == 0 && !uses_vars(v, ct.jvar, ct.jvar + 1);
-    };
-    wa.walk(a, sub, cnst(1));
-    if (!ok) return false;
-    ct.a = a;
-    ct.b = b;
-    ct.b_idx = sub;
-    ct.computed = ct.packable = ct.outer_packable = true;
-    ct.unit = ct.jstride1 = ct.uses_i = false;
-    ct.rows = tile_rows(k_.shape[size_t(ct.i)]);
-    return true;
-  }
-
-  // Whether src->src[side] can be b: views down to a float32 leaf.
-  bool check_packed_side(ChannelTile& ct, const Node* src, int side, const std::vector<Expr>& sub, const Expr& valid) {
-    const Node* n = src->src[size_t(side)].get();
-    while (!k_.loads.count(n) && n->op == Op::View) n = n->src[0].get();
-    if (!k_.loads.count(n) || k_.buffers[k_.loads.at(n)]->dtype() != DType::Float32) return false;
-    ct.packed = n;
-    ct.b = src->src[size_t(side)].get();
-    ct.a = src->src[size_t(1 - side)].get();
-    int jid = ct.jvar;
-    bool ok = true;
-    IndexWalker w;
-    w.is_leaf = [&](const Node* n) { return k_.loads.count(n) > 0; };
-    w.fresh_var = [&](int64_t size) { return placeholder_var(size); };
-    w.visit = [&](const Node* n, const std::vector<Expr>&, const Expr&) {
-      if (n->op == Op::Gather || n->op == Op::Rand || n->op == Op::Reduce) ok = false;
-      return ok;
-    };
-    w.on_leaf = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
-      Expr flat = row_major(ix, n->shape);
-      if (n != ct.packed) {  // under a: must not move along j
-        auto sj = linear_coefficient(flat, jid);
-        ok &= sj && *sj == 0;
-        return;
-      }
-      ok &= is_true(v) && (!ct.packed_flat || to_string(ct.packed_flat) == to_string(flat));
-      ct.packed_flat = flat;
-    };
-    w.walk(src, sub, valid);
-    if (!ok || !ct.packed_flat || !uses_vars(ct.packed_flat, jid, jid + 1)) return false;
-    auto sj = linear_coefficient(ct.packed_flat, jid);
-    ct.unit = ct.jstride1 = sj && *sj == 1;
-    std::vector<int> ids;
-    collect_vars(ct.packed_flat, ids);
-    ct.packable = ct.outer_packable = true;
-    for (int id : ids) {
-      bool known = id == jid;
-      for (auto& kv : ct.kvars) known |= id == int(kv->value);
-      ct.packable &= known;
-      for (int o : ct.outer_vars) known |= id == o;
-      ct.outer_packable &= known;
-    }
-    if (!ct.unit && !ct.outer_packable) return false;
-    ct.rows = tile_rows(k_.shape[size_t(ct.i)]);
-    return true;
-  }
-
-  // Whether threads should split a tile's channels rather than dim `par` before them: where
-  // the weight is packed and there are few rows per channel, so that packing all channels
-  // in every thread costs a large part of the FMAs' time, or where `par` is the tile's rows
-  // (a matmul's), so that each thread packs and streams only its share of b (there every
-  // thread needs 2 panels or more: a matmul has rows enough to split instead).
-  // Measured on AVX2 (4 rows per tile): 2x2 outputs (64 rows per channel) gain 1.4x, 4x4
-  // (256) neither gain nor lose; a 1024^3 matmul went from 155 to 172 GFLOP/s.
-  bool threads_over_channels(const ChannelTile& ct, int par) const {
-    if (ct.unit || ct.pack_inner || par < 0 || par > ct.j) return false;
-    const int64_t channels = k_.shape[size_t(ct.j)];
-    if (par == ct.i) return channels >= 2 * kChanCols * std::max(2, thread_pool().size());
-    const int64_t rows = numel(k_.shape) / channels;  // outputs per channel
-    return channels >= 4 * kChanCols && rows <= 16 * kChanMaxRows;
-  }
-
-  // Rows per tile for `w_rows` rows: all up to kChanMaxRows, else a divisor near it.
-  int64_t tile_rows(int64_t w_rows) const {
-    for (int64_t r = kChanMaxRows; r >= kChanMaxRows * 4 / 7 && w_rows > kChanMaxRows; r--)
-      if (w_rows % r == 0) return r;
-    return std::min(w_rows, kChanMaxRows);
-  }
-
   llvm::FunctionCallee libc_malloc() {
     return m_.getOrInsertFunction("malloc", llvm::FunctionType::get(b_.getInt8PtrTy(), {b_.getInt64Ty()}, false));
   }
   llvm::FunctionCallee libc_free() {
     return m_.getOrInsertFunction("free", llvm::FunctionType::get(b_.getVoidTy(), {b_.getInt8PtrTy()}, false));
-  }
-
-  static Expr kflat(const ChannelTile& ct, const std::vector<Expr>& kv) {
-    Expr f = cnst(0);
-    for (size_t q = 0; q < kv.size(); q++) f = add(f, mul(kv[q], ct.kstrides[q]));
-    return f;
   }
 
   // Copies the packed leaf for the channels [lo, lo + whole tiles) into
@@ -1320,10 +874,10 @@ class Builder {
 
   Value* emit_pack(const ChannelTile& ct, Value* lo, Value* hi, bool fill = true) {
     llvm::Type* f32 = b_.getFloatTy();
-    Value* n = b_.CreateMul(b_.CreateSDiv(b_.CreateSub(hi, lo), b_.getInt64(kChanCols)), b_.getInt64(kChanCols));
+    Value* n = b_.CreateMul(b_.CreateSDiv(b_.CreateSub(hi, lo), b_.getInt64(ct.cols)), b_.getInt64(ct.cols));
     const int64_t rem = partial_cols(ct, lo, hi);
-    int64_t ncols = kChanCols;  // channels loaded into the panel being packed
-    Value* bytes = b_.CreateMul(b_.CreateAdd(n, b_.getInt64(rem ? kChanCols : 0)), b_.getInt64(ct.ck * 4));
+    int64_t ncols = ct.cols;  // channels loaded into the panel being packed
+    Value* bytes = b_.CreateMul(b_.CreateAdd(n, b_.getInt64(rem ? ct.cols : 0)), b_.getInt64(ct.ck * 4));
     Value* raw = nullptr;
     if (!pack_buf_) {
       raw = b_.CreateCall(libc_malloc(), {b_.CreateAdd(bytes, b_.getInt64(64))});
@@ -1333,11 +887,11 @@ class Builder {
     // tile by tile, a panel's rows written in order: reads stream from
     // kChanCols rows of the weight at once, writes are sequential
     std::function<void(Value*)> pack_panel = [&](Value* t) {
-      Value* j0 = b_.CreateAdd(lo, b_.CreateMul(t, b_.getInt64(kChanCols)));
-      Value* panel = b_.CreateGEP(f32, pack_buf_, b_.CreateMul(t, b_.getInt64(ct.ck * kChanCols)));
+      Value* j0 = b_.CreateAdd(lo, b_.CreateMul(t, b_.getInt64(ct.cols)));
+      Value* panel = b_.CreateGEP(f32, pack_buf_, b_.CreateMul(t, b_.getInt64(ct.ck * ct.cols)));
       each_reduce_step(ct, [&] {
-        Value* at = b_.CreateMul(index(kflat(ct, ct.kvars)), b_.getInt64(kChanCols));
-        for (int64_t c = 0; c < kChanCols; c++) {
+        Value* at = b_.CreateMul(index(ct.kflat(ct.kvars)), b_.getInt64(ct.cols));
+        for (int64_t c = 0; c < ct.cols; c++) {
           memo_.emplace_back();  // the index differs per channel
           vars_[size_t(ct.jvar)] = b_.CreateAdd(j0, b_.getInt64(c));
           Value* v = c >= ncols    ? (Value*)llvm::ConstantFP::get(f32, 0.0)
@@ -1354,12 +908,12 @@ class Builder {
       // N*4 bytes apart, a new page each), two vector copies per panel row
       auto* vty = llvm::FixedVectorType::get(f32, unsigned(kLanes));
       each_reduce_step(ct, [&] {
-        Value* at = b_.CreateMul(index(kflat(ct, ct.kvars)), b_.getInt64(kChanCols));
-        emit_loop(b_.getInt64(0), b_.CreateUDiv(n, b_.getInt64(kChanCols)), [&](Value* t) {
-          vars_[size_t(ct.jvar)] = b_.CreateAdd(lo, b_.CreateMul(t, b_.getInt64(kChanCols)));
+        Value* at = b_.CreateMul(index(ct.kflat(ct.kvars)), b_.getInt64(ct.cols));
+        emit_loop(b_.getInt64(0), b_.CreateUDiv(n, b_.getInt64(ct.cols)), [&](Value* t) {
+          vars_[size_t(ct.jvar)] = b_.CreateAdd(lo, b_.CreateMul(t, b_.getInt64(ct.cols)));
           Value* from = b_.CreateGEP(f32, buf_ptrs_[k_.loads.at(ct.packed)], index(ct.packed_flat));
-          Value* to = b_.CreateGEP(f32, pack_buf_, b_.CreateAdd(b_.CreateMul(t, b_.getInt64(ct.ck * kChanCols)), at));
-          for (int64_t v = 0; v < kChanCols / kLanes; v++) {
+          Value* to = b_.CreateGEP(f32, pack_buf_, b_.CreateAdd(b_.CreateMul(t, b_.getInt64(ct.ck * ct.cols)), at));
+          for (int64_t v = 0; v < ct.cols / kLanes; v++) {
             auto vp = [&](Value* p) {
               return b_.CreateBitCast(b_.CreateConstGEP1_64(f32, p, uint64_t(v * kLanes)), vty->getPointerTo());
             };
@@ -1368,11 +922,11 @@ class Builder {
         }, /*scalar=*/true);
       });
     } else {
-      emit_loop(b_.getInt64(0), b_.CreateUDiv(n, b_.getInt64(kChanCols)), pack_panel);
+      emit_loop(b_.getInt64(0), b_.CreateUDiv(n, b_.getInt64(ct.cols)), pack_panel);
     }
     if (rem) {  // the last channels, zero-padded to a whole panel
       ncols = rem;
-      at_last_channel(ct, hi, [&] { pack_panel(b_.CreateUDiv(n, b_.getInt64(kChanCols))); });
+      at_last_channel(ct, hi, [&] { pack_panel(b_.CreateUDiv(n, b_.getInt64(ct.cols))); });
     }
     return raw;
   }
@@ -1384,8 +938,8 @@ class Builder {
     if (ct.unit) return 0;
     auto* l = llvm::dyn_cast<llvm::ConstantInt>(lo);
     auto* h = llvm::dyn_cast<llvm::ConstantInt>(hi);
-    if (l && h) return (h->getSExtValue() - l->getSExtValue()) % kChanCols;
-    return k_.shape[size_t(ct.j)] % kChanCols;
+    if (l && h) return (h->getSExtValue() - l->getSExtValue()) % ct.cols;
+    return k_.shape[size_t(ct.j)] % ct.cols;
   }
   // Runs `body` where the channels [.., hi) end at the last one (always, when hi is constant).
   void at_last_channel(const ChannelTile& ct, Value* hi, const std::function<void()>& body) {
@@ -1393,12 +947,6 @@ class Builder {
     emit_if(b_.CreateICmpEQ(hi, b_.getInt64(k_.shape[size_t(ct.j)])), body);
   }
 
-  // Rows of a channel tile: dim i's times the dims it continues into.
-  int64_t row_count(const ChannelTile& ct) const {
-    int64_t w = k_.shape[size_t(ct.i)];
-    for (int d : ct.row_outer) w *= k_.shape[size_t(d)];
-    return w;
-  }
   // Flat row `flat` as a coordinate per dim of (row_outer..., i): (dim, value) pairs.
   std::vector<std::pair<int, Value*>> row_coords(const ChannelTile& ct, Value* flat) {
     std::vector<int> dims = ct.row_outer;
@@ -1416,9 +964,9 @@ class Builder {
   // the last dim; leftover channels one output at a time.
   void tiled_channels(const std::vector<Expr>& idx, const ChannelTile& ct, Value* lo_j, Value* hi_j, Value* lo_i,
                       Value* hi_i) {
-    const int64_t T = kChanCols, R = ct.rows;
+    const int64_t T = ct.cols, R = ct.rows;
     // the rows: dim i, or (row_outer..., i) flattened
-    const int64_t W = row_count(ct);
+    const int64_t W = ct.row_count(k_.shape);
     std::vector<int> tile_mid;  // looped per tile: the mid dims but the rows'
     for (int m : ct.mid)
       if (std::find(ct.row_outer.begin(), ct.row_outer.end(), m) == ct.row_outer.end()) tile_mid.push_back(m);
@@ -1544,7 +1092,7 @@ class Builder {
         };
         std::vector<Value*> wv;
         if (!ct.unit) {
-          Value* at = b_.CreateMul(index(kflat(ct, kv)), b_.getInt64(kChanCols));
+          Value* at = b_.CreateMul(index(ct.kflat(kv)), b_.getInt64(ct.cols));
           for (int64_t v = 0; v < nvecs; v++) wv.push_back(vload(panel, b_.CreateAdd(at, b_.getInt64(v * kLanes))));
         }
         for (int64_t row = 0; row < nrows; row++) {
@@ -1661,7 +1209,7 @@ class Builder {
   // (AVX2: 194 -> 176-186). False (nothing emitted) where that does not apply.
   bool store_transposed(const ChannelTile& ct, const std::vector<Expr>& idx, const std::vector<std::vector<Expr>>& out_idx,
                         const std::vector<llvm::AllocaInst*>& acc, int64_t nrows, int64_t ncols) {
-    if (k_.outputs.size() != 1 || ncols != kChanCols || nrows > kLanes || nrows < 2) return false;
+    if (k_.outputs.size() != 1 || ncols != ct.cols || nrows > kLanes || nrows < 2) return false;
     const auto& o = k_.outputs[0];
     if (o.scatter_index || k_.buffers[o.buffer]->dtype() != DType::Float32) return false;
     // the value is the reduce, seen through unmasked views at most (each output then stores
@@ -2169,6 +1717,7 @@ class Builder {
   }
 
   const Kernel& k_;
+  const CpuPlan& plan_;
   llvm::LLVMContext& ctx_;
   llvm::Module& m_;
   llvm::IRBuilder<> b_;
@@ -2182,8 +1731,6 @@ class Builder {
   std::vector<std::unordered_map<std::string, Value*>> memo_;
   const SplitPlan* split_ = nullptr;
   Part part_ = Part::Whole;
-  int parallel_dim_ = -1;
-  int64_t ct_grain_ = 1;
   Value* scratch_ = nullptr;
   Value* params_ = nullptr;
   // channel tiling's packed operand (see ChannelTile)
@@ -2210,21 +1757,15 @@ std::string function_name(const Kernel& k) {
   return os.str();
 }
 
-// `parallel_dim` (if given) receives the dim the thread pool splits (-1: none, or a split reduce's chunks),
-// `grain` what its slices start at multiples of.
-std::unique_ptr<llvm::Module> build_module(const Kernel& k, llvm::LLVMContext& ctx, const std::string& fn,
-                                           const std::optional<SplitPlan>& split, int* parallel_dim = nullptr,
-                                           int64_t* grain = nullptr) {
+std::unique_ptr<llvm::Module> build_module(const Kernel& k, const CpuPlan& plan, llvm::LLVMContext& ctx,
+                                           const std::string& fn) {
   auto m = std::make_unique<llvm::Module>("kernel", ctx);
   LLVMJit::get().configure(*m);
-  if (split) {
-    Builder(k, ctx, *m, fn, &*split, Builder::Part::SplitPartials).build();
-    Builder(k, ctx, *m, fn + "_finish", &*split, Builder::Part::SplitFinish).build();
+  if (plan.split) {
+    Builder(k, plan, ctx, *m, fn, Builder::Part::SplitPartials).build();
+    Builder(k, plan, ctx, *m, fn + "_finish", Builder::Part::SplitFinish).build();
   } else {
-    Builder whole(k, ctx, *m, fn);
-    whole.build();
-    if (parallel_dim) *parallel_dim = whole.parallel_dim();
-    if (grain) *grain = whole.parallel_grain();
+    Builder(k, plan, ctx, *m, fn).build();
   }
   std::string err;
   llvm::raw_string_ostream es(err);
@@ -2241,7 +1782,7 @@ std::unique_ptr<llvm::Module> build_module(const Kernel& k, llvm::LLVMContext& c
 
 std::string llvm_ir(const Kernel& k) {
   llvm::LLVMContext ctx;
-  auto m = build_module(k, ctx, function_name(k), plan_split(k));
+  auto m = build_module(k, lower_cpu(k, cpu_target()), ctx, function_name(k));
   std::string ir;
   llvm::raw_string_ostream os(ir);
   m->print(os, nullptr);
@@ -2251,10 +1792,9 @@ std::string llvm_ir(const Kernel& k) {
 std::unique_ptr<Program> compile_llvm(const Kernel& k) {
   auto ctx = std::make_unique<llvm::LLVMContext>();
   std::string fn = function_name(k);
-  auto split = plan_split(k);
-  int par = -1;
-  int64_t grain = 1;
-  auto m = build_module(k, *ctx, fn, split, &par, &grain);
+  const CpuPlan plan = lower_cpu(k, cpu_target());
+  const auto& split = plan.split;
+  auto m = build_module(k, plan, *ctx, fn);
   std::vector<std::string> names{fn};
   if (split) names.push_back(fn + "_finish");
   auto addrs = LLVMJit::get().compile(std::move(m), std::move(ctx), names);
@@ -2268,8 +1808,9 @@ std::unique_ptr<Program> compile_llvm(const Kernel& k) {
     p->scratch_index = k.buffers.size() + 1;  // after the buffers and the parameter array
     return p;
   }
+  const int par = plan.parallel_dim;
   p->parallel_size = par < 0 ? 1 : k.shape[size_t(par)];
-  p->parallel_grain = grain;
+  p->parallel_grain = plan.parallel_grain;
   int64_t per = std::max<int64_t>(1, numel(k.shape) / std::max<int64_t>(1, p->parallel_size));
   int64_t flops = k.flops();
   p->work_per_item = std::max<int64_t>(per, flops / std::max<int64_t>(1, p->parallel_size));

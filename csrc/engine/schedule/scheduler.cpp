@@ -648,7 +648,14 @@ Schedule create_schedule(const std::vector<NodeRef>& targets, Device& device) {
       }
       a.outputs.push_back(o);
     }
-    for (auto& [node, bi] : b.loads) a.loads[node] = id(b.buffers[size_t(bi)]);
+    // b's loads numbered in its buffers' order: its loads map is keyed by node address, and
+    // iterating it numbered the merged kernel's buffers differently from run to run (another
+    // kernel key each time: recompiled in every process, missing the disk cache)
+    std::vector<int> merged(b.buffers.size(), -1);
+    for (auto& load : b.loads) merged[size_t(load.second)] = 0;
+    for (size_t x = 0; x < b.buffers.size(); x++)
+      if (merged[x] == 0) merged[x] = id(b.buffers[x]);
+    for (auto& [node, bi] : b.loads) a.loads[node] = merged[size_t(bi)];
     if (a.reason.find(b.reason) == std::string::npos) a.reason += "; " + b.reason;
   }
   // execution order: by level (stable)

@@ -1,0 +1,831 @@
+#include "engine/codegen/lowering.h"
+
+#include <algorithm>
+#include <climits>
+#include <functional>
+#include <unordered_set>
+
+#include "engine/codegen/index_walk.h"
+#include "engine/codegen/register_tile.h"
+
+namespace tiny {
+
+// ---------------------------------------------------------------- shared
+
+bool lane_run(const Expr& e, int lane, int64_t lanes) {
+  if (e->op == EOp::Bounded) return lane_run(e->src[0], lane, lanes);
+  std::vector<Expr> terms = e->op == EOp::Add ? e->src : std::vector<Expr>{e};
+  int lanes_seen = 0;
+  for (auto& t : terms) {
+    if (t->op == EOp::Var && t->value == lane) lanes_seen++;
+    else if (uses_vars(t, lane, INT32_MAX) || !multiple_of(t, lanes)) return false;
+  }
+  return lanes_seen == 1;
+}
+
+namespace {
+
+// Variables for the analyses: ids in the order they are made (only the ids matter here).
+struct Vars {
+  int next = 0;
+  Expr make(int64_t size) { return var(next++, size); }
+  std::vector<Expr> index(const Shape& shape) {
+    std::vector<Expr> idx;
+    for (int64_t e : shape) idx.push_back(make(e));
+    return idx;
+  }
+  std::function<Expr(int64_t)> fresh() {
+    return [this](int64_t size) { return make(size); };
+  }
+};
+
+// Whether the outputs evaluate exactly one reduce, in one index context, with no reduce
+// inside it: the kernels a split can serve (it has one meeting point, and a nested reduce
+// would be recomputed by every slice) and tiles serve.
+bool one_flat_reduce(const Kernel& k, Vars& vars) {
+  int contexts = 0, depth = 0;
+  bool nested = false;
+  IndexWalker w;
+  w.is_leaf = [&](const Node* n) { return k.loads.count(n) > 0; };
+  w.fresh_var = vars.fresh();
+  w.visit = [&](const Node* n, const std::vector<Expr>&, const Expr&) {
+    if (n->op == Op::Reduce) {
+      if (depth > 0) nested = true;
+      else contexts++;
+    }
+    depth += n->op == Op::Reduce;
+    return true;
+  };
+  w.leave = [&](const Node* n) { depth -= n->op == Op::Reduce; };
+  std::vector<Expr> idx = vars.index(k.shape);
+  for (auto& o : k.outputs) {
+    w.walk(o.value.get(), idx, cnst(1));
+    if (o.scatter_index) w.walk(o.scatter_index.get(), idx, cnst(1));
+  }
+  return contexts == 1 && !nested;
+}
+
+// ---------------------------------------------------------------- CPU
+
+std::optional<SplitPlan> plan_split(const Kernel& k) {
+  if (k.serial || numel(k.shape) != 1) return std::nullopt;
+  std::vector<SplitPlan> found;
+  bool nested = false, other = false;
+  int next = 1 << 20;
+  IndexWalker w;
+  w.is_leaf = [&](const Node* n) { return k.loads.count(n) > 0; };
+  w.fresh_var = [&](int64_t size) { return var(next++, size); };
+  int depth = 0;
+  w.visit = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
+    if (n->op == Op::Gather || n->op == Op::Rand) other = true;
+    if (n->op != Op::Reduce) return true;
+    if (depth > 0) {
+      nested = true;
+      return false;
+    }
+    SplitPlan p;
+    p.reduce = n;
+    p.idx = ix;
+    p.valid = v;
+    found.push_back(p);
+    depth++;
+    return true;
+  };
+  w.leave = [&](const Node* n) {
+    if (n->op == Op::Reduce) depth--;
+  };
+  for (auto& o : k.outputs) w.walk(o.value.get(), std::vector<Expr>(k.shape.size(), cnst(0)), cnst(1));
+  if (found.size() != 1 || nested || other) return std::nullopt;
+  SplitPlan p = found[0];
+  const Node* r = p.reduce;
+  const Node* src = r->src[0].get();
+  if (r->args.rop == ReduceOp::Any || r->args.rop == ReduceOp::All || r->dtype == DType::Bool) return std::nullopt;
+  if (src->numel() < (int64_t(1) << 16)) return std::nullopt;
+  for (auto& e : p.idx)
+    if (!e->is_const()) return std::nullopt;
+  int axis = -1;
+  for (int a : r->args.axes)
+    if (src->shape[a] > 1) { axis = a; break; }
+  if (axis < 0) return std::nullopt;
+  p.axis = axis;
+  p.chunks = std::min<int64_t>(src->shape[axis], 32);
+  if (p.chunks < 2) return std::nullopt;
+  return p;
+}
+
+// The dim whose range the thread pool splits, unless a kernel's tiling chooses another
+// (Builder::parallel_dim): the first non-unit dim, none for a serial kernel.
+int first_parallel_dim(const Kernel& k) {
+  if (k.serial) return -1;
+  for (size_t d = 0; d < k.shape.size(); d++)
+    if (k.shape[d] > 1) return int(d);
+  return -1;
+}
+
+
+class CpuLowering {
+  const Kernel& k_;
+  const CpuTarget target_;  // before the constants made from it
+
+ public:
+  CpuLowering(const Kernel& k, const CpuTarget& target) : k_(k), target_(target) {}
+
+  CpuPlan lower() {
+    CpuPlan p;
+    p.split = plan_split(k_);
+    if (p.split) return p;  // the partial and finishing functions need nothing more
+    const Shape& shape = k_.shape;
+    int par = first_parallel_dim(k_);
+    // the register tile replaces the loops of the last two non-unit dims (or of the only one)
+    size_t last = shape.size(), tile_outer = shape.size();
+    for (size_t d = 0; d < shape.size(); d++)
+      if (shape[d] > 1) {
+        tile_outer = last < shape.size() ? last : d;
+        last = d;
+      }
+    if (last < shape.size() && tile_outer == shape.size()) tile_outer = last;
+    if (k_.serial) tile_outer = shape.size();
+    // the output dims' variables first, as the code generator numbers them
+    std::vector<Expr> idx = vars_.index(shape);
+    std::optional<ChannelTile> ct;
+    if (par >= 0) ct = plan_channel_tile(idx, par);
+    if (ct && threads_over_channels(*ct, par)) {
+      // Every thread packs the weight panels of the channels it computes: split over the
+      // batch, each packed all of them (a convolution with few output positions per
+      // image, resnet18's layer4: the strided packing cost as much as the FMAs).
+      auto over_channels = plan_channel_tile(idx, ct->j);
+      if (over_channels && over_channels->j == ct->j && over_channels->i == ct->i) {
+        par = ct->j;
+        ct = over_channels;
+      }
+    }
+    p.parallel_dim = par;
+    if (ct && ct->j == par) p.parallel_grain = ct->cols;
+    if (ct) {
+      p.blocks = plan_reduce_blocks(*ct, par);
+    } else if (tile_outer < shape.size()) {  // the channel tile comes first where there is one
+      p.vector_tile = plan_vector_tile(idx, int(tile_outer), tile_outer != last ? int(tile_outer) : -1, int(last));
+    }
+    p.channel = ct;
+    p.num_vars = vars_.next;
+    return p;
+  }
+
+ private:
+  Expr placeholder_var(int64_t size) { return vars_.make(size); }
+  std::optional<TiledReduce> find_tiled_reduce(const std::vector<Expr>& idx, int jid) {
+    return tiny::find_tiled_reduce(k_, idx, jid, vars_.fresh());
+  }
+
+  // ---- register tiles (VectorTile): kTileCols wide, and where there is a row dim kTileRows
+  // tall, or more for a narrow tile (as many vector accumulators)
+  const int64_t kLanes = target_.lanes;
+  const int64_t kTileCols = 2 * kLanes;
+  const int64_t kTileRows = target_.registers / 4;
+  static constexpr int64_t kMinTileCols = 4;  // narrower output rows are not tiled
+
+  std::optional<VectorTile> plan_vector_tile(const std::vector<Expr>& idx, int at, int d2, int d) {
+    const Shape& shape = k_.shape;
+    if (shape[size_t(d)] < kMinTileCols) return std::nullopt;
+    int jid = int(idx[size_t(d)]->value);
+    auto cand = find_tiled_reduce(idx, jid);
+    if (!cand || !worth_tiling(k_, *cand, jid, TileKind::Vectors, vars_.fresh())) return std::nullopt;
+    // A last dim narrower than kTileCols (a convolution's output width) gets
+    // a tile as wide as itself and more rows: as many vector accumulators.
+    VectorTile t;
+    t.at = at;
+    t.d2 = d2;
+    t.d = d;
+    t.cols = std::min(kTileCols, shape[size_t(d)]);
+    const int64_t row_vectors = (t.cols + kLanes - 1) / kLanes;
+    t.rows = d2 < 0 ? 1 : std::max<int64_t>(1, std::min(shape[size_t(d2)], kTileCols / kLanes * kTileRows / row_vectors));
+    return t;
+  }
+
+  // ---- output-channel tiles (ChannelTile)
+  static constexpr int64_t kChanVecs = 2;
+  const int64_t kChanCols = kChanVecs * kLanes;
+  // Rows per tile, measured: with 32 registers (AVX-512) 14 rows, 28
+  // accumulators; with 16 (AVX2) 4 rows: at 6 (12 accumulators, the weight
+  // vectors and the broadcast in 15 of 16 ymm) a 5x5 convolution with 24-wide
+  // rows ran 2x slower than at 4 or 5 (spills), and 4 was fastest on both
+  // the convolutions and the matmuls measured.
+  const int64_t kChanMaxRows = target_.registers >= 32 ? 14 : 4;
+  static constexpr int64_t kChanMinReduce = 32;  // shorter reduces are store-bound
+  static constexpr int64_t kMinRowsLastDim = 8;
+  static constexpr int64_t kMinRowsReduce = 128;  // reduce steps for rows over the input channels
+
+  std::optional<ChannelTile> plan_channel_tile(const std::vector<Expr>& idx, int par) {
+    const Shape& shape = k_.shape;
+    std::vector<int> nu;
+    for (size_t d = 0; d < shape.size(); d++)
+      if (shape[d] > 1) nu.push_back(int(d));
+    if (nu.size() < 2) return std::nullopt;
+    // the last dim as the channels, rows the one before: only where b is
+    // unit-stride already and the rows are too few for the tiling above (a
+    // weight gradient's kernel width, with the output channels last)
+    int j_last = nu.back(), i_prev = nu[nu.size() - 2];
+    if (shape[size_t(j_last)] >= kChanCols && shape[size_t(i_prev)] < kMinRowsLastDim && i_prev != par) {
+      auto ct = check_channel_tile(idx, j_last, i_prev);
+      if (ct && ct->unit) {
+        // a 5x5 or 7x7 weight gradient: 5 rows are a tile of 4 and one of 1 (2 loads per
+        // 2 FMAs); over (kh, kw) they are 6 tiles of 4 and one of 1 (MNIST's conv2: 87 -> 67 ms)
+        if (nu.size() >= 3 && nu[nu.size() - 3] != par &&
+            (shape[size_t(i_prev)] % ct->rows || ct->rows < kChanMaxRows)) {
+          std::vector<int> outer = {nu[nu.size() - 3]};
+          int64_t rows = shape[size_t(i_prev)] * shape[size_t(outer[0])];
+          int64_t r = tile_rows(rows);
+          // A 3x3 kernel's 9 rows are 3 tiles of 3: 6 accumulators, one FMA each per step,
+          // bound by the FMA latency at 3/4 of the peak. Continued over the input channels
+          // they are whole tiles of kChanMaxRows, where the reduce is long enough to repay
+          // each tile's rows starting at unrelated places (resnet18's weight gradients at
+          // 64x64: 16x16 and 8x8 outputs 8-14 % faster, 2x2 ones, 64 steps, 11 % slower).
+          if ((rows % kChanMaxRows || r < kChanMaxRows) && nu.size() >= 4 && ct->ck >= kMinRowsReduce) {
+            int64_t all = rows * shape[size_t(nu[nu.size() - 4])];
+            if (all % kChanMaxRows == 0) {
+              outer.insert(outer.begin(), nu[nu.size() - 4]);
+              r = kChanMaxRows;
+            }
+          }
+          if (r > ct->rows || shape[size_t(i_prev)] % ct->rows) {
+            ct->row_outer = outer;
+            ct->rows = r;
+          }
+        }
+        return ct;
+      }
+    }
+    // A matmul-like reduce (one reduce axis, b not moving along the rows: a
+    // @ b, a @ w.t(), bmm) takes the last dim as the channels, so the output
+    // is stored by rows. b is packed when it can be (a strided weight; also
+    // a unit-stride one: panel rows N*4 bytes apart alias in L1 for N = 1024).
+    // Fewer channels than a tile (a classifier's 10) take one partial tile
+    // from a packed b, where there are rows enough (a full block per thread)
+    // to repay the packing.
+    const bool wide = shape[size_t(j_last)] >= kChanCols;
+    if (shape[size_t(j_last)] >= kMinRowsLastDim &&
+        shape[size_t(i_prev)] >= (wide ? kMinRowsLastDim : 2 * kChanMaxRows)) {
+      auto ct = check_channel_tile(idx, j_last, i_prev);
+      // b read in place (unit-stride, moving with a batch dim) needs whole tiles
+      if (ct && ct->kvars.size() == 1 && !ct->uses_i && (ct->packable || !ct->unit || wide)) {
+        ct->pack_inner = !ct->unit && !ct->packable;
+        if (ct->packable) ct->unit = false;
+        ct->rows = kChanMaxRows;
+        return ct;
+      }
+    }
+    for (size_t q = nu.size() - 1; q-- > 0;) {
+      if (shape[size_t(nu[q])] < kChanCols) continue;
+      auto ct = check_channel_tile(idx, nu[q], nu.back());
+      if (!ct || (!ct->unit && !ct->packable)) continue;
+      ct->mid.assign(nu.begin() + long(q) + 1, nu.end() - 1);
+      // Rows shorter than a tile (a 2x2 convolution output) or not dividing into whole
+      // tiles continue into the mid dim before: the weight stream bounds the kernel
+      // (resnet18's layer4 at 64x64 input ran at a third of layer3's speed; 14-wide rows
+      // took tiles of 2 rows, 4 accumulators, at half the speed of 28-wide ones).
+      if (!ct->mid.empty() && shape[size_t(nu.back())] % kChanMaxRows != 0 && nu.back() != par &&
+          ct->mid.back() != par) {
+        ct->row_outer = {ct->mid.back()};
+        ct->rows = tile_rows(shape[size_t(nu.back())] * shape[size_t(ct->mid.back())]);
+      }
+      // Few rows per image (a 2x2 convolution output) continue over the images too: a
+      // channel tile's weight panel then serves every image while it is in cache, instead of
+      // all panels streaming from memory once per image. Measured at 16 images, 512 channels
+      // at 2x2: 3.9 -> 1.7-2.1 ms with AVX-512 (3.3 -> 2.2 ms for AVX2); at 4x4 (16 rows) the
+      // same or slower, so only below kMinRowsLastDim. The rows may start at the parallel dim
+      // (a thread's slice of them), not pass through it.
+      int64_t inner_rows = 1;
+      bool par_inside = false;
+      for (size_t r = 1; r < nu.size(); r++) {
+        if (r > q) inner_rows *= shape[size_t(nu[r])];
+        par_inside |= r != q && nu[r] == par;
+      }
+      if (ct->packable && q > 0 && inner_rows < kMinRowsLastDim && !par_inside) {
+        ct->row_outer.assign(nu.begin(), nu.begin() + long(q));
+        ct->row_outer.insert(ct->row_outer.end(), ct->mid.begin(), ct->mid.end());
+        int64_t all = inner_rows;
+        for (size_t r = 0; r < q; r++) all *= shape[size_t(nu[r])];
+        ct->rows = tile_rows(all);
+      }
+      return ct;
+    }
+    return std::nullopt;
+  }
+
+  // The single reduce depending on dim j must be a float32 SUM of a product
+  // a * b, where no load under a moves along j and b is a view of a leaf that
+  // depends on j and the reduce loops only (the weight), unmasked.
+  std::optional<ChannelTile> check_channel_tile(const std::vector<Expr>& idx, int j, int i) {
+    int jid = int(idx[size_t(j)]->value);
+    auto cand = find_tiled_reduce(idx, jid);
+    if (!cand) return std::nullopt;
+    const Node* r = cand->reduce;
+    const Node* src = r->src[0].get();
+    if (r->args.rop != ReduceOp::Sum || r->dtype != DType::Float32 || src->op != Op::Mul ||
+        src->dtype != DType::Float32)
+      return std::nullopt;
+    ChannelTile ct;
+    ct.cols = kChanCols;
+    ct.j = j;
+    ct.i = i;
+    for (int d = 0; d < std::min(i, j); d++) ct.outer_vars.push_back(int(idx[size_t(d)]->value));
+    ct.jvar = jid;
+    ct.reduce = r;
+    std::vector<Expr> sub = cand->idx;
+    for (int a : r->args.axes)
+      if (src->shape[a] > 1) {
+        sub[a] = placeholder_var(src->shape[a]);
+        ct.kvars.push_back(sub[a]);
+        ct.kext.push_back(src->shape[a]);
+        ct.ck *= src->shape[a];
+      }
+    if (ct.kvars.empty() || ct.ck < kChanMinReduce) return std::nullopt;
+    ct.kstrides.assign(ct.kvars.size(), 1);
+    for (size_t q = ct.kvars.size() - 1; q-- > 0;) ct.kstrides[q] = ct.kstrides[q + 1] * ct.kext[q + 1];
+    for (int side = 0; side < 2; side++) {
+      if (check_packed_side(ct, src, side, sub, cand->valid)) {
+        int ivar = int(idx[size_t(i)]->value);
+        ct.uses_i = uses_vars(ct.packed_flat, ivar, ivar + 1);
+        return ct;
+      }
+      ct.packed_flat = nullptr;
+    }
+    for (int side = 0; side < 2; side++)
+      if (is_true(cand->valid) && check_computed_side(ct, src, side, sub)) return ct;
+    return std::nullopt;
+  }
+
+  // Whether src->src[side] can be a computed b: it reads nothing but what j and the reduce
+  // loops index (no gather, random numbers or reduce) and the other factor nothing that moves
+  // along j. Packing then evaluates it once per (channel, step) instead of once per tile row.
+  bool check_computed_side(ChannelTile& ct, const Node* src, int side, const std::vector<Expr>& sub) {
+    const Node* b = src->src[size_t(side)].get();
+    const Node* a = src->src[size_t(1 - side)].get();
+    if (b->dtype != DType::Float32 || k_.loads.count(b)) return false;
+    std::vector<int> allowed = {ct.jvar};
+    for (auto& kv : ct.kvars) allowed.push_back(int(kv->value));
+    auto only_allowed = [&](const Expr& e) {
+      std::vector<int> ids;
+      collect_vars(e, ids);
+      for (int id : ids)
+        if (std::find(allowed.begin(), allowed.end(), id) == allowed.end()) return false;
+      return true;
+    };
+    bool ok = true;
+    IndexWalker w;
+    w.is_leaf = [&](const Node* n) { return k_.loads.count(n) > 0; };
+    w.fresh_var = [&](int64_t size) {
+      Expr v = placeholder_var(size);  // a reduce's own loops would be these: refused below anyway
+      allowed.push_back(int(v->value));
+      return v;
+    };
+    w.visit = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
+      if (n->op == Op::Gather || n->op == Op::Rand || n->op == Op::Reduce) ok = false;
+      if (n->op == Op::Arange) ok &= only_allowed(row_major(ix, n->shape)) && only_allowed(v);
+      return ok;
+    };
+    w.on_leaf = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
+      ok &= only_allowed(row_major(ix, n->shape)) && only_allowed(v);
+    };
+    w.walk(b, sub, cnst(1));
+    if (!ok) return false;
+    // a: nothing under it moves along j
+    IndexWalker wa;
+    wa.is_leaf = w.is_leaf;
+    wa.fresh_var = [&](int64_t size) { return placeholder_var(size); };
+    wa.visit = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
+      if (n->op == Op::Gather || n->op == Op::Rand) ok = false;
+      return ok;
+    };
+    wa.on_leaf = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
+      auto sj = linear_coefficient(row_major(ix, n->shape), ct.jvar);
+      ok &= sj && *sj == 0 && !uses_vars(v, ct.jvar, ct.jvar + 1);
+    };
+    wa.walk(a, sub, cnst(1));
+    if (!ok) return false;
+    ct.a = a;
+    ct.b = b;
+    ct.b_idx = sub;
+    ct.computed = ct.packable = ct.outer_packable = true;
+    ct.unit = ct.jstride1 = ct.uses_i = false;
+    ct.rows = tile_rows(k_.shape[size_t(ct.i)]);
+    return true;
+  }
+
+  // Whether src->src[side] can be b: views down to a float32 leaf.
+  bool check_packed_side(ChannelTile& ct, const Node* src, int side, const std::vector<Expr>& sub, const Expr& valid) {
+    const Node* n = src->src[size_t(side)].get();
+    while (!k_.loads.count(n) && n->op == Op::View) n = n->src[0].get();
+    if (!k_.loads.count(n) || k_.buffers[k_.loads.at(n)]->dtype() != DType::Float32) return false;
+    ct.packed = n;
+    ct.b = src->src[size_t(side)].get();
+    ct.a = src->src[size_t(1 - side)].get();
+    int jid = ct.jvar;
+    bool ok = true;
+    IndexWalker w;
+    w.is_leaf = [&](const Node* n) { return k_.loads.count(n) > 0; };
+    w.fresh_var = [&](int64_t size) { return placeholder_var(size); };
+    w.visit = [&](const Node* n, const std::vector<Expr>&, const Expr&) {
+      if (n->op == Op::Gather || n->op == Op::Rand || n->op == Op::Reduce) ok = false;
+      return ok;
+    };
+    w.on_leaf = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
+      Expr flat = row_major(ix, n->shape);
+      if (n != ct.packed) {  // under a: must not move along j
+        auto sj = linear_coefficient(flat, jid);
+        ok &= sj && *sj == 0;
+        return;
+      }
+      ok &= is_true(v) && (!ct.packed_flat || to_string(ct.packed_flat) == to_string(flat));
+      ct.packed_flat = flat;
+    };
+    w.walk(src, sub, valid);
+    if (!ok || !ct.packed_flat || !uses_vars(ct.packed_flat, jid, jid + 1)) return false;
+    auto sj = linear_coefficient(ct.packed_flat, jid);
+    ct.unit = ct.jstride1 = sj && *sj == 1;
+    std::vector<int> ids;
+    collect_vars(ct.packed_flat, ids);
+    ct.packable = ct.outer_packable = true;
+    for (int id : ids) {
+      bool known = id == jid;
+      for (auto& kv : ct.kvars) known |= id == int(kv->value);
+      ct.packable &= known;
+      for (int o : ct.outer_vars) known |= id == o;
+      ct.outer_packable &= known;
+    }
+    if (!ct.unit && !ct.outer_packable) return false;
+    ct.rows = tile_rows(k_.shape[size_t(ct.i)]);
+    return true;
+  }
+
+  // Whether threads should split a tile's channels rather than dim `par` before them: where
+  // the weight is packed and there are few rows per channel, so that packing all channels
+  // in every thread costs a large part of the FMAs' time, or where `par` is the tile's rows
+  // (a matmul's), so that each thread packs and streams only its share of b (there every
+  // thread needs 2 panels or more: a matmul has rows enough to split instead).
+  // Measured on AVX2 (4 rows per tile): 2x2 outputs (64 rows per channel) gain 1.4x, 4x4
+  // (256) neither gain nor lose; a 1024^3 matmul went from 155 to 172 GFLOP/s.
+  bool threads_over_channels(const ChannelTile& ct, int par) const {
+    if (ct.unit || ct.pack_inner || par < 0 || par > ct.j) return false;
+    const int64_t channels = k_.shape[size_t(ct.j)];
+    if (par == ct.i) return channels >= 2 * kChanCols * std::max(2, target_.threads);
+    const int64_t rows = numel(k_.shape) / channels;  // outputs per channel
+    return channels >= 4 * kChanCols && rows <= 16 * kChanMaxRows;
+  }
+
+  // Rows per tile for `w_rows` rows: all up to kChanMaxRows, else a divisor near it.
+  int64_t tile_rows(int64_t w_rows) const {
+    for (int64_t r = kChanMaxRows; r >= kChanMaxRows * 4 / 7 && w_rows > kChanMaxRows; r--)
+      if (w_rows % r == 0) return r;
+    return std::min(w_rows, kChanMaxRows);
+  }
+
+  // ---- reduce blocking (see ReduceBlocking)
+  static constexpr int64_t kBlockBytes = 128 << 10;  // b's slice per block (L2)
+
+  std::optional<ReduceBlocking> plan_reduce_blocks(const ChannelTile& ct, int par) {
+    if (!ct.unit || ct.j == par || ct.i == par) return std::nullopt;
+    const Node* src = ct.reduce->src[0].get();
+    ReduceBlocking rb;
+    for (int a : ct.reduce->args.axes)
+      if (src->shape[a] > 1) {
+        rb.axis = a;
+        break;
+      }
+    if (rb.axis < 0) return std::nullopt;
+    rb.extent = src->shape[rb.axis];
+    const int64_t per_index = ct.ck / rb.extent * k_.shape[size_t(ct.j)] * 4;  // b's bytes per index of the axis
+    if (per_index * rb.extent <= 8 * kBlockBytes) return std::nullopt;  // b stays in L2 across tiles anyway
+    rb.step = std::max<int64_t>(1, kBlockBytes / per_index);
+    rb.count = (rb.extent + rb.step - 1) / rb.step;
+    if (rb.count < 2) return std::nullopt;
+    return rb;
+  }
+
+  Vars vars_;
+};
+
+// ---------------------------------------------------------------- CUDA
+
+class CudaLowering {
+ public:
+  CudaLowering(const Kernel& k, const CudaRenderOptions& opt) : k_(k), opt_(opt) {}
+
+  CudaPlan lower() {
+    const int64_t outputs = numel(k_.shape);
+    bool inner = false;
+    int64_t max_r = top_level_reduce_size(&inner);
+    // A block per output when threads would otherwise be few or loop long, or
+    // when the reduced axis is the contiguous one (a block's threads then read
+    // neighbouring elements) and the outputs are not enough to fill the GPU
+    // with threads anyway; long reductions over outer axes read neighbours
+    // across threads, so they stay one thread per output. (Measured on an H100:
+    // a 3x3 conv with 200k outputs of 576 terms took 490 us per block, 52 us per
+    // thread; matmul 1024^3, 1M outputs, 7.5 ms against 0.38 ms.)
+    if (k_.serial) p_.block_reduce = false;  // an accumulating scatter runs in index order on one thread
+    else if (opt_.block_reduce == 1) p_.block_reduce = max_r > 0;
+    else if (opt_.block_reduce == 0) p_.block_reduce = false;
+    else
+      p_.block_reduce = max_r >= 128 && (outputs <= 4096 || max_r >= 4 * outputs ||
+                                         (inner && max_r >= 512 && outputs <= 32768));
+    if (!k_.serial && !p_.block_reduce && opt_.register_tile) plan_register_tile();
+    if (p_.tiled() && p_.tile_d2 >= 0 && opt_.shared_tiles) plan_shared_tile();
+    if (!k_.serial && !p_.block_reduce && !p_.tiled() && max_r == 0 && opt_.vector_lanes) plan_lanes();
+    p_.launch_outputs = outputs;
+    if (p_.shared) {  // the launch range counts blocks of tiles
+      p_.launch_outputs = 1;
+      for (int64_t g : p_.shared_grid(k_.shape)) p_.launch_outputs *= g;
+    } else if (p_.tiled()) {
+      p_.launch_outputs /= p_.tile_rows * p_.tile_cols;  // or tiles
+    }
+    p_.launch_outputs /= p_.lanes;  // or groups of lanes
+    int bs = std::max(32, opt_.block_size);
+    int p2 = 32;
+    while (p2 < bs && p2 < 1024) p2 *= 2;
+    bs = p2;
+    if (k_.serial) {
+      bs = 1;
+    } else if (p_.shared) {
+      bs = int(p_.shared_threads());
+    } else if (p_.block_reduce) {
+      while (bs > 32 && bs / 2 >= max_r) bs /= 2;  // no idle halves for short reductions
+    } else {
+      while (bs > 32 && bs / 2 >= p_.launch_outputs) bs /= 2;
+    }
+    p_.block_size = bs;
+    // Split a lone per-block reduction when its outputs leave multiprocessors
+    // idle: aim at 4 blocks per multiprocessor, each with at least 16 elements
+    // per thread to reduce. (Two reductions would need two meeting points.)
+    if (p_.block_reduce && opt_.multiprocessors > 0 && one_flat_reduce(k_, vars_)) {
+      int64_t wanted = 4 * int64_t(opt_.multiprocessors) / std::max<int64_t>(p_.launch_outputs, 1);
+      int64_t useful = max_r / (int64_t(bs) * 16);
+      p_.split = int(std::max<int64_t>(1, std::min<int64_t>({wanted, useful, 1024})));
+    }
+    return p_;
+  }
+
+ private:
+  // The largest flattened extent of a reduce not nested inside another reduce.
+  // `inner`: whether that reduce covers its source's last non-unit dim (the
+  // contiguous one for the usual row-major sources).
+  int64_t top_level_reduce_size(bool* inner) const {
+    int64_t best = 0;
+    *inner = false;
+    std::unordered_set<const Node*> seen;
+    std::function<void(const Node*)> rec = [&](const Node* n) {
+      if (!seen.insert(n).second || k_.loads.count(n)) return;
+      if (n->op == Op::Reduce) {
+        const Shape& ss = n->src[0]->shape;
+        int64_t r = 1;
+        for (int a : n->args.axes) r *= ss[size_t(a)];
+        r = std::max<int64_t>(r, 1);
+        if (r > best) {
+          best = r;
+          int last = int(ss.size()) - 1;
+          while (last > 0 && ss[size_t(last)] == 1) last--;
+          *inner = std::find(n->args.axes.begin(), n->args.axes.end(), last) != n->args.axes.end();
+        }
+        return;  // reduces inside run sequentially per thread
+      }
+      for (auto& s : n->src) rec(s.get());
+    };
+    for (auto& o : k_.outputs) rec(o.value.get());
+    return best;
+  }
+
+  // ---- register tiles (see register_tile.h)
+  // One thread computes tile_rows x tile_cols outputs: dim tile_d (the last
+  // non-unit one) by tile_cols and a dim before it, when a load moving along
+  // the columns stays put along it (tile_row_dim), by tile_rows, with one
+  // accumulator each in registers. A matmul's thread then loads rows + cols
+  // values per step instead of two per product, a convolution's loads the input
+  // once for 4 output channels and the weight once for 4 positions. Tiles divide
+  // their dims: no partial tiles, no masks.
+  static constexpr int64_t kTileSide = 4;
+
+  void plan_register_tile() {
+    const Shape& shape = k_.shape;
+    int d = int(shape.size()) - 1;
+    while (d >= 0 && shape[size_t(d)] == 1) d--;
+    if (d < 0 || k_.outputs.empty()) return;
+    for (auto& o : k_.outputs)
+      if (o.scatter_index) return;
+    int first = vars_.next;
+    std::vector<Expr> idx = vars_.index(shape);
+    auto fresh = vars_.fresh();
+    auto cand = find_tiled_reduce(k_, idx, first, fresh);  // moving with some output dim
+    if (!cand || !worth_tiling(k_, *cand, first + d, TileKind::Scalars, fresh) || !one_flat_reduce(k_, vars_)) return;
+    auto side = [](int64_t extent) {  // the largest tile side up to kTileSide dividing the extent
+      int64_t t = kTileSide;
+      while (t > 1 && extent % t) t /= 2;
+      return t;
+    };
+    int d2 = tile_row_dim(k_, *cand, idx, d, fresh);
+    int64_t cols = side(shape[size_t(d)]), rows = d2 >= 0 ? side(shape[size_t(d2)]) : 1;
+    if (cols < 2 || rows * cols < 4) {
+      // no register tile divides the dims; tensor cores guard every output and need none
+      if (d2 < 0 || !opt_.shared_tiles) return;
+      p_.tile_d = d;
+      p_.tile_d2 = d2;
+      plan_shared_tile(/*tensor_cores_only=*/true);
+      if (!p_.shared) p_.tile_d = p_.tile_d2 = -1;
+      return;
+    }
+    p_.tile_d = d;
+    p_.tile_d2 = rows > 1 ? d2 : -1;
+    p_.tile_rows = rows;
+    p_.tile_cols = cols;
+  }
+
+  // ---- shared-memory tiles
+  // A register-tiled product sum(f(row, k) * g(col, k)) where one factor does
+  // not move along the tile's columns and the other not along its rows (a
+  // matmul's a and b, a convolution's weight and input): a block of
+  // shared_ty x shared_tx threads owns that many tiles, and per chunk of
+  // kSharedK reduce steps its threads stage both factors for the whole block
+  // in shared memory (each value computed and loaded once per block instead of
+  // once per thread), meet at a barrier, and run the chunk from there. Each
+  // output still adds its products in reduce order, so the results equal the
+  // untiled kernel's; steps past the reduce's end stage zeros (adding +0
+  // changes no sum).
+  void plan_shared_tile(bool tensor_cores_only = false) {
+    const Shape& shape = k_.shape;
+    std::vector<Expr> idx = vars_.index(shape);
+    auto fresh = vars_.fresh();
+    auto ctx = find_tiled_reduce(k_, idx, -1, fresh);
+    if (!ctx || ctx->reduce->args.rop != ReduceOp::Sum || !is_true(ctx->valid)) return;
+    const Node* r = ctx->reduce;
+    const Node* prod = r->src[0].get();
+    while (prod->op == Op::Cast) prod = prod->src[0].get();
+    if (prod->op != Op::Mul) return;
+    int64_t K = 1;
+    std::vector<Expr> sub = ctx->idx;
+    for (int a : r->args.axes) {
+      K *= r->src[0]->shape[size_t(a)];
+      sub[size_t(a)] = fresh(r->src[0]->shape[size_t(a)]);
+    }
+    if (K < kSharedK) return;  // too short to pay for the staging and barriers
+    int rid = int(idx[size_t(p_.tile_d2)]->value), cid = int(idx[size_t(p_.tile_d)]->value);
+    SharedFactor found[2];
+    bool moves_row[2], moves_col[2];
+    for (int f = 0; f < 2; f++) {
+      bool plain = true, unit_row = false, unit_col = false;
+      moves_row[f] = moves_col[f] = false;
+      IndexWalker w;
+      w.is_leaf = [&](const Node* n) { return k_.loads.count(n) > 0; };
+      w.fresh_var = fresh;
+      auto note = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
+        for (auto& e : ix) {
+          moves_row[f] |= uses_vars(e, rid, rid + 1);
+          moves_col[f] |= uses_vars(e, cid, cid + 1);
+        }
+        moves_row[f] |= uses_vars(v, rid, rid + 1);
+        moves_col[f] |= uses_vars(v, cid, cid + 1);
+        if (!k_.loads.count(n)) return;
+        Expr flat = row_major(ix, n->shape);
+        auto sr = linear_coefficient(flat, rid), sc = linear_coefficient(flat, cid);
+        unit_row |= sr && *sr == 1;
+        unit_col |= sc && *sc == 1;
+      };
+      // where the factor reads (views between only transform the index)
+      w.visit = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
+        if (n->op == Op::Gather || n->op == Op::Rand || n->op == Op::Reduce) plain = false;
+        if (n->op == Op::Arange) note(n, ix, v);
+        return plain;
+      };
+      w.on_leaf = note;
+      w.walk(prod->src[size_t(f)].get(), sub, ctx->valid);
+      if (!plain) return;
+      found[f].node = prod->src[size_t(f)].get();
+      // staged with the factor's own output dim fastest where it is unit-stride there, else along k
+      found[f].along_k = !(moves_row[f] ? unit_row : unit_col);
+    }
+    int row_f = !moves_col[0] ? 0 : !moves_col[1] ? 1 : -1;
+    if (row_f < 0 || moves_row[1 - row_f]) return;  // no split into a row factor and a column factor
+    p_.shared_k = K;
+    p_.row_factor = found[row_f];
+    p_.col_factor = found[1 - row_f];
+    if (plan_mma(r, prod)) {
+      p_.shared = true;
+      return;
+    }
+    if (tensor_cores_only) return;
+    // Threads: as many as tiles up to 16 x 16, at least 64. Tiles of 8 x 8
+    // (64 products per 16 reads of shared memory, against 16 per 8) where both
+    // dims divide by 8 and the blocks still fill the GPU's multiprocessors
+    // twice over; else the register tile's 4 x 4.
+    const int64_t M = shape[size_t(p_.tile_d2)], N = shape[size_t(p_.tile_d)];
+    auto threads_for = [&](int64_t rows, int64_t cols, int64_t* tx, int64_t* ty) {
+      auto pow2_up_to = [](int64_t n, int64_t cap) {
+        int64_t p = 1;
+        while (p < n && p < cap) p *= 2;
+        return p;
+      };
+      *tx = pow2_up_to(N / cols, 16);
+      *ty = pow2_up_to(M / rows, 256 / *tx);
+      return *tx * *ty >= 64;
+    };
+    int64_t tx, ty, tx8, ty8;
+    if (!threads_for(p_.tile_rows, p_.tile_cols, &tx, &ty)) return;
+    if (M % 8 == 0 && N % 8 == 0 && opt_.multiprocessors > 0 && threads_for(8, 8, &tx8, &ty8)) {
+      int64_t blocks = numel(shape) / (M * N) * ((M + ty8 * 8 - 1) / (ty8 * 8)) * ((N + tx8 * 8 - 1) / (tx8 * 8));
+      if (blocks >= 2 * int64_t(opt_.multiprocessors)) {
+        p_.tile_rows = p_.tile_cols = 8;
+        tx = tx8;
+        ty = ty8;
+      }
+    }
+    p_.shared = true;
+    p_.shared_tx = tx;
+    p_.shared_ty = ty;
+  }
+
+  // ---- tensor cores
+  // A shared tile whose float32 sum adds products of two float16 (or two bfloat16) values, or
+  // of float32 factors the user let round to TF32 (NodeArgs::tf32), on a GPU with mma.sync
+  // (compute capability 8.0 or newer): a block of 2 x 2 warps owns 64 x 64 outputs, each warp
+  // 32 x 32 of them, or where 128 x 128 blocks still number twice the multiprocessors, 2 x 4
+  // warps of 64 x 32 each; a warp's part is m16 x n8 pieces of mma.sync (see the renderer).
+  static DType exact_16bit_of(const Node* n, const Kernel& k) {
+    while (n->op == Op::View && !k.loads.count(n)) n = n->src[0].get();  // masked parts are zeros
+    if (k.loads.count(n) || n->op != Op::Cast) return DType::Float32;
+    DType from = n->src[0]->dtype;
+    return from == DType::Float16 || from == DType::BFloat16 ? from : DType::Float32;
+  }
+  bool plan_mma(const Node* r, const Node* prod) {
+    const Shape& shape = k_.shape;
+    const int64_t M = shape[size_t(p_.tile_d2)], N = shape[size_t(p_.tile_d)];
+    // at least one m16 x n8 piece of outputs
+    if (!opt_.tensor_cores || opt_.arch < 80 || r->src[0].get() != prod || prod->dtype != DType::Float32 || M < 16 ||
+        N < 8)
+      return false;
+    DType a = exact_16bit_of(p_.row_factor.node, k_), b = exact_16bit_of(p_.col_factor.node, k_);
+    if (a == b && a != DType::Float32) p_.mma = a == DType::Float16 ? CudaMma::F16 : CudaMma::BF16;
+    else if (r->args.tf32) p_.mma = CudaMma::TF32;
+    else return false;
+    int64_t big_blocks = numel(shape) / (M * N) * ((M + 127) / 128) * ((N + 127) / 128);
+    bool big = opt_.multiprocessors > 0 && big_blocks >= 2 * int64_t(opt_.multiprocessors);
+    p_.mma_warps_m = 2;
+    p_.mma_warps_n = big ? 4 : 2;
+    p_.mma_m = big ? 4 : 2;
+    p_.mma_n = 4;
+    return true;
+  }
+
+  // ---- vector lanes (see cuda_renderer.h)
+  // Lanes when the last non-unit dim divides into them and every output is
+  // stored as a run along them (stores decide: loads that do not run along the
+  // lanes stay scalar, or are shared by the lanes when they do not move).
+  void plan_lanes() {
+    const Shape& shape = k_.shape;
+    int d = int(shape.size()) - 1;
+    while (d >= 0 && shape[size_t(d)] == 1) d--;
+    if (d < 0 || k_.outputs.empty() || shape[size_t(d)] % kCudaLanes) return;
+    std::vector<Expr> idx = vars_.index(shape);
+    idx[size_t(d)] = vars_.make(shape[size_t(d)] / kCudaLanes);
+    Expr lane = vars_.make(kCudaLanes);
+    idx[size_t(d)] = add(mul(idx[size_t(d)], kCudaLanes), lane);
+    for (auto& o : k_.outputs) {
+      if (o.scatter_index) return;
+      auto iv = o.store.index_valid(idx);
+      if (!is_true(iv.second) || !lane_run(iv.first, int(lane->value), kCudaLanes)) return;
+    }
+    p_.lanes = kCudaLanes;
+    p_.lanes_d = d;
+  }
+
+  const Kernel& k_;
+  const CudaRenderOptions& opt_;
+  Vars vars_;
+  CudaPlan p_;
+};
+
+}  // namespace
+
+Shape CudaPlan::shared_grid(const Shape& shape) const {
+  Shape g = shape;
+  int64_t bm = block_rows(), bn = block_cols();
+  g[size_t(tile_d2)] = (g[size_t(tile_d2)] + bm - 1) / bm;
+  g[size_t(tile_d)] = (g[size_t(tile_d)] + bn - 1) / bn;
+  return g;
+}
+
+std::string CudaPlan::mma_name() const { return mma == CudaMma::F16 ? "f16" : mma == CudaMma::BF16 ? "bf16" : "tf32"; }
+
+CudaPlan lower_cuda(const Kernel& k, const CudaRenderOptions& opt) { return CudaLowering(k, opt).lower(); }
+
+CpuPlan lower_cpu(const Kernel& k, const CpuTarget& target) { return CpuLowering(k, target).lower(); }
+
+int64_t ChannelTile::row_count(const Shape& shape) const {
+  int64_t w = shape[size_t(i)];
+  for (int d : row_outer) w *= shape[size_t(d)];
+  return w;
+}
+
+Expr ChannelTile::kflat(const std::vector<Expr>& kv) const {
+  Expr f = cnst(0);
+  for (size_t q = 0; q < kv.size(); q++) f = add(f, mul(kv[q], kstrides[q]));
+  return f;
+}
+
+}  // namespace tiny

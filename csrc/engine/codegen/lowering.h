@@ -1,0 +1,186 @@
+// Lowering: how a kernel's loops run on a device, decided once from the
+// device's description, for the code generators to print.
+//
+// A Kernel says what to compute (outputs over an iteration shape, expressions
+// of loads and reduces). How it runs is a set of choices the two code
+// generators used to make inside their emitters: which output dims the
+// threads split, whether a reduction is split across threads or blocks, which
+// tiling a reduce takes (the CPU's vector register tiles and output-channel
+// tiles with packed panels; a GPU thread's register tile, a block's shared-memory
+// tile, tensor cores), vector lanes. They are made here, per device, from a
+// description of the device (CpuTarget: vector width, registers, threads;
+// CudaRenderOptions: multiprocessors, compute capability, switches), and
+// recorded in a plan (CpuPlan, CudaPlan) that llvm_codegen.cpp and
+// cuda_renderer.cpp follow without deciding again. The analyses both devices
+// share (which reduce a tile serves and whether tiling it pays, which reduces
+// can be hoisted) are register_tile.h and index_walk.h. Where loops split at
+// mask boundaries stays with the CPU emitter: it depends on the ranges the
+// enclosing segments give their variables as the loops are emitted.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/codegen/cuda_renderer.h"
+#include "engine/codegen/kernel.h"
+
+namespace tiny {
+
+// ---------------------------------------------------------------- CPU
+
+// The CPU kernels are generated for (the JIT's vector unit) and the threads that run them.
+struct CpuTarget {
+  int64_t lanes = 8;       // float32 lanes of the widest vector register used
+  int64_t registers = 16;  // vector registers
+  int threads = 1;         // threads running a kernel's slices
+};
+
+// A kernel that reduces everything to one value is split across threads:
+// each computes a partial over a chunk of the first reduce axis into a
+// scratch slot, then one finishing function combines the partials and
+// applies whatever follows the reduce. Chunks are fixed (not per machine) so
+// results do not depend on the thread count.
+struct SplitPlan {
+  const Node* reduce = nullptr;
+  std::vector<Expr> idx;  // the reduce's context (no variables: one output)
+  Expr valid;
+  int axis = 0;           // the reduce axis that is chunked
+  int64_t chunks = 1;
+};
+
+// Output-channel tiling. A convolution's output (N, OC, OH, OW) has a short innermost
+// dim (7, 14) or one its input moves along by the stride (2): poor vectors for the
+// register tiles (VectorTile). Its output channels make good ones: the input does not
+// move along them. A tile is kChanVecs vectors of channels x up to kChanMaxRows
+// positions of the last dim; per reduce step it takes one broadcast input value per row
+// and one weight vector per vector of channels, emitted as explicit vector FMAs (the SLP
+// vectorizer is unreliable at this size). The weight moves by C*K along the channels, so
+// the kernel first copies its slice of channels (once per call) into panels where a
+// tile's channels are contiguous per reduce step. Matmuls take the same tiles with the
+// last output dim as the channels (see plan_channel_tile in lowering.cpp).
+struct ChannelTile {
+  int j = -1, i = -1;       // the channel (column) dim and the row dim (the last)
+  std::vector<int> mid;     // non-unit dims between them, looped per tile
+  // A row dim too short for whole tiles continues into `row_outer`, dims before it
+  // (outermost first): the rows run over (row_outer..., i) flattened (a tile of 2 rows
+  // loads one weight vector per 2 FMAs). The outermost may be the parallel dim: a
+  // thread's rows are then its slice of that dim times the rows inside it.
+  std::vector<int> row_outer;
+  int first_dim() const { return std::min({i, j, row_outer.empty() ? i : row_outer.front()}); }  // where the tiles begin
+  int64_t cols = 0;              // channels per tile: kChanVecs vectors
+  const Node* reduce = nullptr;
+  const Node* a = nullptr;       // the reduce's product: a (not moving along j) ...
+  const Node* packed = nullptr;  // ... times views of this leaf, copied into panels
+  Expr packed_flat;              // the leaf's flat index over var j and `kvars`
+  int jvar = -1;                 // var id of dim j in packed_flat
+  std::vector<Expr> kvars;       // one per non-unit reduce axis
+  std::vector<int64_t> kext, kstrides;  // their extents, row-major strides
+  int64_t ck = 1, rows = 1;
+  const Node* b = nullptr;  // the product's other operand (views of `packed`, or computed)
+  // b computed from j and the reduce loops alone (a linear layer's ReLU output in its
+  // weight gradient): evaluated at b_idx (over var j and `kvars`) into the panels
+  bool computed = false;
+  std::vector<Expr> b_idx;
+  bool unit = false;        // b moves by 1 along j already: read in place, no panels
+  bool packable = false;    // b depends on j and the reduce loops only
+  bool uses_i = false;      // b moves along the rows
+  bool outer_packable = false;  // b depends on j, the reduce loops and dims before i and j
+  bool pack_inner = false;  // packed per index of those dims (bmm's transposed b)
+  bool jstride1 = false;    // b moves by 1 along j (packed or not)
+  std::vector<int> outer_vars;
+  // Rows of the tile's output: dim i's times the dims they continue into.
+  int64_t row_count(const Shape& shape) const;
+  // The flat reduce step of the reduce variables' values `kv`.
+  Expr kflat(const std::vector<Expr>& kv) const;
+};
+
+// Reduce blocking of a channel tile that reads b in place (a weight gradient: b is
+// grad_output channels-last, the reduce runs over the batch and every position), which
+// would stream all of b once per tile: far more than the caches hold. Instead the reduce
+// runs in blocks of its first axis, every tile of the thread per block, so the block's slice
+// of b stays in cache across tiles; between blocks the accumulators wait in a scratch buffer.
+struct ReduceBlocking {
+  int axis = -1;  // the blocked axis of the reduce's source (its outermost loop)
+  int64_t extent = 0, step = 0, count = 0;
+};
+
+// A register tile of the last non-unit output dim (`d`, `cols` wide: whole vectors) and
+// the one before it (`d2`, `rows` tall; -1: one row), replacing the loops from dim `at`:
+// when its single reduce's loads are unit-stride or constant along `d` but not along the
+// reduce loop (matmul, convolution, column sums), the tile's outputs accumulate at once
+// and the operand that stays put along `d` is read once per row.
+struct VectorTile {
+  int at = -1, d2 = -1, d = -1;
+  int64_t rows = 1, cols = 1;
+};
+
+struct CpuPlan {
+  std::optional<SplitPlan> split;  // else one function over [begin, end) of parallel_dim
+  int parallel_dim = -1;           // the dim whose range the threads split (-1: none)
+  int64_t parallel_grain = 1;      // its slices start at multiples of this
+  std::optional<ChannelTile> channel;
+  std::optional<ReduceBlocking> blocks;
+  std::optional<VectorTile> vector_tile;
+  // The plan's expressions use variables 0..num_vars-1, the output dims' first (0..ndim-1);
+  // the code generator binds them and numbers its own after them.
+  int num_vars = 0;
+};
+
+CpuPlan lower_cpu(const Kernel& k, const CpuTarget& target);
+
+// ---------------------------------------------------------------- CUDA
+
+enum class CudaMma { None, F16, BF16, TF32 };  // the factors' type on tensor cores
+
+// One factor of a shared tile's product.
+struct SharedFactor {
+  const Node* node = nullptr;
+  bool along_k = false;  // staged with consecutive threads along k (the factor's unit stride)
+};
+
+struct CudaPlan {
+  // per block (a shared-memory tree per output) or per thread; `split` blocks per output
+  bool block_reduce = false;
+  int split = 1;
+  int block_size = 256;
+  // register tile: tile_rows x tile_cols outputs per thread along dims tile_d2 (or none:
+  // -1) and tile_d
+  int tile_d = -1, tile_d2 = -1;
+  int64_t tile_rows = 1, tile_cols = 1;
+  // shared-memory tile: a block of shared_ty x shared_tx threads (or of warps on tensor
+  // cores) stages the reduce's two factors, chunk by chunk of its shared_k flat steps
+  bool shared = false;
+  int64_t shared_tx = 1, shared_ty = 1, shared_k = 0;
+  SharedFactor row_factor, col_factor;
+  CudaMma mma = CudaMma::None;
+  int64_t mma_warps_m = 0, mma_warps_n = 0;  // a block's warps along its rows and columns
+  int64_t mma_m = 0, mma_n = 0;              // a warp's m16 x n8 pieces along them
+  // vector lanes of an elementwise kernel: `lanes` neighbouring outputs along dim lanes_d
+  int64_t lanes = 1;
+  int lanes_d = -1;
+  int64_t launch_outputs = 0;  // the launch range: outputs, or tiles, lane groups or blocks of them
+
+  bool tiled() const { return tile_rows * tile_cols > 1; }
+  int64_t block_rows() const { return mma != CudaMma::None ? mma_warps_m * mma_m * 16 : shared_ty * tile_rows; }
+  int64_t block_cols() const { return mma != CudaMma::None ? mma_warps_n * mma_n * 8 : shared_tx * tile_cols; }
+  int64_t shared_threads() const { return mma != CudaMma::None ? 32 * mma_warps_m * mma_warps_n : shared_ty * shared_tx; }
+  Shape shared_grid(const Shape& shape) const;  // blocks along each output dim (tiles of tiles along the tile's two)
+  std::string mma_name() const;                 // "f16", "bf16", "tf32"
+};
+
+// Reduce steps a shared tile stages per chunk: scalar tiles, tensor cores.
+constexpr int64_t kSharedK = 16;
+constexpr int64_t kMmaK = 32;
+// Outputs per vector-lane group.
+constexpr int64_t kCudaLanes = 4;
+
+CudaPlan lower_cuda(const Kernel& k, const CudaRenderOptions& opt);
+
+// Whether index `e` is variable `lane` plus terms that do not depend on it (or on variables
+// made after it) and are multiples of `lanes`: the lanes read consecutive elements from an
+// aligned start.
+bool lane_run(const Expr& e, int lane, int64_t lanes);
+
+}  // namespace tiny

@@ -1,0 +1,96 @@
+// Lowering: the plans kernels get on described devices (lowering.h), decided without
+// generating code, so one machine checks the choices for every vector width and GPU.
+#include "engine/codegen/lowering.h"
+#include "engine/schedule/scheduler.h"
+#include "test_helpers.h"
+
+using namespace tiny;
+using namespace tiny::test;
+
+namespace {
+
+const CpuTarget kAvx512{16, 32, 2}, kAvx2{8, 16, 2}, kSse{4, 16, 2};
+
+// Stored inputs (a random tensor would be a computation of its own).
+Tensor values(const Shape& shape) {
+  std::vector<float> v(size_t(numel(shape)));
+  for (size_t i = 0; i < v.size(); i++) v[i] = float(int(i * 7 % 13) - 6) * 0.25f;
+  return from(v, shape);
+}
+
+Kernel only_kernel(const Tensor& t) {
+  Schedule s = create_schedule({t.node()});
+  EXPECT_EQ(s.kernels.size(), 1u);
+  return s.kernels.back();
+}
+
+}  // namespace
+
+// A matmul takes channel tiles of two vectors of its columns by as many rows as the vector
+// registers hold accumulators for; where b has 2 panels per thread or more the threads split
+// its columns, whole tiles each, else the rows.
+TEST(Lowering, MatmulChannelTilesFollowTheVectorUnit) {
+  Kernel k = only_kernel(values({256, 128}).matmul(values({128, 96})));
+  CpuPlan wide = lower_cpu(k, kAvx512), narrow = lower_cpu(k, kAvx2), sse = lower_cpu(k, kSse);
+  ASSERT_TRUE(wide.channel && narrow.channel && sse.channel);
+  EXPECT_EQ(wide.channel->cols, 32);
+  EXPECT_EQ(wide.channel->rows, 14);
+  EXPECT_EQ(narrow.channel->cols, 16);
+  EXPECT_EQ(narrow.channel->rows, 4);
+  EXPECT_EQ(sse.channel->cols, 8);
+  EXPECT_EQ(wide.parallel_dim, 0);  // 96 columns: 1.5 panels of 32 per thread
+  EXPECT_EQ(narrow.parallel_dim, 1);
+  EXPECT_EQ(narrow.parallel_grain, 16);
+  EXPECT_FALSE(wide.split || wide.vector_tile || wide.blocks);
+  EXPECT_GE(wide.num_vars, 2);  // the output dims' variables, then the plan's own
+}
+
+// A column sum (no operand to pack) takes a register tile of the last dim, as wide as two
+// vectors; a full sum splits into 32 fixed chunks whatever the thread count.
+TEST(Lowering, VectorTilesAndSplitReductions) {
+  Tensor x = values({300, 200});
+  Kernel cols = only_kernel(x.reduce(ReduceOp::Sum, {0}, false));
+  for (const CpuTarget& t : {kAvx512, kAvx2}) {
+    CpuPlan p = lower_cpu(cols, t);
+    ASSERT_TRUE(p.vector_tile) << t.lanes;
+    EXPECT_EQ(p.vector_tile->d, 1);
+    EXPECT_EQ(p.vector_tile->cols, 2 * t.lanes);
+    EXPECT_FALSE(p.channel);
+  }
+  Kernel all = only_kernel(values({1 << 17}).reduce(ReduceOp::Sum, {0}, false));
+  for (int threads : {1, 8}) {
+    CpuPlan p = lower_cpu(all, {16, 32, threads});
+    ASSERT_TRUE(p.split);
+    EXPECT_EQ(p.split->chunks, 32);
+  }
+}
+
+// The same kernels on GPUs: a float16 matmul runs on tensor cores from compute capability
+// 8.0 (2 x 2 warps of 32 x 32, or 2 x 4 of 64 x 32 where 128 x 128 blocks fill the GPU
+// twice), on shared tiles of scalars before; a full sum is one block's, split across blocks
+// to fill the multiprocessors.
+TEST(Lowering, CudaPlansFollowTheGpu) {
+  Tensor a = values({512, 256}).cast(DType::Float16), b = values({256, 512}).cast(DType::Float16);
+  Tensor::realize_all({a, b});
+  Kernel mm = only_kernel(a.cast(DType::Float32).matmul(b.cast(DType::Float32)));
+  CudaRenderOptions turing, ampere, h100;
+  turing.arch = 75;
+  ampere.arch = 80;
+  h100.arch = 90;
+  ampere.multiprocessors = turing.multiprocessors = 108;
+  h100.multiprocessors = 8;  // 16 blocks of 128 x 128: twice the multiprocessors
+  CudaPlan t = lower_cuda(mm, turing), am = lower_cuda(mm, ampere), hp = lower_cuda(mm, h100);
+  EXPECT_TRUE(t.shared);
+  EXPECT_EQ(t.mma, CudaMma::None);
+  EXPECT_EQ(am.mma, CudaMma::F16);
+  EXPECT_EQ(am.shared_threads(), 128);
+  EXPECT_EQ(am.launch_outputs, 8 * 8);
+  EXPECT_EQ(hp.shared_threads(), 256);
+  EXPECT_EQ(hp.block_rows() * hp.block_cols(), 128 * 128);
+  EXPECT_EQ(hp.launch_outputs, 4 * 4);
+  Kernel sum = only_kernel(values({1 << 20}).reduce(ReduceOp::Sum, {0}, false));
+  CudaPlan one = lower_cuda(sum, h100);
+  EXPECT_TRUE(one.block_reduce);
+  EXPECT_GT(one.split, 1);
+  EXPECT_EQ(one.launch_outputs, 1);
+}

@@ -113,15 +113,14 @@ std::optional<SplitPlan> plan_split(const Kernel& k) {
   return p;
 }
 
-// The dim whose range the thread pool splits, unless a kernel's tiling chooses another
-// (Builder::parallel_dim): the first non-unit dim, none for a serial kernel.
+// The dim whose range the thread pool splits, unless a channel tile's threads split its
+// channels instead (CpuLowering::lower): the first non-unit dim, none for a serial kernel.
 int first_parallel_dim(const Kernel& k) {
   if (k.serial) return -1;
   for (size_t d = 0; d < k.shape.size(); d++)
     if (k.shape[d] > 1) return int(d);
   return -1;
 }
-
 
 class CpuLowering {
   const Kernel& k_;

@@ -29,6 +29,7 @@
 
 #include "engine/codegen/cuda_program.h"
 #include "engine/codegen/program_cache.h"
+#include "engine/runtime/counters.h"
 #include "engine/runtime/cuda_device.h"
 #include "engine/runtime/nvrtc.h"
 #include "engine/schedule/scheduler.h"
@@ -1355,6 +1356,15 @@ TEST(CudaMockChild, DriverState) {
   ASSERT_EQ(p.size(), 1u);
   EXPECT_EQ(p[0]->parallel_size, 10);
   EXPECT_EQ(cuda_programs(*d, {&s.kernels[0]})[0], p[0]);  // cached
+  // a schedule's new kernels compile in parallel and load in order
+  Schedule two = create_schedule({a.unary(Op::Sqrt).node(), a.reduce(ReduceOp::Max, {0}, false).node()}, *d);
+  ASSERT_EQ(two.kernels.size(), 2u);
+  int64_t built = counters().compiles + counters().disk_cache_hits;
+  auto q = cuda_programs(*d, {&two.kernels[0], &two.kernels[1]});
+  ASSERT_EQ(q.size(), 2u);
+  EXPECT_EQ(q[0]->name.rfind(two.kernels[0].name() + "_", 0), 0u) << q[0]->name;  // E_10_<source hash>
+  EXPECT_EQ(q[1]->name.rfind(two.kernels[1].name() + "_", 0), 0u) << q[1]->name;
+  EXPECT_EQ(counters().compiles + counters().disk_cache_hits - built, 2);
 }
 
 TEST(CudaEnv, MockDriverFailuresAreStatuses) {
@@ -1371,7 +1381,10 @@ TEST(CudaEnv, MockDriverFailuresAreStatuses) {
       {lib + " TINY_DISABLE_CUDA=1", "unavailable:disabled by TINY_DISABLE_CUDA"},
       {"TINY_LIBCUDA=libm.so.6", "unavailable:lacks required symbols"},
   };
-  if (nvrtc_available()) cases.push_back({lib + " TINY_MOCK_CUDA=badimage", "badimage"});
+  if (nvrtc_available()) {
+    cases.push_back({lib, "loads"});
+    cases.push_back({lib + " TINY_MOCK_CUDA=badimage", "badimage"});
+  }
   for (auto& c : cases) {
     auto [rc, out] = run_child(c.env + " TINY_DEVICE=cpu TINY_MOCK_EXPECT=" + shell_quote(c.expect), "CudaMockChild.*");
     EXPECT_EQ(rc, 0) << c.env << "\n" << out;

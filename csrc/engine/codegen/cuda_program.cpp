@@ -7,10 +7,12 @@
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "engine/runtime/counters.h"
 #include "engine/runtime/cuda_device.h"
 #include "engine/runtime/disk_cache.h"
+#include "engine/runtime/thread_pool.h"
 
 namespace tiny {
 namespace {
@@ -26,40 +28,57 @@ std::string keep_source(const CudaKernelSource& s) {
   return write_file_atomic(path, s.source) ? path : "(could not be written)";
 }
 
-// A GPU module for one kernel: a device binary for exactly this GPU first;
-// PTX (JIT-compiled by the driver) when this NVRTC does not know the GPU or the
-// driver refuses the binary. Images are cached on disk by source and target.
-std::unique_ptr<Program> load_for_gpu(Device& device, const CudaKernelSource& src) {
+// What a GPU module is built from, in the order tried: a device binary for exactly
+// this GPU; PTX (JIT-compiled by the driver) when this NVRTC does not know the GPU or
+// the driver refuses the binary; PTX for sm_80 as the last resort.
+struct GpuTarget {
+  int arch;
+  bool cubin;
+  std::string name() const { return std::string(cubin ? "sm_" : "compute_") + std::to_string(arch); }
+};
+
+std::vector<GpuTarget> gpu_targets() {
+  int arch = cuda_default_arch();
+  return {{arch, true}, {arch, false}, {80, false}};
+}
+
+// A kernel's image for one target, from the disk cache (by source and target) or
+// compiled by NVRTC and cached; empty, with NVRTC's log added to `errors`, when the
+// compiler rejects the source. Thread-safe: NVRTC compiles separate programs
+// concurrently and cache files are written atomically.
+std::string gpu_image(const CudaKernelSource& src, const GpuTarget& t, std::string& errors) {
   const NvrtcInfo& nv = nvrtc_info();
   if (!nv.available) throw std::runtime_error("tiny cuda: NVRTC is not available: " + nv.reason);
   std::string dir = disk_cache_dir("cuda-nvrtc" + std::to_string(nv.major) + "." + std::to_string(nv.minor));
-  std::string hash = content_hash(src.source);
-  int arch = cuda_default_arch();
-  struct Attempt {
-    int arch;
-    bool cubin;
-  };
-  std::string errors;
-  for (Attempt a : {Attempt{arch, true}, Attempt{arch, false}, Attempt{80, false}}) {
-    std::string what = std::string(a.cubin ? "sm_" : "compute_") + std::to_string(a.arch);
-    std::string path = dir.empty() ? "" : dir + "/" + hash + "-" + what + (a.cubin ? ".cubin" : ".ptx");
-    std::string image;
-    if (!path.empty() && read_file(path, image)) {
-      counters().disk_cache_hits++;
-    } else {
-      NvrtcOutput out = nvrtc_compile(src.source, src.name, a.arch, a.cubin);
-      if (!out.ok) {
-        errors += "\n[" + what + "] " + out.log;
-        continue;
-      }
-      counters().compiles++;
-      image = out.code;
-      if (!path.empty()) write_file_atomic(path, image);
-    }
+  std::string path = dir.empty() ? "" : dir + "/" + content_hash(src.source) + "-" + t.name() + (t.cubin ? ".cubin" : ".ptx");
+  std::string image;
+  if (!path.empty() && read_file(path, image)) {
+    counters().disk_cache_hits++;
+    return image;
+  }
+  NvrtcOutput out = nvrtc_compile(src.source, src.name, t.arch, t.cubin);
+  if (!out.ok) {
+    errors += "\n[" + t.name() + "] " + out.log;
+    return "";
+  }
+  counters().compiles++;
+  if (!path.empty()) write_file_atomic(path, out.code);
+  return out.code;
+}
+
+// A GPU module for one kernel, from the first target whose image the driver loads;
+// `first` is the first target's image (and `errors` what building it reported),
+// made beforehand so that kernels compile in parallel.
+std::unique_ptr<Program> load_for_gpu(Device& device, const CudaKernelSource& src, const std::string& first,
+                                      std::string errors) {
+  std::vector<GpuTarget> targets = gpu_targets();
+  for (size_t i = 0; i < targets.size(); i++) {
+    std::string image = i == 0 ? first : gpu_image(src, targets[i], errors);
+    if (image.empty()) continue;
     try {
       return std::move(cuda_load_programs(device, image, {src.name}, {launch_shape(src)}, {src.outputs})[0]);
     } catch (const std::exception& e) {
-      errors += "\n[" + what + "] " + e.what();
+      errors += "\n[" + targets[i].name() + "] " + e.what();
     }
   }
   throw std::runtime_error("tiny cuda: cannot build kernel " + src.name + " (source: " + keep_source(src) + "):" +
@@ -154,7 +173,11 @@ std::vector<std::shared_ptr<Program>> cuda_programs(Device& device, const std::v
     }
     built = cuda_load_programs(device, cuda_emu_compile(source, names), fns, shapes, sizes);
   } else {
-    for (auto& s : fresh) built.push_back(load_for_gpu(device, s));
+    // NVRTC takes 0.1-1 s a kernel: a new schedule's kernels compile on every core, then load in order
+    std::vector<std::string> images(fresh.size()), errors(fresh.size());
+    GpuTarget first = gpu_targets()[0];
+    thread_pool().for_each_task(fresh.size(), [&](size_t i) { images[i] = gpu_image(fresh[i], first, errors[i]); });
+    for (size_t i = 0; i < fresh.size(); i++) built.push_back(load_for_gpu(device, fresh[i], images[i], errors[i]));
   }
   for (auto& [key, i] : fresh_index) {
     built[i]->name = fresh[i].name;

@@ -1,10 +1,8 @@
 #include "engine/codegen/program_cache.h"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <exception>
 #include <mutex>
 #include <stdexcept>
 #include <unordered_map>
@@ -59,22 +57,7 @@ std::vector<std::shared_ptr<Program>> device_programs(Device& device, const std:
       slot[i] = it->second;
     }
     std::vector<std::shared_ptr<Program>> programs(distinct.size());
-    std::vector<std::exception_ptr> errors(distinct.size());
-    // Compile times differ by orders of magnitude (a copy against a tiled weight gradient):
-    // each thread takes the next kernel when it is free instead of a fixed half of the list.
-    std::atomic<size_t> next{0};
-    int64_t threads = std::min<int64_t>(thread_pool().size(), int64_t(distinct.size()));
-    thread_pool().parallel_for(threads, 1, [&](int64_t, int64_t) {
-      for (size_t i; (i = next.fetch_add(1)) < distinct.size();) {
-        try {
-          programs[i] = cpu_program(*distinct[i]);
-        } catch (...) {
-          errors[i] = std::current_exception();
-        }
-      }
-    });
-    for (auto& e : errors)
-      if (e) std::rethrow_exception(e);
+    thread_pool().for_each_task(distinct.size(), [&](size_t i) { programs[i] = cpu_program(*distinct[i]); });
     std::vector<std::shared_ptr<Program>> out;
     for (size_t s : slot) out.push_back(programs[s]);
     return out;

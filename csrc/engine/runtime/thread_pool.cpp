@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <exception>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -89,6 +90,22 @@ void ThreadPool::parallel_for(int64_t n, int64_t min_slice, const std::function<
   spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; });
   std::unique_lock<std::mutex> l(mu_);
   done_cv_.wait(l, [&] { return pending_ == 0; });
+}
+
+void ThreadPool::for_each_task(size_t n, const std::function<void(size_t)>& fn) {
+  std::vector<std::exception_ptr> errors(n);
+  std::atomic<size_t> next{0};
+  parallel_for(std::min<int64_t>(size(), int64_t(n)), 1, [&](int64_t, int64_t) {
+    for (size_t i; (i = next.fetch_add(1)) < n;) {
+      try {
+        fn(i);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    }
+  });
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
 }
 
 ThreadPool& thread_pool() {

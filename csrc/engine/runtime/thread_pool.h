@@ -19,6 +19,10 @@ class ThreadPool {
   // start at multiples of `grain` (a kernel's tile of channels).
   void parallel_for(int64_t n, int64_t min_slice, const std::function<void(int64_t, int64_t)>& fn,
                     int64_t grain = 1);
+  // Calls fn(i) for every i in [0, n), each thread taking the next i when it is free (tasks
+  // whose costs differ by orders of magnitude, such as compiles). The first exception thrown
+  // is rethrown after all tasks ran.
+  void for_each_task(size_t n, const std::function<void(size_t)>& fn);
 
  private:
   void worker_loop(int index);

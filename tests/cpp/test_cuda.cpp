@@ -820,6 +820,55 @@ TEST_F(Cuda, FewOutputsSplitTheirReductionAcrossBlocks) {
   EXPECT_EQ(run_on(*emu, sum, before), run_on(*emu, sum, before));
 }
 
+TEST_F(Cuda, LongReducesOfManyOutputsSplitAcrossThreads) {
+  // A weight gradient's shape: 72 x 64 outputs, each a sum of 18816 products along the
+  // factors' outer axis. Rendered for an H100 a block per output would read one element per
+  // sector; register tiles of 4 x 4 take slices of the reduce on separate threads instead,
+  // the last thread of each tile combining the partials in slice order.
+  const int64_t N = 18816, M = 72, K = 64;
+  std::vector<float> a(size_t(N * M)), b(size_t(N * K));
+  uint32_t state = 12345;
+  auto next = [&] { state = state * 1664525u + 1013904223u; return float(int(state >> 9) % 2001 - 1000) / 1000.0f; };
+  for (auto& v : a) v = next();
+  for (auto& v : b) v = next();
+  Tensor ta = Tensor::from_host(a.data(), {N, M}, DType::Float32), tb = Tensor::from_host(b.data(), {N, K}, DType::Float32);
+  Tensor prod = ta.reshape({N, M, 1}).expand({N, M, K}).binary(Op::Mul, tb.reshape({N, 1, K}).expand({N, M, K}));
+  Schedule s = create_schedule({prod.reduce(ReduceOp::Sum, {0}, false).node()}, *cpu_device());
+  ASSERT_EQ(s.kernels.size(), 1u);
+  CudaRenderOptions h100;
+  h100.multiprocessors = 132;
+  CudaKernelSource src = render_cuda(s.kernels[0], h100);
+  EXPECT_TRUE(src.split_threads) << src.kernel;
+  EXPECT_EQ(src.split, 18);  // 18816 steps / 1024 per slice at least; 1046 each, the last 1034
+  EXPECT_EQ(src.tile_outputs(), 16);
+  EXPECT_EQ(src.outputs, M * K / 16);
+  // a thread per (tile, slice), neighbouring threads on neighbouring tiles
+  EXPECT_NE(src.kernel.find("for (i64 gid = tiny_begin + tiny_t % tiny_n;"), std::string::npos) << src.kernel;
+  EXPECT_FALSE(render_cuda(s.kernels[0]).split_threads);  // rendered for no device: never split
+  if (nvrtc_available()) {
+    NvrtcOutput built = nvrtc_compile(src.source, src.name, 90, false);
+    EXPECT_TRUE(built.ok) << built.log;
+  }
+
+  Device* emu = cuda_emu_device();
+  ASSERT_NE(emu, nullptr);
+  Memory before = initial_memory(s);
+  Memory got = run_on(*emu, s, before, h100);
+  EXPECT_EQ(run_on(*emu, s, before, h100), got);  // tickets reset: a second launch gives the same bits
+  const Buffer* out = s.kernels[0].buffers[0]->owner();
+  ASSERT_EQ(got.at(out).size(), size_t(M * K * 4));
+  const float* r = reinterpret_cast<const float*>(got.at(out).data());
+  for (int64_t m = 0; m < M; m++)
+    for (int64_t k = 0; k < K; k++) {
+      double want = 0, mag = 0;
+      for (int64_t n = 0; n < N; n++) {
+        want += double(a[size_t(n * M + m)]) * b[size_t(n * K + k)];
+        mag += std::fabs(double(a[size_t(n * M + m)]) * b[size_t(n * K + k)]);
+      }
+      ASSERT_NEAR(r[m * K + k], want, 1e-5 * mag) << m << ", " << k;
+    }
+}
+
 TEST_F(Cuda, ReducesInsideAReduceAreComputedBeforeItsLoop) {
   // argmax: a max over the same row sits inside the index-min reduce; it is
   // computed once before the loop, not once per element (and never split)

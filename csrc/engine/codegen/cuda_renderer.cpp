@@ -352,6 +352,7 @@ class Renderer {
     out.shared_tile = plan_.shared;
     out.tensor_cores = plan_.mma != CudaMma::None ? plan_.mma_name() : "";
     out.split = plan_.split;
+    out.split_threads = plan_.split_threads;
     out.serial = k_.serial;
 
     // which buffers are stored to (the others are read-only: const pointers)
@@ -363,6 +364,10 @@ class Renderer {
     auto num = [](int64_t v) { return std::to_string(v); };
     std::string how =
         k_.serial ? "one thread, in order"
+        : p.split_threads
+            ? "one thread per " + num(p.tile_rows) + " x " + num(p.tile_cols) + " tile of outputs (dims " +
+                  num(p.tile_d2) + ", " + num(p.tile_d) + ") and slice of " + num(p.split) +
+                  " of the reduce, partials combined in order"
         : p.split > 1 ? num(p.split) + " blocks per output, shared-memory reduce, partials combined in order"
         : p.block_reduce ? "one block per output, shared-memory reduce"
         : p.mma != CudaMma::None
@@ -464,19 +469,61 @@ class Renderer {
       names.push_back(tmp("r"));
       kv[size_t(a)] = new_var(names.back(), src->shape[size_t(a)]);
     }
+    // a split's slice: a range of the outermost reduce axis
+    int64_t chunk = plan_.split_threads && !axes.empty() ? (src->shape[size_t(axes[0])] + plan_.split - 1) / plan_.split : 0;
     if (!empty)
-      nested_loops(names, src->shape, axes, [&]() {
-        for (size_t t = 0; t < ctx.size(); t++) {
-          std::vector<Expr> sub = ctx[t].idx;
-          for (int a : axes) sub[size_t(a)] = kv[size_t(a)];
-          std::string v = eval(src, sub, ctx[t].valid);
-          if (sdt != dt) v = cast(v, sdt, dt);
-          line(acc[t] + " = " + combine(r->args.rop, acc[t], v, dt) + ";");
-        }
-      });
+      nested_loops(
+          names, src->shape, axes,
+          [&]() {
+            for (size_t t = 0; t < ctx.size(); t++) {
+              std::vector<Expr> sub = ctx[t].idx;
+              for (int a : axes) sub[size_t(a)] = kv[size_t(a)];
+              std::string v = eval(src, sub, ctx[t].valid);
+              if (sdt != dt) v = cast(v, sdt, dt);
+              line(acc[t] + " = " + combine(r->args.rop, acc[t], v, dt) + ";");
+            }
+          },
+          0, chunk);
+    if (plan_.split_threads) {
+      combine_thread_slices(acc, r->args.rop, dt);
+      indent_++;
+      memo_.emplace_back();  // values computed by the last slice's thread stay in its block
+    }
     for (size_t t = 0; t < ctx.size(); t++)
       remember(context_key(r, ctx[t].idx, ctx[t].valid), value(dt, round_to(acc[t], dt)));
     for (auto& o : outs) emit_stores(o);
+    if (plan_.split_threads) {
+      memo_.pop_back();
+      indent_--;
+      line("}");
+    }
+  }
+
+  // A thread-split tile's meeting point: every thread leaves its slice's partials in slots
+  // (gid * tile + t) * split + slice; the last of the tile's threads to take a ticket combines
+  // them in slice order (so the result does not depend on timing), resets the ticket and goes
+  // on into the block this opens (the others skip it).
+  void combine_thread_slices(const std::vector<std::string>& acc, ReduceOp op, DType dt) {
+    const std::string t = reg_type(dt), s = std::to_string(plan_.split), tile = std::to_string(acc.size());
+    for (size_t i = 0; i < acc.size(); i++)
+      line("*(" + t + "*)(tiny_partials + (gid * " + tile + " + " + std::to_string(i) + ") * " + s + " + tiny_slice) = " +
+           acc[i] + ";");
+    line("__threadfence();  // the partials are visible before the ticket is taken");
+    line("if (atomicAdd(tiny_tickets + gid, 1u) == " + s + "u - 1u) {");
+    indent_++;
+    line("__threadfence();");
+    for (size_t i = 0; i < acc.size(); i++) {
+      line(acc[i] + " = " + identity(op, dt) + ";");
+      line("for (unsigned q = 0; q < " + s + "u; q++) {");
+      indent_++;
+      line("const " + t + " part = *(volatile " + t + "*)(tiny_partials + (gid * " + tile + " + " + std::to_string(i) +
+           ") * " + s + " + q);");
+      line(acc[i] + " = " + combine(op, acc[i], "part", dt) + ";");
+      indent_--;
+      line("}");
+    }
+    line("tiny_tickets[gid] = 0u;  // ready for the next launch");
+    indent_--;
   }
 
   // ---- shared-memory tiles (see lowering.h)
@@ -978,7 +1025,7 @@ class Renderer {
       emit_shared_tiles();
       return;
     }
-    if (plan_.split > 1) {
+    if (plan_.split > 1 && !plan_.split_threads) {
       // blocks [gid * split, (gid + 1) * split) share output gid, one slice each
       std::string s = std::to_string(plan_.split) + "u";
       line("const unsigned tiny_slice = blockIdx.x % " + s + ";");
@@ -986,6 +1033,13 @@ class Renderer {
            ")) {");
     } else if (plan_.block_reduce) {
       line("for (i64 gid = tiny_begin + (i64)blockIdx.x; gid < tiny_end; gid += (i64)gridDim.x) {");
+    } else if (plan_.split_threads) {
+      // thread t takes tile t % n of the n in [begin, end) and slice t / n of its reduce
+      // (neighbouring threads, neighbouring tiles); the launch has a thread for each, once
+      std::string s = std::to_string(plan_.split) + "u";
+      line("const i64 tiny_n = tiny_end - tiny_begin, tiny_t = (i64)blockIdx.x * blockDim.x + threadIdx.x;");
+      line("const unsigned tiny_slice = (unsigned)(tiny_t / tiny_n);");
+      line("for (i64 gid = tiny_begin + tiny_t % tiny_n; tiny_slice < " + s + " && gid < tiny_end; gid = tiny_end) {");
     } else {
       line("for (i64 gid = tiny_begin + (i64)blockIdx.x * blockDim.x + threadIdx.x; gid < tiny_end;");
       line("     gid += (i64)gridDim.x * blockDim.x) {");
@@ -1382,8 +1436,9 @@ class Renderer {
   }
 
   // One loop per reduce axis, named `names`, around `body`; values computed inside stay there.
+  // `chunk` > 0: the first loop runs over this thread's slice of that many steps (split_threads).
   void nested_loops(const std::vector<std::string>& names, const Shape& shape, const std::vector<int>& axes,
-                    const std::function<void()>& body, size_t i = 0) {
+                    const std::function<void()>& body, size_t i = 0, int64_t chunk = 0) {
     if (i == axes.size()) {
       body();
       return;
@@ -1391,7 +1446,13 @@ class Renderer {
     int64_t size = shape[size_t(axes[i])];
     const std::string& name = names[i];
     const char* t = index_type(size);
-    line(std::string("for (") + t + " " + name + " = 0; " + name + " < " + std::to_string(size) + "; " + name + "++) {");
+    if (i == 0 && chunk > 0) {
+      std::string c = std::to_string(chunk), lo = "(" + std::string(t) + ")(tiny_slice * " + c + "u)";
+      line(std::string("for (") + t + " " + name + " = " + lo + "; " + name + " < " + lo + " + " + c + " && " + name +
+           " < " + std::to_string(size) + "; " + name + "++) {");
+    } else {
+      line(std::string("for (") + t + " " + name + " = 0; " + name + " < " + std::to_string(size) + "; " + name + "++) {");
+    }
     indent_++;
     memo_.emplace_back();
     nested_loops(names, shape, axes, body, i + 1);

@@ -76,10 +76,14 @@ struct CudaKernelSource {
   // more pointers before begin and end: `split * outputs` u64 partial slots
   // and `outputs` u32 tickets, zero before a launch and left zero after it.
   int split = 1;
+  // The split's slices run on threads of a register tile (one per tile and slice, the launch
+  // covering each once) rather than blocks; the partial slots are `split * outputs * tile`.
+  bool split_threads = false;
   // Output elements one block covers per pass of the grid-stride loop.
   int64_t elements_per_block() const { return cooperative() ? 1 : block_size; }
   // Whether the block's threads work together (they meet at barriers).
   bool cooperative() const { return block_reduce || shared_tile; }
+  int64_t tile_outputs() const { return tile_rows * tile_cols; }
 };
 
 CudaKernelSource render_cuda(const Kernel& k, const CudaRenderOptions& opt = {});

@@ -527,8 +527,19 @@ class CudaLowering {
     else
       p_.block_reduce = max_r >= 128 && (outputs <= 4096 || max_r >= 4 * outputs ||
                                          (inner && max_r >= 512 && outputs <= 32768));
-    if (!k_.serial && !p_.block_reduce && opt_.register_tile) plan_register_tile();
-    if (p_.tiled() && p_.tile_d2 >= 0 && opt_.shared_tiles) plan_shared_tile();
+    // Many outputs with long reduces of products (a convolution's weight gradient: 37k
+    // outputs of 200k terms) read their factors one element per sector a block apiece: there
+    // register tiles whose slices of the reduce run on separate threads (split_threads) read
+    // each sector once per tile row. (H100, resnet18's 3x3 64->64 weight gradient at batch 64:
+    // 76 ms a block per output.)
+    bool long_tiles = false;
+    if (p_.block_reduce && opt_.block_reduce < 0 && outputs > 4096 && opt_.register_tile && opt_.multiprocessors > 0) {
+      plan_register_tile(/*shared=*/false);
+      long_tiles = p_.tiled();
+      if (long_tiles) p_.block_reduce = false;
+    }
+    if (!k_.serial && !p_.block_reduce && opt_.register_tile && !long_tiles) plan_register_tile();
+    if (p_.tiled() && p_.tile_d2 >= 0 && opt_.shared_tiles && !long_tiles) plan_shared_tile();
     if (!k_.serial && !p_.block_reduce && !p_.tiled() && max_r == 0 && opt_.vector_lanes) plan_lanes();
     p_.launch_outputs = outputs;
     if (p_.shared) {  // the launch range counts blocks of tiles
@@ -538,10 +549,9 @@ class CudaLowering {
       p_.launch_outputs /= p_.tile_rows * p_.tile_cols;  // or tiles
     }
     p_.launch_outputs /= p_.lanes;  // or groups of lanes
-    int bs = std::max(32, opt_.block_size);
     int p2 = 32;
-    while (p2 < bs && p2 < 1024) p2 *= 2;
-    bs = p2;
+    while (p2 < std::max(32, opt_.block_size) && p2 < 1024) p2 *= 2;
+    int bs = p2;
     if (k_.serial) {
       bs = 1;
     } else if (p_.shared) {
@@ -560,10 +570,48 @@ class CudaLowering {
       int64_t useful = max_r / (int64_t(bs) * 16);
       p_.split = int(std::max<int64_t>(1, std::min<int64_t>({wanted, useful, 1024})));
     }
+    // Likewise a register tile's reduce when its threads are too few to fill the GPU: slices of
+    // the reduce's outermost axis on separate threads, aiming at kThreadsPerSM threads per
+    // multiprocessor, each slice at least kThreadSliceMin steps long.
+    if (p_.tiled() && !p_.shared && opt_.multiprocessors > 0 && one_flat_reduce(k_, vars_)) {
+      int64_t wanted = kThreadsPerSM * int64_t(opt_.multiprocessors) / std::max<int64_t>(p_.launch_outputs, 1);
+      int64_t useful = max_r / kThreadSliceMin;
+      int64_t slices = std::min<int64_t>({wanted, useful, outer_reduce_extent(), kMaxThreadSlices});
+      if (slices >= 2) {
+        p_.split = int(slices);
+        p_.split_threads = true;
+        for (p_.block_size = p2; p_.block_size > 32 && p_.block_size / 2 >= p_.launch_outputs * slices;) p_.block_size /= 2;
+      }
+    }
     return p_;
   }
 
  private:
+  static constexpr int64_t kThreadsPerSM = 1024, kThreadSliceMin = 1024, kMaxThreadSlices = 64;
+
+  // The extent of the first non-unit axis of the kernel's one reduce (one_flat_reduce holds).
+  int64_t outer_reduce_extent() const {
+    std::unordered_set<const Node*> seen;
+    int64_t extent = 1;
+    std::function<bool(const Node*)> rec = [&](const Node* n) {
+      if (!seen.insert(n).second || k_.loads.count(n)) return false;
+      if (n->op == Op::Reduce) {
+        for (int a : n->args.axes)
+          if (n->src[0]->shape[size_t(a)] > 1) {
+            extent = n->src[0]->shape[size_t(a)];
+            break;
+          }
+        return true;
+      }
+      for (auto& s : n->src)
+        if (rec(s.get())) return true;
+      return false;
+    };
+    for (auto& o : k_.outputs)
+      if (rec(o.value.get())) break;
+    return extent;
+  }
+
   // The largest flattened extent of a reduce not nested inside another reduce.
   // `inner`: whether that reduce covers its source's last non-unit dim (the
   // contiguous one for the usual row-major sources).
@@ -602,7 +650,7 @@ class CudaLowering {
   // their dims: no partial tiles, no masks.
   static constexpr int64_t kTileSide = 4;
 
-  void plan_register_tile() {
+  void plan_register_tile(bool shared = true) {
     const Shape& shape = k_.shape;
     int d = int(shape.size()) - 1;
     while (d >= 0 && shape[size_t(d)] == 1) d--;
@@ -623,7 +671,7 @@ class CudaLowering {
     int64_t cols = side(shape[size_t(d)]), rows = d2 >= 0 ? side(shape[size_t(d2)]) : 1;
     if (cols < 2 || rows * cols < 4) {
       // no register tile divides the dims; tensor cores guard every output and need none
-      if (d2 < 0 || !opt_.shared_tiles) return;
+      if (d2 < 0 || !opt_.shared_tiles || !shared) return;
       p_.tile_d = d;
       p_.tile_d2 = d2;
       plan_shared_tile(/*tensor_cores_only=*/true);

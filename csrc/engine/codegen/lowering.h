@@ -141,9 +141,12 @@ struct SharedFactor {
 };
 
 struct CudaPlan {
-  // per block (a shared-memory tree per output) or per thread; `split` blocks per output
+  // per block (a shared-memory tree per output) or per thread; `split` slices of the reduce
+  // per output: blocks of a block reduce, or (split_threads) threads of a register tile, each
+  // taking a range of the reduce's outermost axis
   bool block_reduce = false;
   int split = 1;
+  bool split_threads = false;
   int block_size = 256;
   // register tile: tile_rows x tile_cols outputs per thread along dims tile_d2 (or none:
   // -1) and tile_d

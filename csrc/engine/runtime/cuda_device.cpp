@@ -323,7 +323,8 @@ class CudaProgram final : public Program {
       // A split reduction's partial slots and zeroed tickets (its kernels leave them zero).
       const Driver& d = dev_.driver();
       d.bind();
-      d.check(d.api.MemAlloc(&partials_, size_t(outputs) * size_t(shape_.split) * 8), "cuMemAlloc");
+      size_t slots = size_t(outputs) * size_t(shape_.split) * size_t(shape_.split_threads ? shape_.tile_outputs : 1);
+      d.check(d.api.MemAlloc(&partials_, slots * 8), "cuMemAlloc");
       d.check(d.api.MemAlloc(&tickets_, size_t(outputs) * 4), "cuMemAlloc");
       std::vector<uint32_t> zero(size_t(outputs), 0);
       d.check(d.api.MemcpyHtoDAsync(tickets_, zero.data(), zero.size() * 4, dev_.stream()), "cuMemcpyHtoDAsync");
@@ -360,10 +361,11 @@ class CudaProgram final : public Program {
     params.push_back(&e);
     int64_t epb = std::max<int64_t>(1, shape_.elements_per_block);
     // Grid-stride loops cover the rest; this many blocks fill any current GPU.
-    // A split reduction has exactly `split` blocks per output (few outputs).
-    int64_t grid = shape_.serial     ? 1
-                   : shape_.split > 1 ? (end - begin) * shape_.split
-                                      : std::min<int64_t>((end - begin + epb - 1) / epb, int64_t(1) << 20);
+    // A split reduction has exactly `split` blocks (or threads) per output (few outputs).
+    int64_t grid = shape_.serial           ? 1
+                   : shape_.split_threads ? ((end - begin) * shape_.split + shape_.block_size - 1) / shape_.block_size
+                   : shape_.split > 1     ? (end - begin) * shape_.split
+                                          : std::min<int64_t>((end - begin + epb - 1) / epb, int64_t(1) << 20);
     d.check(d.api.LaunchKernel(fn_, unsigned(grid), 1, 1, unsigned(shape_.block_size), 1, 1, 0, dev_.stream(),
                                params.data(), nullptr),
             "cuLaunchKernel " + name);

@@ -52,7 +52,9 @@ struct CudaLaunchShape {
   int num_buffers = 0;
   int num_params = 0;
   bool serial = false;
-  int split = 1;  // blocks per output (CudaKernelSource::split): the program owns partials and tickets
+  int split = 1;  // slices per output (CudaKernelSource::split): the program owns partials and tickets
+  bool split_threads = false;  // the slices run on threads (a thread per tile and slice), not blocks
+  int64_t tile_outputs = 1;    // outputs per launch element: partial slots per slice
 };
 
 // Loads a module image on `device` (CUBIN or PTX on a GPU, cuda_emu_compile's

@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
 # Everything worth checking in one short lease of a GPU machine, cut off at its time:
 #   1. builds tiny there (scripts/gpu_setup.sh: no LLVM, no GoogleTest on those machines);
-#   2. meanwhile, the engine's CUDA GoogleTests on the GPU, when a test binary built elsewhere
-#      travels along: .gpu/bundle.tar.xz holding tiny_engine_tests, lib/ (the libraries `ldd`
-#      names that the GPU machine lacks: LLVM, z3, ICU, ...) and optionally emu-cache/ (the
-#      emulated device's compiled kernels, from $TINY_CACHE_DIR/cuda-emu);
-#   3. bench/bench_gpu.py: the kernel rows against eager CUDA and torch.compile, the model rows
+#   2. bench/bench_gpu.py: the kernel rows against eager CUDA and torch.compile, the model rows
 #      against eager CUDA;
-#   4. a part of pytest on the GPU, then bench_gpu's ablation of the tiled rows.
+#   3. a part of pytest on the GPU, then bench_gpu's ablation of the tiled rows.
 # Logs go to $1 (default gpu_out/), one per step; the steps share TINY_GPU_SECONDS (default 540).
+# (The engine's GoogleTests need the CPU JIT for their reference results; a test binary built
+# on a Debian machine with LLVM 14 and carried to the lent H100 crashed inside ORC's lookup
+# there, so they run on the emulated device only.)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-gpu_out}
@@ -38,34 +37,13 @@ step() {
   echo "$(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
 } | tee "$out/machine.log"
 
-gtest_pid=""
-if [ -f .gpu/bundle.tar.xz ]; then
-  gt=/tmp/tiny_gtest
-  rm -rf $gt && mkdir -p $gt/cache && tar -C $gt -xJf .gpu/bundle.tar.xz
-  [ -d $gt/emu-cache ] && mv $gt/emu-cache $gt/cache/cuda-emu
-  # The binary names the mock driver's source and the host compiler by the absolute paths of
-  # the machine that built it (/work/main/..., /usr/bin/c++).
-  [ -e /work/main ] || { mkdir -p /work && ln -s "$(pwd -P)" /work/main; }
-  [ -x /usr/bin/c++ ] || ln -s "$(command -v g++)" /usr/bin/c++
-  (
-    cd $gt && TINY_CACHE_DIR=$gt/cache LD_LIBRARY_PATH=$gt/lib timeout -k 5 240 \
-      ./tiny_engine_tests --gtest_filter='Cuda*:Lowering*' --gtest_brief=1 >"$out/gtest.log" 2>&1
-    echo "exit $?" >>"$out/gtest.log"
-  ) &
-  gtest_pid=$!
-fi
-
 step setup 240 env TINY_BUILD_JOBS="$(nproc)" bash scripts/gpu_setup.sh
-# the GoogleTests launch kernels too: done before anything is timed
-if [ -n "$gtest_pid" ]; then
-  wait "$gtest_pid"
-  echo "== gtest: $(tail -n 1 "$out/gtest.log")"
-  grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$out/gtest.log"
-fi
-step bench 180 $PY bench/bench_gpu.py --rows chain,sum,mm1024,mm4096,mm4096h,mm4096tf32,conv --reps 5
+step bench 150 $PY bench/bench_gpu.py --rows chain,sum,mm1024,mm4096,mm4096h,mm4096tf32,conv --reps 5
 step bench_models 150 $PY bench/bench_gpu.py --rows r18,r18b64,mnist,r18train --reps 5 --no-compile
-step pytest 120 env TINY_DEVICE=cuda TINY_STRICT=1 $PY -m pytest -q -p no:cacheprovider -x \
+step pytest 120 env TINY_DEVICE=cuda TINY_STRICT=1 $PY -m pytest -q -p no:cacheprovider \
   tests/test_device.py tests/test_linalg.py tests/test_conv.py
 step ablate 150 $PY bench/bench_gpu.py --rows mm4096,mm4096h,conv --reps 3 --no-compile --ablate
-for f in bench bench_models ablate; do [ -f "$out/$f.log" ] && { echo "---- $f"; grep -v "^  (" "$out/$f.log"; }; done
+for f in bench bench_models ablate; do
+  [ -f "$out/$f.log" ] && { echo "---- $f"; grep -v "^  (\|[Ww]arn" "$out/$f.log"; }
+done
 [ -f "$out/pytest.log" ] && tail -n 5 "$out/pytest.log"

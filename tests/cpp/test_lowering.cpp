@@ -94,3 +94,44 @@ TEST(Lowering, CudaPlansFollowTheGpu) {
   EXPECT_GT(one.split, 1);
   EXPECT_EQ(one.launch_outputs, 1);
 }
+
+// An elementwise kernel whose narrow trailing dims are read and written contiguously runs them
+// as one loop (a 3x3 convolution weight's SGD update: 2x faster on AVX-512); a bias broadcast
+// along the channels keeps the channel loop, a transposed or padded operand the loops it has.
+// The results equal the per-dim loops' exactly.
+TEST(Lowering, ContiguousNarrowTailsRunAsOneLoop) {
+  Tensor w = values({6, 5, 3, 3}), g = values({6, 5, 3, 3}), bias = values({1, 5, 1, 1});
+  auto check = [](const Tensor& t, const CpuTarget& target, int from, int64_t count) {
+    Kernel k = only_kernel(t);
+    CpuPlan p = lower_cpu(k, target);
+    if (from < 0) {
+      EXPECT_FALSE(p.flat_tail) << "from " << p.flat_tail->from;
+      return;
+    }
+    ASSERT_TRUE(p.flat_tail);
+    EXPECT_EQ(p.flat_tail->from, from);
+    EXPECT_EQ(p.flat_tail->last, 3);
+    EXPECT_EQ(p.flat_tail->count, count);
+  };
+  Tensor update = w.binary(Op::Sub, g.binary(Op::Mul, Tensor::full({6, 5, 3, 3}, Scalar::from_double(0.5), DType::Float32)));
+  check(update, kAvx512, 1, 45);  // dims 1..3 after the threads' dim 0
+  check(update, kAvx2, 1, 45);
+  Tensor biased = w.binary(Op::Add, bias.expand({6, 5, 3, 3}));
+  check(biased, kAvx512, 2, 9);  // the bias moves along dim 1
+  check(w.binary(Op::Add, g.permute({0, 1, 3, 2})), kAvx512, -1, 0);  // a transposed 3x3
+  check(values({6, 5, 3, 1}).pad({{0, 0}, {0, 0}, {0, 0}, {1, 1}}), kAvx512, -1, 0);  // a mask along dim 3
+  check(values({6, 5, 3, 32}).binary(Op::Add, values({6, 5, 3, 32})), kAvx512, -1, 0);  // wide enough
+  // the numbers, on this machine's CPU
+  auto close = [](const Tensor& t, const std::vector<double>& want) {
+    std::vector<double> got = to_doubles(t);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); i++) EXPECT_EQ(got[i], want[i]) << i;
+  };
+  std::vector<double> wv = to_doubles(w), gv = to_doubles(g), bv = to_doubles(bias), up, bi;
+  for (size_t i = 0; i < wv.size(); i++) {
+    up.push_back(double(float(wv[i]) - float(gv[i]) * 0.5f));
+    bi.push_back(double(float(wv[i]) + float(bv[i / 9 % 5])));
+  }
+  close(update, up);
+  close(biased, bi);
+}

@@ -107,6 +107,15 @@ class Builder {
         nest(d + 1);
         return;
       }
+      if (plan_.flat_tail && int(d) == plan_.flat_tail->from) {  // the contiguous tail as one loop
+        const FlatTail& t = *plan_.flat_tail;
+        std::vector<Expr> flat = flat_tail_index(idx, t);
+        emit_loop(b_.getInt64(0), b_.getInt64(t.count), [&](Value* iv) {
+          vars_[size_t(t.var)] = iv;
+          emit_stores(flat);
+        });
+        return;
+      }
       hoist_reduces(output_roots(k_), idx, cnst(1), int(idx[d]->value));
       Value* lo = int(d) == par ? begin : b_.getInt64(0);
       Value* hi = int(d) == par ? end : b_.getInt64(shape[d]);

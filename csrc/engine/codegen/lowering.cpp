@@ -166,6 +166,7 @@ class CpuLowering {
       p.vector_tile = plan_vector_tile(idx, int(tile_outer), tile_outer != last ? int(tile_outer) : -1, int(last));
     }
     p.channel = ct;
+    if (!ct && !p.vector_tile && par >= 0 && !k_.serial) p.flat_tail = plan_flat_tail(idx, par);
     p.num_vars = vars_.next;
     return p;
   }
@@ -174,6 +175,78 @@ class CpuLowering {
   Expr placeholder_var(int64_t size) { return vars_.make(size); }
   std::optional<TiledReduce> find_tiled_reduce(const std::vector<Expr>& idx, int jid) {
     return tiny::find_tiled_reduce(k_, idx, jid, vars_.fresh());
+  }
+
+  // ---- flat tails (FlatTail)
+  // Every index the outputs read or write (loads, stores, arange and random counters),
+  // walked at `idx`; false where a reduce or gather makes indices that are not the output's.
+  bool accesses(const std::vector<Expr>& idx, const std::function<bool(const Expr&, const Expr&)>& ok) {
+    bool good = true;
+    IndexWalker w;
+    w.is_leaf = [&](const Node* n) { return k_.loads.count(n) > 0; };
+    w.fresh_var = vars_.fresh();
+    w.visit = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
+      if (n->op == Op::Reduce || n->op == Op::Gather) good = false;
+      if (good && (n->op == Op::Arange || n->op == Op::Rand)) good = ok(row_major(ix, n->shape), v);
+      return good;
+    };
+    w.on_leaf = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
+      good = good && ok(row_major(ix, n->shape), v);
+    };
+    for (auto& o : k_.outputs) {
+      if (!good || o.scatter_index) return false;
+      auto [flat, valid] = o.store.index_valid(idx);
+      good = ok(flat, valid);
+      if (good) w.walk(o.value.get(), idx, cnst(1));
+    }
+    return good;
+  }
+
+  std::optional<FlatTail> plan_flat_tail(const std::vector<Expr>& idx, int par) {
+    const Shape& shape = k_.shape;
+    std::vector<int> tail;  // non-unit dims after the parallel one
+    for (int d = par + 1; d < int(shape.size()); d++)
+      if (shape[size_t(d)] > 1) tail.push_back(d);
+    if (tail.size() < 2 || shape[size_t(tail.back())] >= 2 * kLanes) return std::nullopt;  // wide enough as it is
+    const int last = tail.back(), lid = int(idx[size_t(last)]->value);
+    for (size_t first = 0; first + 1 < tail.size(); first++) {
+      // at the output's own index: affine in each merged dim, strides in row-major proportion
+      auto contiguous = [&](const Expr& flat, const Expr& valid) {
+        auto c_last = linear_coefficient(flat, lid);
+        if (!c_last) return false;
+        int64_t stride = 1;
+        for (size_t q = tail.size(); q-- > first;) {
+          int id = int(idx[size_t(tail[q])]->value);
+          auto c = linear_coefficient(flat, id);
+          if (!c || *c != *c_last * stride || uses_vars(valid, id, id + 1)) return false;
+          stride *= shape[size_t(tail[q])];
+        }
+        return true;
+      };
+      std::vector<int64_t> coefficients;  // each access's stride along the run
+      auto contiguous_noted = [&](const Expr& flat, const Expr& valid) {
+        if (!contiguous(flat, valid)) return false;
+        coefficients.push_back(*linear_coefficient(flat, lid));
+        return true;
+      };
+      if (!accesses(idx, contiguous_noted)) continue;
+      // and at the flat loop's index, the same run: the code generator evaluates that one
+      FlatTail t;
+      t.from = tail[first];
+      t.last = last;
+      t.count = 1;
+      for (size_t q = first; q < tail.size(); q++) t.count *= shape[size_t(tail[q])];
+      Expr f = vars_.make(t.count);
+      t.var = int(f->value);
+      size_t seen = 0;
+      auto same_run = [&](const Expr& flat, const Expr& valid) {
+        auto c = linear_coefficient(flat, t.var);
+        return c && seen < coefficients.size() && *c == coefficients[seen++] && !uses_vars(valid, t.var, t.var + 1);
+      };
+      if (!accesses(flat_tail_index(idx, t), same_run) || seen != coefficients.size()) return std::nullopt;
+      return t;
+    }
+    return std::nullopt;
   }
 
   // ---- register tiles (VectorTile): kTileCols wide, and where there is a row dim kTileRows
@@ -860,6 +933,12 @@ Shape CudaPlan::shared_grid(const Shape& shape) const {
 std::string CudaPlan::mma_name() const { return mma == CudaMma::F16 ? "f16" : mma == CudaMma::BF16 ? "bf16" : "tf32"; }
 
 CudaPlan lower_cuda(const Kernel& k, const CudaRenderOptions& opt) { return CudaLowering(k, opt).lower(); }
+
+std::vector<Expr> flat_tail_index(std::vector<Expr> idx, const FlatTail& t) {
+  for (int d = t.from; d < t.last; d++) idx[size_t(d)] = cnst(0);
+  idx[size_t(t.last)] = var(t.var, t.count);
+  return idx;
+}
 
 CpuPlan lower_cpu(const Kernel& k, const CpuTarget& target) { return CpuLowering(k, target).lower(); }
 

@@ -116,6 +116,18 @@ struct VectorTile {
   int64_t rows = 1, cols = 1;
 };
 
+// An elementwise kernel's trailing dims [from, last] that every load and store reads and
+// writes as one contiguous run (and no mask looks at): one loop over their `count` elements,
+// variable `var`, with dims from..last-1 at 0 and dim `last` at the variable (the indices are
+// affine in it). A narrow last dim (a 3x3 kernel's) then vectorizes like a flat tensor.
+struct FlatTail {
+  int from = -1, last = -1, var = -1;
+  int64_t count = 0;
+};
+
+// `idx` with the tail's dims replaced: from..last-1 by 0, last by the tail's variable.
+std::vector<Expr> flat_tail_index(std::vector<Expr> idx, const FlatTail& t);
+
 struct CpuPlan {
   std::optional<SplitPlan> split;  // else one function over [begin, end) of parallel_dim
   int parallel_dim = -1;           // the dim whose range the threads split (-1: none)
@@ -123,6 +135,7 @@ struct CpuPlan {
   std::optional<ChannelTile> channel;
   std::optional<ReduceBlocking> blocks;
   std::optional<VectorTile> vector_tile;
+  std::optional<FlatTail> flat_tail;
   // The plan's expressions use variables 0..num_vars-1, the output dims' first (0..ndim-1);
   // the code generator binds them and numbers its own after them.
   int num_vars = 0;

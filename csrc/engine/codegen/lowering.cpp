@@ -211,6 +211,7 @@ class CpuLowering {
     const int last = tail.back(), lid = int(idx[size_t(last)]->value);
     for (size_t first = 0; first + 1 < tail.size(); first++) {
       // at the output's own index: affine in each merged dim, strides in row-major proportion
+      std::vector<int64_t> coefficients;  // each access's stride along the run
       auto contiguous = [&](const Expr& flat, const Expr& valid) {
         auto c_last = linear_coefficient(flat, lid);
         if (!c_last) return false;
@@ -221,15 +222,10 @@ class CpuLowering {
           if (!c || *c != *c_last * stride || uses_vars(valid, id, id + 1)) return false;
           stride *= shape[size_t(tail[q])];
         }
+        coefficients.push_back(*c_last);
         return true;
       };
-      std::vector<int64_t> coefficients;  // each access's stride along the run
-      auto contiguous_noted = [&](const Expr& flat, const Expr& valid) {
-        if (!contiguous(flat, valid)) return false;
-        coefficients.push_back(*linear_coefficient(flat, lid));
-        return true;
-      };
-      if (!accesses(idx, contiguous_noted)) continue;
+      if (!accesses(idx, contiguous)) continue;
       // and at the flat loop's index, the same run: the code generator evaluates that one
       FlatTail t;
       t.from = tail[first];
@@ -601,10 +597,10 @@ class CudaLowering {
       p_.block_reduce = max_r >= 128 && (outputs <= 4096 || max_r >= 4 * outputs ||
                                          (inner && max_r >= 512 && outputs <= 32768));
     // Many outputs with long reduces of products (a convolution's weight gradient: 37k
-    // outputs of 200k terms) read their factors one element per sector a block apiece: there
-    // register tiles whose slices of the reduce run on separate threads (split_threads) read
-    // each sector once per tile row. (H100, resnet18's 3x3 64->64 weight gradient at batch 64:
-    // 76 ms a block per output.)
+    // outputs of 200k terms) read their factors one element per 32-byte sector a block apiece:
+    // there register tiles, neighbouring threads on neighbouring outputs, with slices of the
+    // reduce on separate threads (split_threads, below). (H100, resnet18's 3x3 64->64 weight
+    // gradient at batch 64: 76 ms a block per output, 3.4 ms so.)
     bool long_tiles = false;
     if (p_.block_reduce && opt_.block_reduce < 0 && outputs > 4096 && opt_.register_tile && opt_.multiprocessors > 0) {
       plan_register_tile(/*shared=*/false);

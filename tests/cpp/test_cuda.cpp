@@ -867,6 +867,24 @@ TEST_F(Cuda, LongReducesOfManyOutputsSplitAcrossThreads) {
       }
       ASSERT_NEAR(r[m * K + k], want, 1e-5 * mag) << m << ", " << k;
     }
+  // integer products split the same way, exactly (partials of 64-bit sums in the u64 slots)
+  std::vector<int32_t> ia(a.size()), ib(b.size());
+  for (size_t i = 0; i < a.size(); i++) ia[i] = int32_t(a[i] * 1000);
+  for (size_t i = 0; i < b.size(); i++) ib[i] = int32_t(b[i] * 1000);
+  Tensor xa = Tensor::from_host(ia.data(), {N, M}, DType::Int32), xb = Tensor::from_host(ib.data(), {N, K}, DType::Int32);
+  Tensor iprod = xa.cast(DType::Int64).reshape({N, M, 1}).expand({N, M, K}).binary(
+      Op::Mul, xb.cast(DType::Int64).reshape({N, 1, K}).expand({N, M, K}));
+  Schedule is = create_schedule({iprod.reduce(ReduceOp::Sum, {0}, false).node()}, *cpu_device());
+  ASSERT_EQ(is.kernels.size(), 1u);
+  EXPECT_TRUE(render_cuda(is.kernels[0], h100).split_threads);
+  Memory igot = run_on(*emu, is, initial_memory(is), h100);
+  const int64_t* ir = reinterpret_cast<const int64_t*>(igot.at(is.kernels[0].buffers[0]->owner()).data());
+  for (int64_t m = 0; m < M; m++)
+    for (int64_t k = 0; k < K; k++) {
+      int64_t want = 0;
+      for (int64_t n = 0; n < N; n++) want += int64_t(ia[size_t(n * M + m)]) * ib[size_t(n * K + k)];
+      ASSERT_EQ(ir[m * K + k], want) << m << ", " << k;
+    }
 }
 
 TEST_F(Cuda, ReducesInsideAReduceAreComputedBeforeItsLoop) {

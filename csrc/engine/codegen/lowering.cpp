@@ -582,7 +582,8 @@ class CudaLowering {
   CudaPlan lower() {
     const int64_t outputs = numel(k_.shape);
     bool inner = false;
-    int64_t max_r = top_level_reduce_size(&inner);
+    int64_t outer_r = 1;
+    int64_t max_r = top_level_reduce_size(&inner, &outer_r);
     // A block per output when threads would otherwise be few or loop long, or
     // when the reduced axis is the contiguous one (a block's threads then read
     // neighbouring elements) and the outputs are not enough to fill the GPU
@@ -645,7 +646,7 @@ class CudaLowering {
     if (p_.tiled() && !p_.shared && opt_.multiprocessors > 0 && one_flat_reduce(k_, vars_)) {
       int64_t wanted = kThreadsPerSM * int64_t(opt_.multiprocessors) / std::max<int64_t>(p_.launch_outputs, 1);
       int64_t useful = max_r / kThreadSliceMin;
-      int64_t slices = std::min<int64_t>({wanted, useful, outer_reduce_extent(), kMaxThreadSlices});
+      int64_t slices = std::min<int64_t>({wanted, useful, outer_r, kMaxThreadSlices});
       if (slices >= 2) {
         p_.split = int(slices);
         p_.split_threads = true;
@@ -658,35 +659,14 @@ class CudaLowering {
  private:
   static constexpr int64_t kThreadsPerSM = 1024, kThreadSliceMin = 1024, kMaxThreadSlices = 64;
 
-  // The extent of the first non-unit axis of the kernel's one reduce (one_flat_reduce holds).
-  int64_t outer_reduce_extent() const {
-    std::unordered_set<const Node*> seen;
-    int64_t extent = 1;
-    std::function<bool(const Node*)> rec = [&](const Node* n) {
-      if (!seen.insert(n).second || k_.loads.count(n)) return false;
-      if (n->op == Op::Reduce) {
-        for (int a : n->args.axes)
-          if (n->src[0]->shape[size_t(a)] > 1) {
-            extent = n->src[0]->shape[size_t(a)];
-            break;
-          }
-        return true;
-      }
-      for (auto& s : n->src)
-        if (rec(s.get())) return true;
-      return false;
-    };
-    for (auto& o : k_.outputs)
-      if (rec(o.value.get())) break;
-    return extent;
-  }
-
   // The largest flattened extent of a reduce not nested inside another reduce.
   // `inner`: whether that reduce covers its source's last non-unit dim (the
-  // contiguous one for the usual row-major sources).
-  int64_t top_level_reduce_size(bool* inner) const {
+  // contiguous one for the usual row-major sources); `outer`: the extent of its
+  // first non-unit axis (what split_threads slices).
+  int64_t top_level_reduce_size(bool* inner, int64_t* outer) const {
     int64_t best = 0;
     *inner = false;
+    *outer = 1;
     std::unordered_set<const Node*> seen;
     std::function<void(const Node*)> rec = [&](const Node* n) {
       if (!seen.insert(n).second || k_.loads.count(n)) return;
@@ -700,6 +680,12 @@ class CudaLowering {
           int last = int(ss.size()) - 1;
           while (last > 0 && ss[size_t(last)] == 1) last--;
           *inner = std::find(n->args.axes.begin(), n->args.axes.end(), last) != n->args.axes.end();
+          *outer = 1;
+          for (int a : n->args.axes)
+            if (ss[size_t(a)] > 1) {
+              *outer = ss[size_t(a)];
+              break;
+            }
         }
         return;  // reduces inside run sequentially per thread
       }

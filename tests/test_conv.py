@@ -190,6 +190,28 @@ def test_kernel_count_conv_bn_eval_relu(residual):
     assert c.kernels == 1
 
 
+def test_parallel_convolutions_of_one_input():
+    """Branches reading one input (Inception, ResNeXt) give the CPU's numbers, each
+    convolution in a kernel of its own: merged into one kernel with two reduces, neither
+    was register-tiled and they ran 40x slower."""
+    torch.manual_seed(0)
+    a, b = nn.Conv2d(8, 16, 3, padding=1), nn.Conv2d(8, 16, 3, padding=1, bias=False)
+    x = torch.randn(2, 8, 12, 12)
+    f = lambda a, b, x: torch.cat([a(x), b(x).relu()], 1)  # noqa: E731
+    expected = f(a, b, x)
+    a.to(DEV), b.to(DEV)
+    xd = to_dev(x)
+    sync()
+    assert_same(f(a, b, xd), expected, rtol=1e-4, atol=1e-5)
+    if not IS_TINY:
+        return
+    from torch_tiny import debug
+    with debug.trace() as t:
+        f(a, b, xd).cpu()
+    convs = [k for k in t.kernels if k.name.startswith("r") and "convolution" in k.ops]
+    assert len(convs) == 2, [k.name for k in t.kernels]
+
+
 def test_kernel_count_conv_bn_train_relu_forward():
     requires_tiny()
     from torch_tiny import debug

@@ -104,6 +104,33 @@ TEST(Fusion, MultipleOutputsOfOneShapeShareAKernel) {
   EXPECT_EQ(count({a, b, c}), 1);
 }
 
+// Independent reduces of one shape share a kernel (one pass over their input), unless one
+// is a matmul or convolution: the code generator register-tiles a kernel's single reduce,
+// and a merged q/k/v projection ran 40x slower than three tiled matmuls.
+TEST(Fusion, IndependentSumsShareAKernel) {
+  Tensor x = from(data(64 * 48), {64, 48});
+  Tensor sum = x.reduce(ReduceOp::Sum, {1}, true), max = x.reduce(ReduceOp::Max, {1}, true);
+  EXPECT_EQ(count({sum, max}), 1);
+}
+
+TEST(Fusion, MatmulsOfOneInputKeepAKernelEach) {
+  auto xv = data(64 * 48), av = data(48 * 40, 0.05f), bv = data(48 * 40, 0.03f);
+  Tensor x = from(xv, {64, 48});
+  Tensor ya = x.matmul(from(av, {48, 40})), yb = x.matmul(from(bv, {48, 40}));
+  EXPECT_EQ(count({ya, yb}), 2);
+  auto ga = to_vec<float>(ya), gb = to_vec<float>(yb);
+  for (int i = 0; i < 64; i++)
+    for (int j = 0; j < 40; j++) {
+      double ea = 0, eb = 0;
+      for (int k = 0; k < 48; k++) {
+        ea += double(xv[size_t(i * 48 + k)]) * av[size_t(k * 40 + j)];
+        eb += double(xv[size_t(i * 48 + k)]) * bv[size_t(k * 40 + j)];
+      }
+      EXPECT_NEAR(ga[size_t(i * 40 + j)], ea, 1e-4);
+      EXPECT_NEAR(gb[size_t(i * 40 + j)], eb, 1e-4);
+    }
+}
+
 // An independent scalar update (nn.BatchNorm's num_batches_tracked += 1)
 // rides along the smallest kernel it can run beside, and still gets its value.
 TEST(Fusion, IndependentScalarRidesAlongAnotherKernel) {

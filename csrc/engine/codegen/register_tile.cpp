@@ -43,10 +43,11 @@ std::optional<TiledReduce> find_tiled_reduce(const Kernel& k, const std::vector<
 namespace {
 
 // Calls `fn` with the flat index of every load under the reduce's source, the reduce's axes
-// walked as fresh variables; `kid` is set to the innermost one's id (-1: nothing to reduce).
+// walked as fresh variables, and the load's node; `kid` is set to the innermost axis' id (-1:
+// nothing to reduce).
 // False when a gather or random numbers sit under the reduce (no plain loads to tile).
 bool each_load_index(const Kernel& k, const TiledReduce& c, const std::function<Expr(int64_t)>& fresh_var, int* kid,
-                     int64_t* inner_extent, const std::function<void(const Expr&)>& fn) {
+                     int64_t* inner_extent, const std::function<void(const Expr&, const Node*)>& fn) {
   const Node* src = c.reduce->src[0].get();
   std::vector<Expr> sub = c.idx;
   *kid = -1;
@@ -65,7 +66,7 @@ bool each_load_index(const Kernel& k, const TiledReduce& c, const std::function<
     if (n->op == Op::Gather || n->op == Op::Rand) plain = false;
     return plain && n->op != Op::Reduce;  // nested reduces are hoisted per tile
   };
-  w.on_leaf = [&](const Node* n, const std::vector<Expr>& ix, const Expr&) { fn(row_major(ix, n->shape)); };
+  w.on_leaf = [&](const Node* n, const std::vector<Expr>& ix, const Expr&) { fn(row_major(ix, n->shape), n); };
   w.walk(src, sub, c.valid);
   return plain;
 }
@@ -78,7 +79,7 @@ bool worth_tiling(const Kernel& k, const TiledReduce& c, int jid, TileKind kind,
   int kid = -1;
   int64_t inner_extent = 0;
   bool whole_vectors = true, helps = false, unit_j = false, reused = false;
-  bool plain = each_load_index(k, c, fresh_var, &kid, &inner_extent, [&](const Expr& flat) {
+  bool plain = each_load_index(k, c, fresh_var, &kid, &inner_extent, [&](const Expr& flat, const Node*) {
     auto sj = linear_coefficient(flat, jid), sk = linear_coefficient(flat, kid);
     if (!sj || (*sj != 0 && *sj != 1)) whole_vectors = false;
     if (sk && *sk != 1 && !(sj && *sj == 0)) helps = true;
@@ -97,7 +98,7 @@ int tile_row_dim(const Kernel& k, const TiledReduce& c, const std::vector<Expr>&
     int qid = int(idx[size_t(q)]->value), jid = int(idx[size_t(d)]->value), kid = -1;
     int64_t inner_extent = 0;
     bool reused = false;
-    bool plain = each_load_index(k, c, fresh_var, &kid, &inner_extent, [&](const Expr& flat) {
+    bool plain = each_load_index(k, c, fresh_var, &kid, &inner_extent, [&](const Expr& flat, const Node*) {
       auto sj = linear_coefficient(flat, jid), sq = linear_coefficient(flat, qid);
       if (sq && *sq == 0 && !(sj && *sj == 0)) reused = true;
     });
@@ -105,6 +106,32 @@ int tile_row_dim(const Kernel& k, const TiledReduce& c, const std::vector<Expr>&
     if (reused) return q;
   }
   return -1;
+}
+
+bool has_tileable_reduce(const Kernel& k) {
+  int next = 0;
+  auto fresh = [&](int64_t size) { return var(next++, size); };
+  std::vector<Expr> idx;
+  for (int64_t extent : k.shape) idx.push_back(fresh(extent));
+  auto c = find_tiled_reduce(k, idx, -1, fresh);
+  if (!c) return false;
+  for (size_t d = 0; d < idx.size(); d++) {
+    if (k.shape[d] == 1) continue;
+    // a load that stays put along dim d but moves along the reduce: a tile reads it once
+    // for all its columns. Not a batch norm's per-channel scale (it stays put along both)
+    // nor a bias of a few elements (no more than a vector's worth of cache lines).
+    constexpr int64_t kSmallLeaf = 1024;
+    int kid = -1;
+    int64_t inner_extent = 0;
+    bool reused = false;
+    bool plain = each_load_index(k, *c, fresh, &kid, &inner_extent, [&](const Expr& flat, const Node* leaf) {
+      auto sj = linear_coefficient(flat, int(d)), sk = linear_coefficient(flat, kid);
+      if (sj && *sj == 0 && !(sk && *sk == 0) && numel(leaf->shape) >= kSmallLeaf) reused = true;
+    });
+    if (!plain) return false;
+    if (reused) return true;
+  }
+  return false;
 }
 
 }  // namespace tiny

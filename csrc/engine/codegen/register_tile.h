@@ -55,4 +55,10 @@ bool worth_tiling(const Kernel& k, const TiledReduce& c, int jid, TileKind kind,
 int tile_row_dim(const Kernel& k, const TiledReduce& c, const std::vector<Expr>& idx, int d,
                  const std::function<Expr(int64_t)>& fresh_var);
 
+// Whether `k` has a single reduce that a register tile along one of the output dims would
+// serve (a load under it stays put along that dim: a matmul, a convolution). Device-neutral:
+// the scheduler asks it so that it never merges such a reduce with another one, which
+// would leave the kernel with two reduces and neither tiled.
+bool has_tileable_reduce(const Kernel& k);
+
 }  // namespace tiny

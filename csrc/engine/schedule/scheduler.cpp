@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "engine/codegen/index_walk.h"
+#include "engine/codegen/register_tile.h"
 #include "engine/tensor/tensor.h"
 #include "engine/runtime/device.h"
 
@@ -544,6 +545,7 @@ Schedule create_schedule(const std::vector<NodeRef>& targets, Device& device) {
     int level;
     bool mergeable;
     std::unordered_set<const Buffer*> writes;  // output buffers
+    bool reduces, tiles;                       // computes a reduce; one a register tile serves
   };
   std::vector<Group> groups;
   // Scalars nothing here reads go last, so that every kernel they could ride
@@ -570,13 +572,17 @@ Schedule create_schedule(const std::vector<NodeRef>& targets, Device& device) {
             g.level >= pk.level && g.level <= last && (!into || numel(g.k.shape) < numel(into->k.shape)))
           into = &g;
     bool ride_along = into != nullptr;
+    const bool reduces = computes_reduce(pk.k), tiles = reduces && has_tileable_reduce(pk.k);
     if (pk.mergeable && !into) {
       for (auto& g : groups) {
         if (!g.mergeable || g.k.outputs.empty() || numel(g.k.shape) != numel(pk.k.shape)) continue;
+        // Two reduces in one kernel leave the code generator nothing to tile: a matmul or
+        // convolution merged with another (q, k and v projections of one input) ran 40x slower.
+        if (reduces && g.reduces && (tiles || g.tiles)) continue;
         // A reduce seen through a reshape into another iteration shape is
         // indexed by divisions: its loads stop being linear, and the code
         // generator can no longer tile it (a convolution ran 8x slower).
-        if (non_unit(g.k.shape) != non_unit(pk.k.shape) && (computes_reduce(g.k) || computes_reduce(pk.k))) continue;
+        if (non_unit(g.k.shape) != non_unit(pk.k.shape) && (g.reduces || reduces)) continue;
         if (g.level >= pk.level && g.level <= last) {  // independent: run side by side
           into = &g;
           break;
@@ -612,7 +618,7 @@ Schedule create_schedule(const std::vector<NodeRef>& targets, Device& device) {
       }
     }
     if (!into) {
-      Group g{std::move(pk.k), pk.level, pk.mergeable, {}};
+      Group g{std::move(pk.k), pk.level, pk.mergeable, {}, reduces, tiles};
       g.writes = own;
       groups.push_back(std::move(g));
       continue;
@@ -621,6 +627,8 @@ Schedule create_schedule(const std::vector<NodeRef>& targets, Device& device) {
       for (auto it = pk.k.loads.begin(); it != pk.k.loads.end();)
         it = into->writes.count(pk.k.buffers[size_t(it->second)].get()) ? pk.k.loads.erase(it) : std::next(it);
     into->writes.insert(own.begin(), own.end());
+    into->reduces |= reduces;
+    into->tiles |= tiles;
     Kernel& a = into->k;
     Kernel& b = pk.k;
     std::unordered_map<const Buffer*, int> index;

@@ -135,3 +135,30 @@ TEST(Lowering, ContiguousNarrowTailsRunAsOneLoop) {
   close(update, up);
   close(biased, bi);
 }
+
+// An elementwise kernel that reads NCHW along the width and writes channels-last (a batch
+// norm's backward writing grad_output for a weight gradient) runs the width innermost:
+// along the channels, every load strode a whole feature map. A per-channel table (the
+// scale) does not count as a stream; an order that already suits keeps its loops.
+TEST(Lowering, ElementwiseLoopsRunInnermostWhereTheStreamsAre) {
+  Tensor x = values({4, 24, 6, 10}), g = values({4, 24, 6, 10}), scale = values({1, 24, 1, 1});
+  Tensor grad = g.binary(Op::Mul, scale.expand({4, 24, 6, 10})).binary(Op::Add, x);
+  Tensor channels_last = grad.permute({0, 2, 3, 1}).contiguous();  // (4, 6, 10, 24)
+  for (const CpuTarget& target : {kAvx512, kAvx2}) {
+    CpuPlan p = lower_cpu(only_kernel(channels_last), target);
+    ASSERT_TRUE(p.inner_loop);
+    EXPECT_EQ(p.inner_loop->dim, 2);  // the width: x and g run along it, the store does not
+    EXPECT_FALSE(lower_cpu(only_kernel(grad.contiguous()), target).inner_loop);
+  }
+  std::vector<double> xv = to_doubles(x), gv = to_doubles(g), sv = to_doubles(scale), want;
+  for (int n = 0; n < 4; n++)
+    for (int h = 0; h < 6; h++)
+      for (int w = 0; w < 10; w++)
+        for (int c = 0; c < 24; c++) {
+          size_t i = size_t(((n * 24 + c) * 6 + h) * 10 + w);
+          want.push_back(double(float(gv[i]) * float(sv[size_t(c)]) + float(xv[i])));
+        }
+  std::vector<double> got = to_doubles(channels_last);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); i++) EXPECT_EQ(got[i], want[i]) << i;
+}

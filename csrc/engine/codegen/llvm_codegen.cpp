@@ -98,13 +98,22 @@ class Builder {
       pack_buf = emit_pack(*ct, at_par ? begin : b_.getInt64(0), at_par ? end : b_.getInt64(shape[size_t(ct->j)]),
                            !ct->pack_inner);
     }
-    std::function<void(size_t)> nest = [&](size_t d) {
-      if (d == shape.size()) {
+    // the loops outermost first: the dims in order, the plan's inner loop moved last
+    std::vector<size_t> order;
+    for (size_t d = 0; d < shape.size(); d++)
+      if (!plan_.inner_loop || int(d) != plan_.inner_loop->dim) order.push_back(d);
+    if (plan_.inner_loop) order.push_back(size_t(plan_.inner_loop->dim));
+    int innermost = -1;  // the last loop the nest opens
+    for (size_t d : order)
+      if (shape[d] > 1) innermost = int(d);
+    std::function<void(size_t)> nest = [&](size_t at) {
+      if (at == order.size()) {
         emit_stores(idx);
         return;
       }
+      const size_t d = order[at];
       if (shape[d] == 1) {
-        nest(d + 1);
+        nest(at + 1);
         return;
       }
       if (plan_.flat_tail && int(d) == plan_.flat_tail->from) {  // the contiguous tail as one loop
@@ -117,6 +126,7 @@ class Builder {
         return;
       }
       hoist_reduces(output_roots(k_), idx, cnst(1), int(idx[d]->value));
+      if (int(d) == innermost && int(d) != par && !ct && !vt) hoist_invariants(idx, int(idx[d]->value));
       Value* lo = int(d) == par ? begin : b_.getInt64(0);
       Value* hi = int(d) == par ? end : b_.getInt64(shape[d]);
       if (ct && int(d) == ct->first_dim()) {
@@ -156,7 +166,7 @@ class Builder {
           idx[d] = var_range(int(whole->value), cuts[s], cuts[s + 1]);
           emit_loop(seg_lo, seg_hi, [&](Value* iv) {
             vars_[size_t(whole->value)] = iv;
-            nest(d + 1);
+            nest(at + 1);
           });
         }
         split_copies_ /= int64_t(cuts.size() - 1);
@@ -165,7 +175,7 @@ class Builder {
       }
       emit_loop(lo, hi, [&](Value* iv) {
         vars_[size_t(idx[d]->value)] = iv;
-        nest(d + 1);
+        nest(at + 1);
       });
     };
     if (plan_.blocks) {
@@ -286,6 +296,48 @@ class Builder {
         roots, idx, valid, min_id, [&](const Node* n) { return k_.loads.count(n) > 0; },
         [&](int64_t size) { return placeholder_var(size); });
     for (auto& r : found) eval(r.node, r.idx, r.valid);
+  }
+
+  // Computes, here and now, the values under the outputs that the loop over variable `inner`
+  // does not change (a batch norm's per-channel scale, 1/sqrt(var + eps), inside a loop over
+  // the spatial dims): LLVM cannot move their loads above the loop's stores, as it cannot tell
+  // the buffers apart. Not a buffer this kernel writes (hoisted, a load would miss the stores),
+  // nor under a reduce (hoist_reduces) or a gather (its index is data).
+  void hoist_invariants(const std::vector<Expr>& idx, int inner) {
+    std::unordered_set<int> written;
+    for (auto& o : k_.outputs) written.insert(o.buffer);
+    auto reads_written = [&](const Node* root) {
+      std::vector<const Node*> stack{root};
+      std::unordered_set<const Node*> seen;
+      while (!stack.empty()) {
+        const Node* n = stack.back();
+        stack.pop_back();
+        if (!seen.insert(n).second) continue;
+        auto load = k_.loads.find(n);
+        if (load != k_.loads.end()) {
+          if (written.count(load->second)) return true;
+          continue;
+        }
+        if (n->op == Op::Reduce || n->op == Op::Gather) return true;
+        for (auto& src : n->src) stack.push_back(src.get());
+      }
+      return false;
+    };
+    std::vector<std::tuple<const Node*, std::vector<Expr>, Expr>> found;
+    IndexWalker w;
+    w.is_leaf = [&](const Node* n) { return k_.loads.count(n) > 0; };
+    w.fresh_var = [&](int64_t size) { return placeholder_var(size); };
+    w.visit = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
+      if (n->op == Op::Reduce || n->op == Op::Gather) return false;
+      bool invariant = !uses_vars(v, inner, inner + 1);
+      for (auto& e : ix) invariant = invariant && !uses_vars(e, inner, inner + 1);
+      if (!invariant) return true;
+      // a constant or a lone load costs nothing to leave in the loop
+      if (n->op != Op::Const && !k_.loads.count(n) && !reads_written(n)) found.emplace_back(n, ix, v);
+      return false;
+    };
+    for (auto* r : output_roots(k_)) w.walk(r, idx, cnst(1));
+    for (auto& [n, ix, v] : found) eval(n, ix, v);
   }
 
   void emit_loop(Value* lo, Value* hi, const std::function<void(Value*)>& body, bool scalar = false) {

@@ -167,6 +167,7 @@ class CpuLowering {
     }
     p.channel = ct;
     if (!ct && !p.vector_tile && par >= 0 && !k_.serial) p.flat_tail = plan_flat_tail(idx, par);
+    if (!ct && !p.vector_tile && !p.flat_tail && par >= 0 && !k_.serial) p.inner_loop = plan_inner_loop(idx, par);
     p.num_vars = vars_.next;
     return p;
   }
@@ -243,6 +244,37 @@ class CpuLowering {
       return t;
     }
     return std::nullopt;
+  }
+
+  // ---- the innermost loop (InnerLoop)
+  std::optional<InnerLoop> plan_inner_loop(const std::vector<Expr>& idx, int par) {
+    const Shape& shape = k_.shape;
+    int last = -1;
+    for (int d = par + 1; d < int(shape.size()); d++)
+      if (shape[size_t(d)] > 1) last = d;
+    if (last < 0) return std::nullopt;
+    // per dim, the loads and stores that run along it with unit stride; a table indexed by
+    // that dim alone (a per-channel scale) is read from cache whatever the order
+    std::vector<int> unit(shape.size(), 0);
+    auto count = [&](const Expr& flat, const Expr&) {
+      for (int d = par + 1; d < int(shape.size()); d++) {
+        int id = int(idx[size_t(d)]->value);
+        auto c = linear_coefficient(flat, id);
+        if (!c || *c != 1) continue;
+        bool table = true;
+        for (int q = 0; q < int(shape.size()); q++)
+          if (q != d && shape[size_t(q)] > 1 && uses_vars(flat, int(idx[size_t(q)]->value), int(idx[size_t(q)]->value) + 1))
+            table = false;
+        if (!table) unit[size_t(d)]++;
+      }
+      return true;
+    };
+    if (!accesses(idx, count)) return std::nullopt;  // reduces and gathers keep the order
+    int best = last;
+    for (int d = par + 1; d < last; d++)
+      if (shape[size_t(d)] > 1 && unit[size_t(d)] > unit[size_t(best)]) best = d;
+    if (best == last) return std::nullopt;
+    return InnerLoop{best};
   }
 
   // ---- register tiles (VectorTile): kTileCols wide, and where there is a row dim kTileRows

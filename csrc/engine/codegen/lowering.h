@@ -128,6 +128,13 @@ struct FlatTail {
 // `idx` with the tail's dims replaced: from..last-1 by 0, last by the tail's variable.
 std::vector<Expr> flat_tail_index(std::vector<Expr> idx, const FlatTail& t);
 
+// An elementwise kernel whose loads and stores run contiguously along another dim than the
+// last (the batch-norm backward that writes grad_output channels-last for a weight gradient:
+// it reads NCHW along the width, writes along the channels) runs that dim's loop innermost.
+struct InnerLoop {
+  int dim = -1;
+};
+
 struct CpuPlan {
   std::optional<SplitPlan> split;  // else one function over [begin, end) of parallel_dim
   int parallel_dim = -1;           // the dim whose range the threads split (-1: none)
@@ -136,6 +143,7 @@ struct CpuPlan {
   std::optional<ReduceBlocking> blocks;
   std::optional<VectorTile> vector_tile;
   std::optional<FlatTail> flat_tail;
+  std::optional<InnerLoop> inner_loop;
   // The plan's expressions use variables 0..num_vars-1, the output dims' first (0..ndim-1);
   // the code generator binds them and numbers its own after them.
   int num_vars = 0;

@@ -1,5 +1,6 @@
 // Lowering: the plans kernels get on described devices (lowering.h), decided without
 // generating code, so one machine checks the choices for every vector width and GPU.
+#include "engine/codegen/llvm_codegen.h"
 #include "engine/codegen/lowering.h"
 #include "engine/schedule/scheduler.h"
 #include "test_helpers.h"
@@ -159,6 +160,34 @@ TEST(Lowering, ElementwiseLoopsRunInnermostWhereTheStreamsAre) {
           want.push_back(double(float(gv[i]) * float(sv[size_t(c)]) + float(xv[i])));
         }
   std::vector<double> got = to_doubles(channels_last);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); i++) EXPECT_EQ(got[i], want[i]) << i;
+}
+
+// A strided convolution's dilated, padded gradient: zeros but where (h - 1) % 2 == 0 and
+// (w - 1) % 2 == 0. Each of those loops runs once per residue mod 2, where the masks and
+// the source index (h - 1) / 2 fold: the code has no division or remainder left, and the
+// numbers are exact at odd sizes.
+TEST(Lowering, LoopsRunOncePerResidueOfTheirMasks) {
+  Tensor x = values({2, 3, 5, 5});
+  Tensor dilated = x.binary(Op::Mul, Tensor::full({2, 3, 5, 5}, Scalar::from_double(2), DType::Float32))
+                       .reshape({2, 3, 5, 1, 5, 1})
+                       .pad({{0, 0}, {0, 0}, {0, 0}, {0, 1}, {0, 0}, {0, 1}})
+                       .reshape({2, 3, 10, 10})
+                       .shrink({{0, 2}, {0, 3}, {0, 9}, {0, 9}})
+                       .pad({{0, 0}, {0, 0}, {1, 1}, {1, 1}})
+                       .contiguous();  // (2, 3, 11, 11)
+  std::string ir = llvm_ir(only_kernel(dilated));
+  for (const char* op : {" urem ", " srem ", " udiv ", " sdiv "}) EXPECT_EQ(ir.find(op), std::string::npos) << op;
+  std::vector<double> xv = to_doubles(x), want;
+  for (int n = 0; n < 2; n++)
+    for (int c = 0; c < 3; c++)
+      for (int h = 0; h < 11; h++)
+        for (int w = 0; w < 11; w++) {
+          bool on = h >= 1 && h <= 9 && w >= 1 && w <= 9 && (h - 1) % 2 == 0 && (w - 1) % 2 == 0;
+          want.push_back(on ? double(2 * float(xv[size_t(((n * 3 + c) * 5 + (h - 1) / 2) * 5 + (w - 1) / 2)])) : 0.0);
+        }
+  std::vector<double> got = to_doubles(dilated);
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); i++) EXPECT_EQ(got[i], want[i]) << i;
 }

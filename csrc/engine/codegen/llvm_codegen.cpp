@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <functional>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <sstream>
 #include <unordered_map>
@@ -153,30 +154,46 @@ class Builder {
         Value* hi_j = two ? (int(last) == par ? end : b_.getInt64(shape[last])) : hi;
         if (tiled(idx, *vt, lo, hi, lo_j, hi_j)) return;
       }
-      std::vector<int64_t> cuts = mask_cuts(idx, d);
-      if (cuts.size() > 2 && split_copies_ * int64_t(cuts.size() - 1) <= kMaxSplitCopies) {
-        // Index-set splitting: one loop per segment between mask boundaries,
-        // its var ranged so that the masks decided there fold away (the
-        // middle segment of a padded view loads unmasked and vectorizes).
-        Expr whole = idx[d];
-        split_copies_ *= int64_t(cuts.size() - 1);
-        for (size_t s = 0; s + 1 < cuts.size(); s++) {
-          Value* seg_lo = clamp_to(b_.getInt64(cuts[s]), lo, hi);
-          Value* seg_hi = clamp_to(b_.getInt64(cuts[s + 1]), lo, hi);
-          idx[d] = var_range(int(whole->value), cuts[s], cuts[s + 1]);
-          emit_loop(seg_lo, seg_hi, [&](Value* iv) {
-            vars_[size_t(whole->value)] = iv;
-            nest(at + 1);
-          });
+      // The loop of var v over [lo, hi), dim d at place(v).
+      auto loop_over = [&](const Expr& v, const std::function<Expr(const Expr&)>& place, Value* lo, Value* hi) {
+        idx[d] = place(v);
+        std::vector<int64_t> cuts = mask_cuts(idx, v);
+        if (cuts.size() > 2 && split_copies_ * int64_t(cuts.size() - 1) <= kMaxSplitCopies) {
+          // Index-set splitting: one loop per segment between mask boundaries,
+          // its var ranged so that the masks decided there fold away (the
+          // middle segment of a padded view loads unmasked and vectorizes).
+          split_copies_ *= int64_t(cuts.size() - 1);
+          for (size_t s = 0; s + 1 < cuts.size(); s++) {
+            Value* seg_lo = clamp_to(b_.getInt64(cuts[s]), lo, hi);
+            Value* seg_hi = clamp_to(b_.getInt64(cuts[s + 1]), lo, hi);
+            idx[d] = place(var_range(int(v->value), cuts[s], cuts[s + 1]));
+            emit_loop(seg_lo, seg_hi, [&](Value* iv) {
+              vars_[size_t(v->value)] = iv;
+              nest(at + 1);
+            });
+          }
+          split_copies_ /= int64_t(cuts.size() - 1);
+          return;
         }
-        split_copies_ /= int64_t(cuts.size() - 1);
-        idx[d] = whole;
-        return;
+        emit_loop(lo, hi, [&](Value* iv) {
+          if (v->op == EOp::Var) vars_[size_t(v->value)] = iv;  // a one-step residue's var folds to 0
+          nest(at + 1);
+        });
+      };
+      const Expr whole = idx[d];
+      const int64_t m = int(d) == par || k_.serial ? 1 : mask_residues(idx, whole);
+      if (m > 1 && split_copies_ * m <= kMaxSplitCopies) {
+        split_copies_ *= m;
+        for (int64_t r = 0; r < m && r < shape[d]; r++) {
+          const int64_t count = (shape[d] - r + m - 1) / m;  // v = m * u + r < shape[d]
+          loop_over(placeholder_var(count), [&](const Expr& u) { return add(mul(u, m), cnst(r)); },
+                    b_.getInt64(0), b_.getInt64(count));
+        }
+        split_copies_ /= m;
+      } else {
+        loop_over(whole, [](const Expr& v) { return v; }, lo, hi);
       }
-      emit_loop(lo, hi, [&](Value* iv) {
-        vars_[size_t(idx[d]->value)] = iv;
-        nest(at + 1);
-      });
+      idx[d] = whole;
     };
     if (plan_.blocks) {
       blocks_.emplace();
@@ -385,13 +402,12 @@ class Builder {
     for (auto& s : e->src) collect_lts(s, out);
   }
 
-  // The segment bounds of dim `d`'s loop var v in which every mask atom
+  // The segment bounds of loop var v in which every mask atom
   // lt(a*v + r, c) under the outputs is either provably true or provably
   // false (r ranging over the other variables, reduce loops included) or
   // neither throughout: {0, cuts..., size}; fewer than 3 entries means no
   // split. Atoms where v is not linear are left as they are.
-  std::vector<int64_t> mask_cuts(const std::vector<Expr>& idx, size_t d) {
-    const Expr& v = idx[d];
+  std::vector<int64_t> mask_cuts(const std::vector<Expr>& idx, const Expr& v) {
     if (v->op != EOp::Var) return {};
     int vid = int(v->value);
     std::vector<Expr> atoms;
@@ -426,6 +442,39 @@ class Builder {
     std::sort(cuts.begin(), cuts.end());
     cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
     return cuts;
+  }
+
+  // The small modulus m (2..kMaxResidues) of the divisions and remainders of loop var v in the
+  // kernel's masks and load indices (a strided convolution's dilated gradient: mask
+  // (h - 1) % 2 == 0, load at (h - 1) / 2): the loop then runs once per residue r,
+  // v = m * u + r, where they fold to constants and the index moves by 1 along u. 1: none.
+  static constexpr int64_t kMaxResidues = 4;
+  int64_t mask_residues(const std::vector<Expr>& idx, const Expr& v) {
+    if (v->op != EOp::Var) return 1;
+    const int vid = int(v->value);
+    int64_t m = 1;
+    std::function<void(const Expr&)> scan = [&](const Expr& e) {
+      if ((e->op == EOp::Mod || e->op == EOp::Div) && uses_vars(e, vid, vid + 1)) {
+        auto a = linear_coefficient(e->src[0], vid);
+        int64_t c = e->value;
+        int64_t need = a && *a != 0 ? c / std::gcd(std::abs(*a), c) : kMaxResidues + 1;
+        m = need > kMaxResidues ? kMaxResidues + 1 : std::lcm(m, need);  // lcm of numbers <= 4: no overflow
+      }
+      for (auto& s : e->src) scan(s);
+    };
+    IndexWalker w;
+    w.is_leaf = [&](const Node* n) { return k_.loads.count(n) > 0; };
+    w.fresh_var = [&](int64_t size) { return placeholder_var(size); };
+    w.visit = [&](const Node*, const std::vector<Expr>&, const Expr& valid) {
+      scan(valid);
+      return true;
+    };
+    w.on_leaf = [&](const Node* n, const std::vector<Expr>& ix, const Expr& valid) {
+      scan(valid);
+      scan(row_major(ix, n->shape));
+    };
+    for (auto* r : output_roots(k_)) w.walk(r, idx, cnst(1));
+    return m <= kMaxResidues ? m : 1;
   }
 
   // ---- index expressions

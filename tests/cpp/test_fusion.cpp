@@ -154,6 +154,32 @@ TEST(Fusion, TransposedCopyOfAProductComputesItInItsOwnOrder) {
     }
 }
 
+// Realize points of one size are walked together by the cost model, each seen in the shape
+// of the first (here the other value's flat one). The scores were seen through a reshape
+// node, the requested one, itself a root and so a leaf: their reduces went uncounted and q
+// was recomputed inside q @ q.T (a transformer block fused whole into one kernel that ran
+// for minutes).
+TEST(Fusion, RequestedReshapeStillRealizesRepeatedReduces) {
+  auto xv = data(16 * 12), wv = data(12 * 16, 0.05f);
+  Tensor q = from(xv, {16, 12}).matmul(from(wv, {12, 16}));  // (16, 16)
+  Tensor scores = q.matmul(q.permute({1, 0}));                // q read through broadcasts
+  Tensor flat = scores.reshape({256});
+  // another value of 256 elements, flat, first: the group of that size is walked in its shape
+  Tensor other = from(data(256), {256}).binary(Op::Mul, cf(2, {256}));
+  EXPECT_EQ(count({other, flat}), 3);  // the other value; q; the scores
+  auto got = to_vec<float>(flat);
+  std::vector<double> qd(256, 0.0);
+  for (int i = 0; i < 16; i++)
+    for (int j = 0; j < 16; j++)
+      for (int k = 0; k < 12; k++) qd[size_t(i * 16 + j)] += double(xv[size_t(i * 12 + k)]) * wv[size_t(k * 16 + j)];
+  for (int i = 0; i < 16; i++)
+    for (int j = 0; j < 16; j++) {
+      double e = 0;
+      for (int k = 0; k < 16; k++) e += qd[size_t(i * 16 + k)] * qd[size_t(j * 16 + k)];
+      EXPECT_NEAR(got[size_t(i * 16 + j)], e, 1e-3 * (1 + std::abs(e)));
+    }
+}
+
 // An independent scalar update (nn.BatchNorm's num_batches_tracked += 1)
 // rides along the smallest kernel it can run beside, and still gets its value.
 TEST(Fusion, IndependentScalarRidesAlongAnotherKernel) {

@@ -259,10 +259,9 @@ void realize_repeated_reduces(Planner& p, const std::vector<const Node*>& order)
     // group with one walker, every tree seen in the group's shape.
     struct Group {
       Shape shape;
-      std::vector<std::pair<const Node*, NodeRef>> trees;  // (root, tree seen in `shape`)
+      std::vector<std::pair<const Node*, NodeRef>> trees;  // (root, tree), each seen in `shape`
     };
     std::map<std::pair<int64_t, int>, Group> groups;
-    std::vector<NodeRef> temporaries;
     int unique = 0;
     for (auto* root : order) {
       if (!p.roots.count(root)) continue;
@@ -273,12 +272,7 @@ void realize_repeated_reduces(Planner& p, const std::vector<const Node*>& order)
         Group& g = groups[{numel(shape), region ? ++unique : 0}];
         if (g.trees.empty()) g.shape = shape;
         NodeRef ref = p.refs.count(tree) ? p.refs.at(tree) : NodeRef();
-        if (!ref) continue;
-        if (shape != g.shape) {
-          ref = Tensor(ref).reshape(g.shape).node();
-          temporaries.push_back(ref);
-        }
-        g.trees.emplace_back(root, ref);
+        if (ref) g.trees.emplace_back(root, ref);
       }
     }
     for (auto& [key, g] : groups) {
@@ -299,6 +293,8 @@ void realize_repeated_reduces(Planner& p, const std::vector<const Node*>& order)
         };
         std::vector<Expr> idx;
         for (auto d : shape) idx.push_back(d > 1 ? make_var(d) : cnst(0));
+        Expr flat_index = cnst(0);
+        for (size_t d = 0; d < shape.size(); d++) flat_index = add(mul(flat_index, shape[d]), idx[d]);
         in_reduce_loop = true;
         IndexWalker w;
         w.is_leaf = [&](const Node* n) { return n->realized() || (n != root && p.roots.count(n)); };
@@ -339,7 +335,10 @@ void realize_repeated_reduces(Planner& p, const std::vector<const Node*>& order)
         };
         for (auto& [r, tree] : g.trees) {
           root = r;
-          w.walk(tree.get(), idx, cnst(1));
+          // A tree of another shape is seen at the group's index taken row-major (as its
+          // merged kernel reshapes it). Not through a reshape node: that may be a node of
+          // the graph, another root (a requested reshape of this value), walked as a leaf.
+          w.walk(tree.get(), tree->shape == shape ? idx : unflatten(flat_index, tree->shape), cnst(1));
         }
       }
     }

@@ -112,26 +112,25 @@ bool has_tileable_reduce(const Kernel& k) {
   int next = 0;
   auto fresh = [&](int64_t size) { return var(next++, size); };
   std::vector<Expr> idx;
-  for (int64_t extent : k.shape) idx.push_back(fresh(extent));
+  for (int64_t extent : k.shape) idx.push_back(fresh(extent));  // dim d is var d
   auto c = find_tiled_reduce(k, idx, -1, fresh);
   if (!c) return false;
-  for (size_t d = 0; d < idx.size(); d++) {
-    if (k.shape[d] == 1) continue;
-    // a load that stays put along dim d but moves along the reduce: a tile reads it once
-    // for all its columns. Not a batch norm's per-channel scale (it stays put along both)
-    // nor a bias of a few elements (no more than a vector's worth of cache lines).
-    constexpr int64_t kSmallLeaf = 1024;
-    int kid = -1;
-    int64_t inner_extent = 0;
-    bool reused = false;
-    bool plain = each_load_index(k, *c, fresh, &kid, &inner_extent, [&](const Expr& flat, const Node* leaf) {
-      auto sj = linear_coefficient(flat, int(d)), sk = linear_coefficient(flat, kid);
-      if (sj && *sj == 0 && !(sk && *sk == 0) && numel(leaf->shape) >= kSmallLeaf) reused = true;
-    });
-    if (!plain) return false;
-    if (reused) return true;
-  }
-  return false;
+  // A load that stays put along an output dim but moves along the reduce: a tile reads it
+  // once for all its columns. Not a batch norm's per-channel scale (it stays put along both)
+  // nor a bias of a few elements (no more than a vector's worth of cache lines).
+  constexpr int64_t kSmallLeaf = 1024;
+  int kid = -1;
+  int64_t inner_extent = 0;
+  bool reused = false;
+  bool plain = each_load_index(k, *c, fresh, &kid, &inner_extent, [&](const Expr& flat, const Node* leaf) {
+    auto sk = linear_coefficient(flat, kid);
+    if ((sk && *sk == 0) || numel(leaf->shape) < kSmallLeaf) return;
+    for (size_t d = 0; d < idx.size(); d++) {
+      auto sj = linear_coefficient(flat, int(d));
+      if (k.shape[d] > 1 && sj && *sj == 0) reused = true;
+    }
+  });
+  return plain && reused;
 }
 
 }  // namespace tiny

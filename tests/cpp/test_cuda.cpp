@@ -823,8 +823,10 @@ TEST_F(Cuda, FewOutputsSplitTheirReductionAcrossBlocks) {
 TEST_F(Cuda, LongReducesOfManyOutputsSplitAcrossThreads) {
   // A weight gradient's shape: 72 x 64 outputs, each a sum of 18816 products along the
   // factors' outer axis. Rendered for an H100 a block per output would read one element per
-  // sector; register tiles of 4 x 4 take slices of the reduce on separate threads instead,
-  // the last thread of each tile combining the partials in slice order.
+  // sector. Shared tiles take 64 x 64 outputs a block, 2 blocks for 132 multiprocessors: each
+  // takes slices of the reduce on separate blocks (whole chunks of 16 steps), the last block of
+  // each combining the partials in slice order. Without shared memory, register tiles of 4 x 4
+  // take slices on separate threads the same way.
   const int64_t N = 18816, M = 72, K = 64;
   std::vector<float> a(size_t(N * M)), b(size_t(N * K));
   uint32_t state = 12345;
@@ -835,37 +837,75 @@ TEST_F(Cuda, LongReducesOfManyOutputsSplitAcrossThreads) {
   Tensor prod = ta.reshape({N, M, 1}).expand({N, M, K}).binary(Op::Mul, tb.reshape({N, 1, K}).expand({N, M, K}));
   Schedule s = create_schedule({prod.reduce(ReduceOp::Sum, {0}, false).node()}, *cpu_device());
   ASSERT_EQ(s.kernels.size(), 1u);
-  CudaRenderOptions h100;
-  h100.multiprocessors = 132;
-  CudaKernelSource src = render_cuda(s.kernels[0], h100);
-  EXPECT_TRUE(src.split_threads) << src.kernel;
-  EXPECT_EQ(src.split, 18);  // 18816 steps / 1024 per slice at least; 1046 each, the last 1034
-  EXPECT_EQ(src.tile_outputs(), 16);
-  EXPECT_EQ(src.outputs, M * K / 16);
+  CudaRenderOptions h100, h100_registers;
+  h100.multiprocessors = h100_registers.multiprocessors = 132;
+  h100_registers.shared_tiles = false;
+  CudaKernelSource blocks = render_cuda(s.kernels[0], h100);
+  EXPECT_TRUE(blocks.shared_tile) << blocks.kernel;
+  EXPECT_FALSE(blocks.split_threads);
+  // 1176 chunks; 64 slices at most (each at least 256 steps): 19 chunks each, 62 slices
+  EXPECT_EQ(blocks.split, 62);
+  EXPECT_EQ(blocks.outputs, 2);
+  EXPECT_EQ(blocks.partial_slots, 64 * 64);
+  CudaKernelSource threads = render_cuda(s.kernels[0], h100_registers);
+  EXPECT_TRUE(threads.split_threads) << threads.kernel;
+  EXPECT_EQ(threads.split, 18);  // 18816 steps / 1024 per slice at least; 1046 each, the last 1034
+  EXPECT_EQ(threads.tile_outputs(), 16);
+  EXPECT_EQ(threads.outputs, M * K / 16);
   // a thread per (tile, slice), neighbouring threads on neighbouring tiles
-  EXPECT_NE(src.kernel.find("for (i64 gid = tiny_begin + tiny_t % tiny_n;"), std::string::npos) << src.kernel;
-  EXPECT_FALSE(render_cuda(s.kernels[0]).split_threads);  // rendered for no device: never split
-  if (nvrtc_available()) {
-    NvrtcOutput built = nvrtc_compile(src.source, src.name, 90, false);
-    EXPECT_TRUE(built.ok) << built.log;
-  }
+  EXPECT_NE(threads.kernel.find("for (i64 gid = tiny_begin + tiny_t % tiny_n;"), std::string::npos) << threads.kernel;
+  EXPECT_FALSE(render_cuda(s.kernels[0]).split > 1);  // rendered for no device: never split
+  if (nvrtc_available())
+    for (auto* src : {&blocks, &threads}) {
+      NvrtcOutput built = nvrtc_compile(src->source, src->name, 90, false);
+      EXPECT_TRUE(built.ok) << built.log;
+    }
 
   Device* emu = cuda_emu_device();
   ASSERT_NE(emu, nullptr);
   Memory before = initial_memory(s);
-  Memory got = run_on(*emu, s, before, h100);
-  EXPECT_EQ(run_on(*emu, s, before, h100), got);  // tickets reset: a second launch gives the same bits
   const Buffer* out = s.kernels[0].buffers[0]->owner();
-  ASSERT_EQ(got.at(out).size(), size_t(M * K * 4));
-  const float* r = reinterpret_cast<const float*>(got.at(out).data());
+  for (auto* opt : {&h100, &h100_registers}) {
+    Memory got = run_on(*emu, s, before, *opt);
+    EXPECT_EQ(run_on(*emu, s, before, *opt), got);  // tickets reset: a second launch gives the same bits
+    ASSERT_EQ(got.at(out).size(), size_t(M * K * 4));
+    const float* r = reinterpret_cast<const float*>(got.at(out).data());
+    for (int64_t m = 0; m < M; m++)
+      for (int64_t k = 0; k < K; k++) {
+        double want = 0, mag = 0;
+        for (int64_t n = 0; n < N; n++) {
+          want += double(a[size_t(n * M + m)]) * b[size_t(n * K + k)];
+          mag += std::fabs(double(a[size_t(n * M + m)]) * b[size_t(n * K + k)]);
+        }
+        ASSERT_NEAR(r[m * K + k], want, 1e-5 * mag) << m << ", " << k << (opt == &h100 ? " (blocks)" : " (threads)");
+      }
+  }
+  // float16 factors on tensor cores, split the same way (the values are multiples of 1/8:
+  // exact in float16)
+  std::vector<float> qa(a.size()), qb(b.size());
+  for (size_t i = 0; i < a.size(); i++) qa[i] = std::round(a[i] * 32) / 8;
+  for (size_t i = 0; i < b.size(); i++) qb[i] = std::round(b[i] * 32) / 8;
+  const DType f16 = DType::Float16, f32 = DType::Float32;
+  Tensor ha = Tensor::from_host(qa.data(), {N, M}, f32).cast(f16), hb = Tensor::from_host(qb.data(), {N, K}, f32).cast(f16);
+  Tensor::realize_all({ha, hb});
+  Tensor hprod = ha.cast(f32).reshape({N, M, 1}).expand({N, M, K}).binary(Op::Mul, hb.cast(f32).reshape({N, 1, K}).expand({N, M, K}));
+  Schedule hs = create_schedule({hprod.reduce(ReduceOp::Sum, {0}, false).node()}, *cpu_device());
+  ASSERT_EQ(hs.kernels.size(), 1u);
+  CudaRenderOptions h100_mma = h100;
+  h100_mma.arch = 90;
+  CudaKernelSource cores = render_cuda(hs.kernels[0], h100_mma);
+  EXPECT_EQ(cores.tensor_cores, "f16");
+  EXPECT_EQ(cores.split, 59);  // 588 chunks of 32 steps, 64 slices at most: 10 chunks each, 59 slices
+  Memory hgot = run_on(*emu, hs, initial_memory(hs), h100_mma);
+  const float* hr = reinterpret_cast<const float*>(hgot.at(hs.kernels[0].buffers[0]->owner()).data());
   for (int64_t m = 0; m < M; m++)
     for (int64_t k = 0; k < K; k++) {
       double want = 0, mag = 0;
       for (int64_t n = 0; n < N; n++) {
-        want += double(a[size_t(n * M + m)]) * b[size_t(n * K + k)];
-        mag += std::fabs(double(a[size_t(n * M + m)]) * b[size_t(n * K + k)]);
+        want += double(qa[size_t(n * M + m)]) * qb[size_t(n * K + k)];
+        mag += std::fabs(double(qa[size_t(n * M + m)]) * qb[size_t(n * K + k)]);
       }
-      ASSERT_NEAR(r[m * K + k], want, 1e-5 * mag) << m << ", " << k;
+      ASSERT_NEAR(hr[m * K + k], want, 1e-5 * mag) << m << ", " << k << " (tensor cores)";
     }
   // integer products split the same way, exactly (partials of 64-bit sums in the u64 slots)
   std::vector<int32_t> ia(a.size()), ib(b.size());
@@ -876,15 +916,18 @@ TEST_F(Cuda, LongReducesOfManyOutputsSplitAcrossThreads) {
       Op::Mul, xb.cast(DType::Int64).reshape({N, 1, K}).expand({N, M, K}));
   Schedule is = create_schedule({iprod.reduce(ReduceOp::Sum, {0}, false).node()}, *cpu_device());
   ASSERT_EQ(is.kernels.size(), 1u);
-  EXPECT_TRUE(render_cuda(is.kernels[0], h100).split_threads);
-  Memory igot = run_on(*emu, is, initial_memory(is), h100);
-  const int64_t* ir = reinterpret_cast<const int64_t*>(igot.at(is.kernels[0].buffers[0]->owner()).data());
-  for (int64_t m = 0; m < M; m++)
-    for (int64_t k = 0; k < K; k++) {
-      int64_t want = 0;
-      for (int64_t n = 0; n < N; n++) want += int64_t(ia[size_t(n * M + m)]) * ib[size_t(n * K + k)];
-      ASSERT_EQ(ir[m * K + k], want) << m << ", " << k;
-    }
+  EXPECT_EQ(render_cuda(is.kernels[0], h100).split, 62);
+  EXPECT_TRUE(render_cuda(is.kernels[0], h100_registers).split_threads);
+  for (auto* opt : {&h100, &h100_registers}) {
+    Memory igot = run_on(*emu, is, initial_memory(is), *opt);
+    const int64_t* ir = reinterpret_cast<const int64_t*>(igot.at(is.kernels[0].buffers[0]->owner()).data());
+    for (int64_t m = 0; m < M; m++)
+      for (int64_t k = 0; k < K; k++) {
+        int64_t want = 0;
+        for (int64_t n = 0; n < N; n++) want += int64_t(ia[size_t(n * M + m)]) * ib[size_t(n * K + k)];
+        ASSERT_EQ(ir[m * K + k], want) << m << ", " << k;
+      }
+  }
 }
 
 TEST_F(Cuda, ReducesInsideAReduceAreComputedBeforeItsLoop) {
@@ -1057,6 +1100,48 @@ TEST_F(Cuda, SharedMemoryTilesOfProducts) {
       .add(na.matmul(nb), false, "8 columns")
       .add(h.matmul(hb), false, "float16")
       .add(i.matmul(ib), true, "int32")
+      .run();
+}
+
+// A convolution's outputs seen as a matrix product: (output channels) x (images x positions),
+// so that blocks of tiles fit maps of any size (a 7 x 7 map filled 7 columns of a block's 64);
+// its weight gradient as (input channels x taps) x (output channels); a linear layer on a
+// batch of sequences as (batch x tokens) x (features). Each as the torch layer writes it.
+TEST_F(Cuda, ConvolutionsRunAsMatrixProducts) {
+  const int64_t N = 4, C = 16, OC = 32, H = 7;
+  Tensor x = positive(DType::Float32, {N, C, H, H}, 431), w = input(DType::Float32, {OC, C, 3, 3}, 432, false);
+  Tensor xp = x.pad({{0, 0}, {0, 0}, {1, 1}, {1, 1}});
+  const int64_t P = H + 2;
+  Tensor win = xp.as_strided({N, 1, 1, H, H, C, 3, 3}, {C * P * P, C * P * P, 0, P, 1, P * P, P, 1}, 0)
+                   .expand({N, 1, OC, H, H, C, 3, 3});
+  Tensor conv = win.binary(Op::Mul, w.reshape({1, 1, OC, 1, 1, C, 3, 3}).expand({N, 1, OC, H, H, C, 3, 3}))
+                    .reduce(ReduceOp::Sum, {5, 6, 7}, false);
+  // the weight gradient from grad_output stored channels-last (N, H, W, OC)
+  Tensor go = input(DType::Float32, {N, H, H, OC}, 433, false);
+  Tensor::realize_all({go});
+  Tensor wgrad = xp.as_strided({C, 3, 3, OC, N, H, H}, {P * P, P, 1, 0, C * P * P, P, 1}, 0)
+                     .binary(Op::Mul, go.as_strided({C, 3, 3, OC, N, H, H}, {0, 0, 0, 1, H * H * OC, H * OC, OC}, 0))
+                     .reduce(ReduceOp::Sum, {4, 5, 6}, false);
+  Tensor seq = input(DType::Float32, {3, 5, 24}, 434, false), lw = input(DType::Float32, {40, 24}, 435, false);
+  Tensor linear = seq.reshape({3, 5, 1, 24}).expand({3, 5, 40, 24})
+                      .binary(Op::Mul, lw.reshape({1, 1, 40, 24}).expand({3, 5, 40, 24}))
+                      .reduce(ReduceOp::Sum, {3}, false);
+  auto rendered = [](const Tensor& t) { return render_cuda(create_schedule({t.node()}).kernels.back()); };
+  CudaKernelSource fwd = rendered(conv), wg = rendered(wgrad), lin = rendered(linear);
+  EXPECT_TRUE(fwd.shared_tile) << fwd.kernel.substr(0, 300);
+  EXPECT_NE(fwd.kernel.find("seen as (32, 196)"), std::string::npos) << fwd.kernel.substr(0, 300);
+  EXPECT_NE(wg.kernel.find("seen as (144, 32)"), std::string::npos) << wg.kernel.substr(0, 300);
+  EXPECT_EQ(wg.tile_rows * wg.tile_cols, 16);  // 4 x 4: the kernel's width (3) gave rows of 1
+  EXPECT_NE(lin.kernel.find("seen as (15, 40)"), std::string::npos) << lin.kernel.substr(0, 300);
+  // a plain matmul is one already
+  Tensor a = input(DType::Float32, {64, 40}, 436, false), b = input(DType::Float32, {40, 72}, 437, false);
+  EXPECT_EQ(rendered(a.matmul(b)).kernel.find("seen as"), std::string::npos);
+  CudaCheck()
+      .add(conv, false, "convolution, 7 x 7 maps")
+      .add(wgrad, false, "weight gradient")
+      .add(linear, false, "linear on (batch, tokens)")
+      .add(conv.binary(Op::Max, Tensor::full({N, 1, OC, H, H}, Scalar::from_double(0.0), DType::Float32)), false,
+           "convolution + ReLU")
       .run();
 }
 

@@ -19,7 +19,7 @@ namespace {
 
 CudaLaunchShape launch_shape(const CudaKernelSource& s) {
   return {s.block_size, s.elements_per_block(), s.num_buffers, s.num_params, s.serial, s.split, s.split_threads,
-          s.tile_outputs()};
+          s.partial_slots};
 }
 
 // Keeps a failing kernel's source where the user can read it; returns the path.

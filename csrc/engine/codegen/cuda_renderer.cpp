@@ -329,12 +329,13 @@ bool fits32(const Expr& e) {
 
 class Renderer {
  public:
-  Renderer(const Kernel& k, const CudaRenderOptions& opt) : k_(k), opt_(opt), plan_(lower_cuda(k, opt)) {}
+  Renderer(const Kernel& k, const CudaRenderOptions& opt)
+      : given_(k), opt_(opt), plan_(lower_cuda(k, opt)), k_(plan_.view ? *plan_.view : k) {}
 
   CudaKernelSource render() {
     CudaKernelSource out;
     std::ostringstream nm;
-    nm << k_.name() << "_" << std::hex << std::hash<std::string>()(k_.key());
+    nm << given_.name() << "_" << std::hex << std::hash<std::string>()(given_.key());
     out.name = nm.str();
     out.outputs = numel(k_.shape);
     out.num_buffers = int(k_.buffers.size());
@@ -353,6 +354,7 @@ class Renderer {
     out.tensor_cores = plan_.mma != CudaMma::None ? plan_.mma_name() : "";
     out.split = plan_.split;
     out.split_threads = plan_.split_threads;
+    out.partial_slots = plan_.split_threads ? plan_.tile_rows * plan_.tile_cols : plan_.shared ? plan_.block_rows() * plan_.block_cols() : 1;
     out.serial = k_.serial;
 
     // which buffers are stored to (the others are read-only: const pointers)
@@ -368,7 +370,7 @@ class Renderer {
             ? "one thread per " + num(p.tile_rows) + " x " + num(p.tile_cols) + " tile of outputs (dims " +
                   num(p.tile_d2) + ", " + num(p.tile_d) + ") and slice of " + num(p.split) +
                   " of the reduce, partials combined in order"
-        : p.split > 1 ? num(p.split) + " blocks per output, shared-memory reduce, partials combined in order"
+        : p.split > 1 && !p.shared ? num(p.split) + " blocks per output, shared-memory reduce, partials combined in order"
         : p.block_reduce ? "one block per output, shared-memory reduce"
         : p.mma != CudaMma::None
             ? "one block per " + num(p.block_rows()) + " x " + num(p.block_cols()) + " outputs (dims " + num(p.tile_d2) +
@@ -382,7 +384,9 @@ class Renderer {
         : p.lanes > 1 ? "one thread per " + num(p.lanes) + " neighbouring outputs along dim " + num(p.lanes_d) +
                             ", vector loads and stores where aligned"
                       : "one thread per output";
-    src << "// tiny kernel " << k_.name() << " (" << how        << ")\n// reason: " << k_.reason << "\n";
+    if (p.shared && p.split > 1) how += ", the reduce split across " + num(p.split) + " blocks, partials combined in order";
+    if (plan_.view) how += ", seen as " + shape_str(k_.shape);
+    src << "// tiny kernel " << given_.name() << " (" << how << ")\n// reason: " << k_.reason << "\n";
     src << "extern \"C\" __global__ void __launch_bounds__(" << plan_.block_size << ") " << out.name << "(";
     for (size_t i = 0; i < k_.buffers.size(); i++) {
       DType dt = k_.buffers[i]->dtype();
@@ -526,6 +530,31 @@ class Renderer {
     indent_--;
   }
 
+  // A split shared tile's meeting point: every thread of a block leaves its slice's partials
+  // in slots ((gid * threads + thread) * n + i) * split + slice; the last of the block's slices
+  // to take a ticket combines them in slice order (so the result does not depend on timing),
+  // resets the ticket and goes on to the stores; the others' blocks leave.
+  void combine_block_slices(const std::vector<std::string>& acc, DType dt) {
+    const std::string t = reg_type(dt), s = std::to_string(plan_.split), n = std::to_string(acc.size());
+    auto slot = [&](size_t i, const std::string& q) {
+      return "tiny_partials + (((u64)gid * " + std::to_string(plan_.shared_threads()) + " + threadIdx.x) * " + n + " + " +
+             std::to_string(i) + ") * " + s + " + " + q;
+    };
+    for (size_t i = 0; i < acc.size(); i++) line("*(" + t + "*)(" + slot(i, "tiny_slice") + ") = " + acc[i] + ";");
+    line("__threadfence();  // the partials are visible before the ticket is taken");
+    line("__syncthreads();");
+    line("if (threadIdx.x == 0) tiny_ticket = atomicAdd(tiny_tickets + gid, 1u);");
+    line("__syncthreads();");
+    line("if (tiny_ticket != " + s + "u - 1u) continue;  // the last slice's block combines");
+    line("__threadfence();");
+    for (size_t i = 0; i < acc.size(); i++) {
+      line(acc[i] + " = " + identity(ReduceOp::Sum, dt) + ";");
+      line("for (unsigned q = 0; q < " + s + "u; q++) " + acc[i] + " = " +
+           combine(ReduceOp::Sum, acc[i], "*(volatile " + t + "*)(" + slot(i, "q") + ")", dt) + ";");
+    }
+    line("if (threadIdx.x == 0) tiny_tickets[gid] = 0u;  // ready for the next launch");
+  }
+
   // ---- shared-memory tiles (see lowering.h)
   // A block of threads (or of warps, on tensor cores) owns a block of tiles; per chunk of the
   // reduce's steps its threads stage both factors of the product for the whole block in shared
@@ -609,18 +638,17 @@ class Renderer {
     }
     // The next chunk's factors are loaded into registers while the block computes
     // from the current one, then stored to shared memory after the barrier.
-    const std::string K = std::to_string(plan_.shared_k);
     Staging sa{plan_.row_factor, "tiny_as", rt, true, bm, BM, M, kSharedK}, sb{plan_.col_factor, "tiny_bs", ct, false, bn, BN, N, kSharedK};
     for (Staging* s : {&sa, &sb}) {
       s->regs = tmp("stage");
       line(s->type + " " + s->regs + "[" + std::to_string(staged_per_thread(*s, T)) + "];");
     }
-    for (Staging* s : {&sa, &sb}) stage_load(*s, base, T, "0");
-    line("for (int k0 = 0; k0 < " + K + "; k0 += " + BK + ") {");
+    for (Staging* s : {&sa, &sb}) stage_load(*s, base, T, k_begin_);
+    line("for (int k0 = " + k_begin_ + "; k0 < " + k_end_ + "; k0 += " + BK + ") {");
     indent_++;
     for (Staging* s : {&sa, &sb}) stage_store(*s, T);
     line("__syncthreads();");
-    line("if (k0 + " + BK + " < " + K + ") {");
+    line("if (k0 + " + BK + " < " + k_end_ + ") {");
     indent_++;
     for (Staging* s : {&sa, &sb}) stage_load(*s, base, T, "k0 + " + BK);
     indent_--;
@@ -662,6 +690,7 @@ class Renderer {
     line("__syncthreads();");
     indent_--;
     line("}");
+    if (plan_.split > 1) combine_block_slices(acc, dt);
     // stores, a group pair at a time: groups past the ends of partial blocks are not stored
     for (size_t g = 0; g < rows.size(); g++)
       for (size_t h = 0; h < cols.size(); h++) {
@@ -689,7 +718,22 @@ class Renderer {
   // block) and returns its other coordinates.
   std::vector<Expr> open_block_loop(std::string* bm, std::string* bn) {
     const Shape& shape = k_.shape;
-    line("for (i64 gid = tiny_begin + (i64)blockIdx.x; gid < tiny_end; gid += (i64)gridDim.x) {");
+    k_begin_ = "0";
+    k_end_ = std::to_string(plan_.shared_k);
+    if (plan_.split > 1) {
+      // blocks [gid * split, (gid + 1) * split) share block of tiles gid, a slice of the steps each
+      std::string sp = std::to_string(plan_.split) + "u";
+      line("__shared__ unsigned tiny_ticket;");
+      line("const unsigned tiny_slice = blockIdx.x % " + sp + ";");
+      std::string steps = std::to_string(plan_.split_steps);
+      line("const int tiny_k0 = (int)tiny_slice * " + steps + ", tiny_k1 = tiny_k0 + " + steps + " < " + k_end_ +
+           " ? tiny_k0 + " + steps + " : " + k_end_ + ";");
+      line("for (i64 gid = tiny_begin + (i64)(blockIdx.x / " + sp + "); gid < tiny_end; gid += (i64)(gridDim.x / " + sp + ")) {");
+      k_begin_ = "tiny_k0";
+      k_end_ = "tiny_k1";
+    } else {
+      line("for (i64 gid = tiny_begin + (i64)blockIdx.x; gid < tiny_end; gid += (i64)gridDim.x) {");
+    }
     indent_++;
     memo_.emplace_back();
     Shape grid = plan_.shared_grid(k_.shape);
@@ -757,7 +801,7 @@ class Renderer {
     std::string at = tmp("at"), k = tmp("k"), ok = tmp("ok"), row = s.block + " * " + std::to_string(s.extent) + " + " + m;
     std::string whole = s.extent * s.chunk < threads ? lin + " < " + std::to_string(s.extent * s.chunk) + " && " : "";
     line("const bool " + ok + " = " + whole + row + " < " + std::to_string(s.size) + " && " + k_start + " + " + kk + " < " +
-         std::to_string(plan_.shared_k) + ";");
+         k_end_ + ";");
     // clamped into range where the step or the row is past the end (the value is not used)
     line("const int " + at + " = " + ok + " ? " + row + " : 0, " + k + " = " + ok + " ? " + k_start + " + " + kk + " : 0;");
     std::vector<Expr> o = base;
@@ -817,12 +861,12 @@ class Renderer {
       s->regs = tmp("stage");
       line("float " + s->regs + "[" + str(staged_per_thread(*s, T)) + "];");
     }
-    for (Staging* s : {&sa, &sb}) stage_load(*s, base, T, "0");
-    line("for (int k0 = 0; k0 < " + str(plan_.shared_k) + "; k0 += " + str(kMmaK) + ") {");
+    for (Staging* s : {&sa, &sb}) stage_load(*s, base, T, k_begin_);
+    line("for (int k0 = " + k_begin_ + "; k0 < " + k_end_ + "; k0 += " + str(kMmaK) + ") {");
     indent_++;
     for (Staging* s : {&sa, &sb}) stage_store(*s, T);
     line("__syncthreads();");
-    line("if (k0 + " + str(kMmaK) + " < " + str(plan_.shared_k) + ") {");
+    line("if (k0 + " + str(kMmaK) + " < " + k_end_ + ") {");
     indent_++;
     for (Staging* s : {&sa, &sb}) stage_load(*s, base, T, "k0 + " + str(kMmaK));
     indent_--;
@@ -855,6 +899,12 @@ class Renderer {
     line("__syncthreads();");
     indent_--;
     line("}");
+    if (plan_.split > 1) {
+      std::vector<std::string> values;
+      for (auto& a : acc)
+        for (int e = 0; e < 4; e++) values.push_back(a + "[" + str(e) + "]");
+      combine_block_slices(values, DType::Float32);
+    }
     // stores: value e of a piece is at row g (+ 8 for e >= 2), column 2 t + e % 2 of the piece;
     // those past the ends of partial blocks are not stored
     const Node* r = find_tiled_reduce(k_, base, -1, [&](int64_t size) { return new_var("", size); })->reduce;
@@ -1793,9 +1843,11 @@ class Renderer {
     throw std::runtime_error(std::string("tiny cuda: unsupported binary ") + op_name(op));
   }
 
-  const Kernel& k_;
+  const Kernel& given_;
   CudaRenderOptions opt_;
   const CudaPlan plan_;  // how the kernel runs (lowering.h)
+  const Kernel& k_;      // the kernel as planned: given_, or its matrix view
+  std::string k_begin_, k_end_;  // a shared tile's steps: all, or its split's slice
   int lane_var_ = -1;          // the lane's variable id (the newest when the lanes are emitted)
   int lane_ = -1;              // the lane being emitted (-1: none)
   bool lane_vectors_ = false;  // the pass with vector accesses

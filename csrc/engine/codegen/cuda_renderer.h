@@ -79,6 +79,9 @@ struct CudaKernelSource {
   // The split's slices run on threads of a register tile (one per tile and slice, the launch
   // covering each once) rather than blocks; the partial slots are `split * outputs * tile`.
   bool split_threads = false;
+  // Partial slots per launch element and slice: 1 (a block reduce), a tile's outputs (split
+  // threads), a block's outputs (a shared tile split across blocks, as a block reduce is).
+  int64_t partial_slots = 1;
   // Output elements one block covers per pass of the grid-stride loop.
   int64_t elements_per_block() const { return cooperative() ? 1 : block_size; }
   // Whether the block's threads work together (they meet at barriers).

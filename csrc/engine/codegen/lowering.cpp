@@ -7,6 +7,7 @@
 
 #include "engine/codegen/index_walk.h"
 #include "engine/codegen/register_tile.h"
+#include "engine/tensor/tensor.h"
 
 namespace tiny {
 
@@ -607,6 +608,98 @@ class CpuLowering {
 
 // ---------------------------------------------------------------- CUDA
 
+// A tiled sum of products (a matmul, a convolution): the reduce, its product (through casts)
+// and the product's context at the output index walked, the reduce's axes as fresh variables
+// (`steps` of them in all); none where the tiled reduce adds something else or is masked.
+struct TiledProduct {
+  const Node* reduce;
+  const Node* prod;
+  std::vector<Expr> sub;
+  int64_t steps;
+};
+std::optional<TiledProduct> tiled_product(const Kernel& k, const std::vector<Expr>& idx,
+                                          const std::function<Expr(int64_t)>& fresh) {
+  auto ctx = find_tiled_reduce(k, idx, -1, fresh);
+  if (!ctx || ctx->reduce->args.rop != ReduceOp::Sum || !is_true(ctx->valid)) return std::nullopt;
+  const Node* r = ctx->reduce;
+  const Node* prod = r->src[0].get();
+  while (prod->op == Op::Cast) prod = prod->src[0].get();
+  if (prod->op != Op::Mul) return std::nullopt;
+  TiledProduct t{r, prod, ctx->idx, 1};
+  for (int a : r->args.axes) {
+    t.steps *= r->src[0]->shape[size_t(a)];
+    t.sub[size_t(a)] = fresh(r->src[0]->shape[size_t(a)]);
+  }
+  return t;
+}
+
+// The value of `e` with variable `id` at `at` and every other at 0.
+int64_t value_at(const Expr& e, int id, int64_t at) {
+  auto v = [&](size_t i) { return value_at(e->src[i], id, at); };
+  auto floor_div = [](int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); };
+  switch (e->op) {
+    case EOp::Const: return e->value;
+    case EOp::Var: return e->value == id ? at : 0;
+    case EOp::Add: {
+      int64_t sum = 0;
+      for (size_t i = 0; i < e->src.size(); i++) sum += v(i);
+      return sum;
+    }
+    case EOp::Mul: return v(0) * e->value;
+    case EOp::Div: return floor_div(v(0), e->value);
+    case EOp::Mod: return v(0) - floor_div(v(0), e->value) * e->value;
+    case EOp::Lt: return v(0) < e->value;
+    case EOp::And: return v(0) && v(1);
+    case EOp::Bounded: return v(0);
+  }
+  return 0;
+}
+
+// Whether index `e` moves by one element as variable `id` steps from 0 to 1: unit stride
+// along it, or along its innermost part where it is a flattening of several dims.
+bool unit_step(const Expr& e, int id) {
+  auto stride = linear_coefficient(e, id);
+  if (stride) return *stride == 1;
+  return value_at(e, id, 1) - value_at(e, id, 0) == 1;
+}
+
+// How one factor of a tiled product reads: whether plainly (no gather, random numbers or
+// reduce inside), and per output variable in `ids`, whether it moves along it and whether
+// some load reads along it with unit stride.
+struct FactorMotion {
+  bool plain = true;
+  std::vector<bool> moves, unit;
+};
+FactorMotion factor_motion(const Kernel& k, const Node* factor, const std::vector<Expr>& sub,
+                           const std::vector<int>& ids, const std::function<Expr(int64_t)>& fresh) {
+  FactorMotion m;
+  m.moves.assign(ids.size(), false);
+  m.unit.assign(ids.size(), false);
+  auto note = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
+    Expr flat = k.loads.count(n) ? row_major(ix, n->shape) : nullptr;
+    for (size_t i = 0; i < ids.size(); i++) {
+      int id = ids[i];
+      bool moves = uses_vars(v, id, id + 1);
+      for (auto& e : ix) moves |= uses_vars(e, id, id + 1);
+      m.moves[i] = m.moves[i] || moves;
+      if (!flat) continue;
+      m.unit[i] = m.unit[i] || unit_step(flat, id);
+    }
+  };
+  IndexWalker w;
+  w.is_leaf = [&](const Node* n) { return k.loads.count(n) > 0; };
+  w.fresh_var = fresh;
+  // where the factor reads (views between only transform the index)
+  w.visit = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
+    if (n->op == Op::Gather || n->op == Op::Rand || n->op == Op::Reduce) m.plain = false;
+    if (n->op == Op::Arange) note(n, ix, v);
+    return m.plain;
+  };
+  w.on_leaf = note;
+  w.walk(factor, sub, cnst(1));
+  return m;
+}
+
 class CudaLowering {
  public:
   CudaLowering(const Kernel& k, const CudaRenderOptions& opt) : k_(k), opt_(opt) {}
@@ -634,6 +727,8 @@ class CudaLowering {
     // there register tiles, neighbouring threads on neighbouring outputs, with slices of the
     // reduce on separate threads (split_threads, below). (H100, resnet18's 3x3 64->64 weight
     // gradient at batch 64: 76 ms a block per output, 3.4 ms so.)
+    // Where such a tile's factors can share shared memory, blocks of tiles with a split reduce
+    // (below) do better still: a weight gradient's factors are read once per block, not per tile.
     bool long_tiles = false;
     if (p_.block_reduce && opt_.block_reduce < 0 && outputs > 4096 && opt_.register_tile && opt_.multiprocessors > 0) {
       plan_register_tile(/*shared=*/false);
@@ -641,7 +736,7 @@ class CudaLowering {
       if (long_tiles) p_.block_reduce = false;
     }
     if (!k_.serial && !p_.block_reduce && opt_.register_tile && !long_tiles) plan_register_tile();
-    if (p_.tiled() && p_.tile_d2 >= 0 && opt_.shared_tiles && !long_tiles) plan_shared_tile();
+    if (p_.tiled() && p_.tile_d2 >= 0 && opt_.shared_tiles) plan_shared_tile(/*tensor_cores_only=*/false, long_tiles);
     if (!k_.serial && !p_.block_reduce && !p_.tiled() && max_r == 0 && opt_.vector_lanes) plan_lanes();
     p_.launch_outputs = outputs;
     if (p_.shared) {  // the launch range counts blocks of tiles
@@ -672,6 +767,21 @@ class CudaLowering {
       int64_t useful = max_r / (int64_t(bs) * 16);
       p_.split = int(std::max<int64_t>(1, std::min<int64_t>({wanted, useful, 1024})));
     }
+    // A shared tile whose blocks leave multiprocessors idle (a weight gradient: few outputs, long
+    // reduces) splits its reduce into slices of whole chunks, a block per block of tiles and
+    // slice, aiming at two blocks per multiprocessor, each slice at least kBlockSliceMin steps.
+    if (p_.shared && p_.launch_outputs < opt_.multiprocessors && one_flat_reduce(k_, vars_)) {
+      const int64_t chunk = p_.mma != CudaMma::None ? kMmaK : kSharedK;
+      int64_t blocks = std::max<int64_t>(p_.launch_outputs, 1);
+      int64_t wanted = (2 * int64_t(opt_.multiprocessors) + blocks - 1) / blocks;
+      int64_t useful = p_.shared_k / std::max(kBlockSliceMin, chunk);
+      int64_t slices = std::min<int64_t>({wanted, useful, kMaxThreadSlices});
+      if (slices >= 2) {
+        int64_t chunks = (p_.shared_k + chunk - 1) / chunk;
+        p_.split_steps = (chunks + slices - 1) / slices * chunk;
+        p_.split = int((p_.shared_k + p_.split_steps - 1) / p_.split_steps);  // none empty
+      }
+    }
     // Likewise a register tile's reduce when its threads are too few to fill the GPU: slices of
     // the reduce's outermost axis on separate threads, aiming at kThreadsPerSM threads per
     // multiprocessor, each slice at least kThreadSliceMin steps long.
@@ -689,7 +799,7 @@ class CudaLowering {
   }
 
  private:
-  static constexpr int64_t kThreadsPerSM = 1024, kThreadSliceMin = 1024, kMaxThreadSlices = 64;
+  static constexpr int64_t kThreadsPerSM = 1024, kThreadSliceMin = 1024, kMaxThreadSlices = 64, kBlockSliceMin = 256;
 
   // The largest flattened extent of a reduce not nested inside another reduce.
   // `inner`: whether that reduce covers its source's last non-unit dim (the
@@ -782,57 +892,27 @@ class CudaLowering {
   // output still adds its products in reduce order, so the results equal the
   // untiled kernel's; steps past the reduce's end stage zeros (adding +0
   // changes no sum).
-  void plan_shared_tile(bool tensor_cores_only = false) {
+  void plan_shared_tile(bool tensor_cores_only = false, bool long_reduce = false) {
     const Shape& shape = k_.shape;
     std::vector<Expr> idx = vars_.index(shape);
     auto fresh = vars_.fresh();
-    auto ctx = find_tiled_reduce(k_, idx, -1, fresh);
-    if (!ctx || ctx->reduce->args.rop != ReduceOp::Sum || !is_true(ctx->valid)) return;
-    const Node* r = ctx->reduce;
-    const Node* prod = r->src[0].get();
-    while (prod->op == Op::Cast) prod = prod->src[0].get();
-    if (prod->op != Op::Mul) return;
-    int64_t K = 1;
-    std::vector<Expr> sub = ctx->idx;
-    for (int a : r->args.axes) {
-      K *= r->src[0]->shape[size_t(a)];
-      sub[size_t(a)] = fresh(r->src[0]->shape[size_t(a)]);
-    }
+    auto tp = tiled_product(k_, idx, fresh);
+    if (!tp) return;
+    const Node *r = tp->reduce, *prod = tp->prod;
+    const std::vector<Expr>& sub = tp->sub;
+    const int64_t K = tp->steps;
     if (K < kSharedK) return;  // too short to pay for the staging and barriers
     int rid = int(idx[size_t(p_.tile_d2)]->value), cid = int(idx[size_t(p_.tile_d)]->value);
     SharedFactor found[2];
     bool moves_row[2], moves_col[2];
     for (int f = 0; f < 2; f++) {
-      bool plain = true, unit_row = false, unit_col = false;
-      moves_row[f] = moves_col[f] = false;
-      IndexWalker w;
-      w.is_leaf = [&](const Node* n) { return k_.loads.count(n) > 0; };
-      w.fresh_var = fresh;
-      auto note = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
-        for (auto& e : ix) {
-          moves_row[f] |= uses_vars(e, rid, rid + 1);
-          moves_col[f] |= uses_vars(e, cid, cid + 1);
-        }
-        moves_row[f] |= uses_vars(v, rid, rid + 1);
-        moves_col[f] |= uses_vars(v, cid, cid + 1);
-        if (!k_.loads.count(n)) return;
-        Expr flat = row_major(ix, n->shape);
-        auto sr = linear_coefficient(flat, rid), sc = linear_coefficient(flat, cid);
-        unit_row |= sr && *sr == 1;
-        unit_col |= sc && *sc == 1;
-      };
-      // where the factor reads (views between only transform the index)
-      w.visit = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
-        if (n->op == Op::Gather || n->op == Op::Rand || n->op == Op::Reduce) plain = false;
-        if (n->op == Op::Arange) note(n, ix, v);
-        return plain;
-      };
-      w.on_leaf = note;
-      w.walk(prod->src[size_t(f)].get(), sub, ctx->valid);
-      if (!plain) return;
+      FactorMotion m = factor_motion(k_, prod->src[size_t(f)].get(), sub, {rid, cid}, fresh);
+      if (!m.plain) return;
+      moves_row[f] = m.moves[0];
+      moves_col[f] = m.moves[1];
       found[f].node = prod->src[size_t(f)].get();
       // staged with the factor's own output dim fastest where it is unit-stride there, else along k
-      found[f].along_k = !(moves_row[f] ? unit_row : unit_col);
+      found[f].along_k = !(moves_row[f] ? m.unit[0] : m.unit[1]);
     }
     int row_f = !moves_col[0] ? 0 : !moves_col[1] ? 1 : -1;
     if (row_f < 0 || moves_row[1 - row_f]) return;  // no split into a row factor and a column factor
@@ -946,7 +1026,59 @@ Shape CudaPlan::shared_grid(const Shape& shape) const {
 
 std::string CudaPlan::mma_name() const { return mma == CudaMma::F16 ? "f16" : mma == CudaMma::BF16 ? "bf16" : "tf32"; }
 
-CudaPlan lower_cuda(const Kernel& k, const CudaRenderOptions& opt) { return CudaLowering(k, opt).lower(); }
+std::shared_ptr<const Kernel> matrix_view(const Kernel& k) {
+  if (k.serial || k.outputs.empty()) return nullptr;
+  for (auto& o : k.outputs)
+    if (o.scatter_index) return nullptr;
+  Vars vars;
+  std::vector<Expr> idx = vars.index(k.shape);
+  auto fresh = vars.fresh();
+  auto tp = tiled_product(k, idx, fresh);
+  if (!tp) return nullptr;
+  std::vector<int> ids;
+  for (auto& e : idx) ids.push_back(int(e->value));
+  FactorMotion m[2];
+  for (int f = 0; f < 2; f++) {
+    m[f] = factor_motion(k, tp->prod->src[size_t(f)].get(), tp->sub, ids, fresh);
+    if (!m[f].plain) return nullptr;
+  }
+  int last = int(k.shape.size()) - 1;
+  while (last >= 0 && k.shape[size_t(last)] == 1) last--;
+  if (last < 0 || m[0].moves[size_t(last)] == m[1].moves[size_t(last)]) return nullptr;
+  const int col = m[0].moves[size_t(last)] ? 0 : 1;  // the factor that moves along the last dim
+  std::vector<int> order, batch, rows, cols;          // unit dims first (they are free)
+  for (int d = 0; d < int(k.shape.size()); d++) {
+    bool c = m[col].moves[size_t(d)], r = m[1 - col].moves[size_t(d)];
+    (k.shape[size_t(d)] == 1 ? order : c && !r ? cols : r && !c ? rows : batch).push_back(d);
+  }
+  // already a matrix product's layout: batch dims, then one row dim, then the column dim
+  bool in_order = !rows.empty() && (batch.empty() || batch.back() < rows[0]);
+  if (rows.empty() || (rows.size() == 1 && cols.size() == 1 && in_order)) return nullptr;
+  Shape shape;
+  for (int d : batch) shape.push_back(k.shape[size_t(d)]);
+  int64_t m_rows = 1, n_cols = 1;
+  for (int d : rows) m_rows *= k.shape[size_t(d)];
+  for (int d : cols) n_cols *= k.shape[size_t(d)];
+  shape.push_back(m_rows);
+  shape.push_back(n_cols);
+  for (auto* group : {&batch, &rows, &cols}) order.insert(order.end(), group->begin(), group->end());
+  auto view = std::make_shared<Kernel>(k);
+  view->shape = shape;
+  for (auto& o : view->outputs) {
+    o.value = Tensor(o.value).permute(order).reshape(shape).node();
+    o.store = o.store.permute(order).reshape(shape);
+  }
+  return view;
+}
+
+CudaPlan lower_cuda(const Kernel& k, const CudaRenderOptions& opt) {
+  if (std::shared_ptr<const Kernel> view = opt.register_tile ? matrix_view(k) : nullptr) {
+    CudaPlan p = CudaLowering(*view, opt).lower();
+    p.view = std::move(view);
+    if (p.tiled() || p.shared) return p;  // else its divided indices buy nothing
+  }
+  return CudaLowering(k, opt).lower();
+}
 
 std::vector<Expr> flat_tail_index(std::vector<Expr> idx, const FlatTail& t) {
   for (int d = t.from; d < t.last; d++) idx[size_t(d)] = cnst(0);

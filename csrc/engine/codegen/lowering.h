@@ -19,6 +19,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -162,12 +163,17 @@ struct SharedFactor {
 };
 
 struct CudaPlan {
+  // The kernel as the plan sees it: a tiled product regrouped as a matrix product
+  // (matrix_view), or null where the kernel stays as it is. The plan's dims are its dims.
+  std::shared_ptr<const Kernel> view;
   // per block (a shared-memory tree per output) or per thread; `split` slices of the reduce
   // per output: blocks of a block reduce, or (split_threads) threads of a register tile, each
-  // taking a range of the reduce's outermost axis
+  // taking a range of the reduce's outermost axis, or blocks of a shared tile, each taking
+  // split_steps of its flat steps
   bool block_reduce = false;
   int split = 1;
   bool split_threads = false;
+  int64_t split_steps = 0;  // a split shared tile's reduce steps per slice (whole chunks)
   int block_size = 256;
   // register tile: tile_rows x tile_cols outputs per thread along dims tile_d2 (or none:
   // -1) and tile_d
@@ -200,6 +206,18 @@ constexpr int64_t kMmaK = 32;
 // Outputs per vector-lane group.
 constexpr int64_t kCudaLanes = 4;
 
+// A tiled sum of products (a convolution, a linear layer on batches) seen as a matrix product:
+// its output dims regrouped into batch dims (where both factors move, or neither), rows (where
+// only the row factor moves) and columns (where only the factor that moves along the last dim
+// moves), each of rows and columns flattened into one dim. A convolution's outputs become
+// (output channels) x (images x positions): blocks of tiles that fit any map size (a 7x7 map
+// left 7 columns of a block's 64 or 128), rows and columns that divide into register tiles. A
+// weight gradient's become (input channels x taps) x (output channels). The values and stores
+// are the same, seen through a permute and a reshape; null where the kernel is already laid
+// out so, or computes no such product.
+std::shared_ptr<const Kernel> matrix_view(const Kernel& k);
+
+// How `k` runs on a GPU: planned on its matrix_view where it has one (CudaPlan::view).
 CudaPlan lower_cuda(const Kernel& k, const CudaRenderOptions& opt);
 
 // Whether index `e` is variable `lane` plus terms that do not depend on it (or on variables

@@ -323,7 +323,7 @@ class CudaProgram final : public Program {
       // A split reduction's partial slots and zeroed tickets (its kernels leave them zero).
       const Driver& d = dev_.driver();
       d.bind();
-      size_t slots = size_t(outputs) * size_t(shape_.split) * size_t(shape_.split_threads ? shape_.tile_outputs : 1);
+      size_t slots = size_t(outputs) * size_t(shape_.split) * size_t(shape_.partial_slots);
       d.check(d.api.MemAlloc(&partials_, slots * 8), "cuMemAlloc");
       d.check(d.api.MemAlloc(&tickets_, size_t(outputs) * 4), "cuMemAlloc");
       std::vector<uint32_t> zero(size_t(outputs), 0);

@@ -54,7 +54,7 @@ struct CudaLaunchShape {
   bool serial = false;
   int split = 1;  // slices per output (CudaKernelSource::split): the program owns partials and tickets
   bool split_threads = false;  // the slices run on threads (a thread per tile and slice), not blocks
-  int64_t tile_outputs = 1;    // outputs per launch element: partial slots per slice
+  int64_t partial_slots = 1;   // partial slots per launch element and slice
 };
 
 // Loads a module image on `device` (CUBIN or PTX on a GPU, cuda_emu_compile's

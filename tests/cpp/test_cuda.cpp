@@ -1136,7 +1136,25 @@ TEST_F(Cuda, ConvolutionsRunAsMatrixProducts) {
   // a plain matmul is one already
   Tensor a = input(DType::Float32, {64, 40}, 436, false), b = input(DType::Float32, {40, 72}, 437, false);
   EXPECT_EQ(rendered(a.matmul(b)).kernel.find("seen as"), std::string::npos);
+  // ragged edges: tiles of 4 x 4 that do not divide the rows (3 input channels x 9 taps = 27)
+  // or either dim (37 x 30), each output past the ends unstored
+  Tensor x3 = positive(DType::Float32, {N, 3, H, H}, 438);
+  Tensor x3p = x3.pad({{0, 0}, {0, 0}, {1, 1}, {1, 1}});
+  Tensor wgrad3 = x3p.as_strided({3, 3, 3, OC, N, H, H}, {P * P, P, 1, 0, 3 * P * P, P, 1}, 0)
+                      .binary(Op::Mul, go.as_strided({3, 3, 3, OC, N, H, H}, {0, 0, 0, 1, H * H * OC, H * OC, OC}, 0))
+                      .reduce(ReduceOp::Sum, {4, 5, 6}, false);
+  Tensor ra = input(DType::Float32, {37, 45}, 439, false), rb = input(DType::Float32, {45, 30}, 440, false);
+  CudaRenderOptions per_thread;  // these small ones would take a block per output
+  per_thread.block_reduce = 0;
+  for (const Tensor& t : {wgrad3, ra.matmul(rb)}) {
+    CudaKernelSource src = render_cuda(create_schedule({t.node()}).kernels.back(), per_thread);
+    EXPECT_TRUE(src.shared_tile) << src.kernel.substr(0, 300);
+    EXPECT_EQ(src.tile_rows * src.tile_cols, 16);
+  }
   CudaCheck()
+      .add(wgrad3, false, "weight gradient, 27 rows")
+      .add(ra.matmul(rb), false, "37 x 30")
+      .add(ra.matmul(rb).binary(Op::Add, input(DType::Float32, {37, 30}, 441, false)), false, "37 x 30 + residual")
       .add(conv, false, "convolution, 7 x 7 maps")
       .add(wgrad, false, "weight gradient")
       .add(linear, false, "linear on (batch, tokens)")
@@ -1174,8 +1192,8 @@ TEST_F(Cuda, TensorCoreTiles) {
   EXPECT_EQ(src.outputs, 2 * 2);  // 77 x 70 outputs: two blocks each way, the second partial
   EXPECT_NE(src.kernel.find("__shared__ u16 tiny_as[64][40]"), std::string::npos) << src.kernel;
   EXPECT_NE(src.kernel.find("tiny_mma_f16("), std::string::npos);
-  // not below compute capability 8.0, nor when switched off: then 77 x 70 outputs take no
-  // tiles (none divides them), 64 x 64 ones shared tiles of scalars
+  // not below compute capability 8.0, nor when switched off: then shared tiles of scalars,
+  // 4 x 4 per thread (ragged at 77 x 70)
   CudaRenderOptions sm75 = sm80, off = sm80;
   sm75.arch = 75;
   off.tensor_cores = false;
@@ -1183,7 +1201,9 @@ TEST_F(Cuda, TensorCoreTiles) {
   Schedule even = create_schedule({ha.cast(f32).matmul(hb.cast(f32)).node()});
   EXPECT_EQ(render_cuda(even.kernels.back(), sm80).tensor_cores, "f16");
   for (const CudaRenderOptions& o : {sm75, off}) {
-    EXPECT_EQ(render_cuda(mm.kernels[0], o).tile_cols, 1);
+    CudaKernelSource ragged = render_cuda(mm.kernels[0], o);
+    EXPECT_EQ(ragged.tensor_cores, "");
+    EXPECT_EQ(ragged.tile_cols, 4);
     CudaKernelSource plain = render_cuda(even.kernels.back(), o);
     EXPECT_EQ(plain.tensor_cores, "");
     EXPECT_TRUE(plain.shared_tile);

@@ -614,7 +614,8 @@ class Renderer {
         group_names.push_back(name);
         line("const int " + name + " = " + block + " * " + std::to_string(width) + " + " + std::to_string(g * threads * group) +
              " + " + thread + " * " + std::to_string(group) + ";");
-        starts.push_back(new_var(name, size - group + 1));  // where stored: groups past the end are not
+        // where stored: groups past the end are not (nor, at a ragged edge, its elements past the end)
+        starts.push_back(new_var(name, size % group ? size : size - group + 1));
       }
       return starts;
     };
@@ -625,8 +626,11 @@ class Renderer {
     for (int64_t i = 0; i < R; i++)
       for (int64_t j = 0; j < C; j++) {
         std::vector<Expr> o = base;
-        o[size_t(plan_.tile_d2)] = add(rows[size_t(i / RG)], cnst(i % RG));
-        o[size_t(plan_.tile_d)] = add(cols[size_t(j / CG)], cnst(j % CG));
+        // at a ragged edge an element's index is its own variable, in range where it is stored
+        o[size_t(plan_.tile_d2)] = M % RG && i % RG ? new_var("(" + group_names[size_t(i / RG)] + " + " + std::to_string(i % RG) + ")", M)
+                                                    : add(rows[size_t(i / RG)], cnst(i % RG));
+        o[size_t(plan_.tile_d)] = N % CG && j % CG ? new_var("(" + group_names[rows.size() + size_t(j / CG)] + " + " + std::to_string(j % CG) + ")", N)
+                                                   : add(cols[size_t(j / CG)], cnst(j % CG));
         outs.push_back(o);
       }
     const Node* r = find_tiled_reduce(k_, outs[0], -1, [&](int64_t size) { return new_var("", size); })->reduce;
@@ -705,7 +709,26 @@ class Renderer {
           auto ctx = find_tiled_reduce(k_, outs[t], -1, [&](int64_t size) { return new_var("", size); });
           remember(context_key(r, ctx->idx, ctx->valid), value(dt, round_to(acc[t], dt)));
         }
-        for (size_t t : group) emit_stores(outs[t]);
+        for (size_t t : group) {
+          // ragged edges (tiles that do not divide the dims): each element's own guard
+          int64_t i = int64_t(t) / C % RG, j = int64_t(t) % C % CG;
+          std::string guard;
+          if (M % RG && i) guard = group_names[g] + " + " + std::to_string(i) + " < " + std::to_string(M);
+          if (N % CG && j)
+            guard += (guard.empty() ? "" : " && ") + group_names[rows.size() + h] + " + " + std::to_string(j) + " < " +
+                     std::to_string(N);
+          if (!guard.empty()) {
+            line("if (" + guard + ") {");
+            indent_++;
+            memo_.emplace_back();  // what the guarded stores compute stays inside the guard
+          }
+          emit_stores(outs[t]);
+          if (!guard.empty()) {
+            memo_.pop_back();
+            indent_--;
+            line("}");
+          }
+        }
         memo_.pop_back();
         indent_--;
         line("}");
@@ -776,21 +799,36 @@ class Renderer {
   static int64_t staged_per_thread(const Staging& s, int64_t threads) {
     return (s.extent * s.chunk + threads - 1) / threads;
   }
-  // Element `e`'s (lin, m, kk): its place in the chunk and in shared memory.
+  // Element `e`'s (lin, m, kk): its place in the chunk and in shared memory. Where the threads
+  // divide the fastest side (or it divides them) the place is a thread's own offset plus a
+  // constant per element: elements at one row (or step) share its index arithmetic.
   void staged_element(const Staging& s, int64_t threads, const std::string& e, std::string* lin, std::string* m,
                       std::string* kk) {
     *lin = tmp("lin");
     *m = tmp("m");
     *kk = tmp("kk");
     line("const int " + *lin + " = (int)threadIdx.x + " + e + " * " + std::to_string(threads) + ";");
-    if (s.f.along_k)
-      line("const int " + *m + " = " + *lin + " / " + std::to_string(s.chunk) + ", " + *kk + " = " + *lin + " % " +
-           std::to_string(s.chunk) + ";");
-    else
-      line("const int " + *kk + " = " + *lin + " / " + std::to_string(s.extent) + ", " + *m + " = " + *lin + " % " +
-           std::to_string(s.extent) + ";");
+    // the fastest side and the other: threads take consecutive places along the fastest
+    const int64_t fast = s.f.along_k ? s.chunk : s.extent;
+    std::string* fast_at = s.f.along_k ? kk : m;
+    std::string* slow_at = s.f.along_k ? m : kk;
+    auto str = [](int64_t v) { return std::to_string(v); };
+    std::string f, w;
+    if (fast % threads == 0) {
+      int64_t per = fast / threads;  // elements along the fastest side per thread
+      f = "(int)threadIdx.x + " + e + " % " + str(per) + " * " + str(threads);
+      w = e + " / " + str(per);
+    } else if (threads % fast == 0) {
+      f = "(int)threadIdx.x % " + str(fast);
+      w = "(int)threadIdx.x / " + str(fast) + " + " + e + " * " + str(threads / fast);
+    } else {
+      f = *lin + " % " + str(fast);
+      w = *lin + " / " + str(fast);
+    }
+    line("const int " + *fast_at + " = " + f + ", " + *slow_at + " = " + w + ";");
   }
-  // Loads the chunk starting at step `k_start` into the registers.
+  // Loads the chunk starting at step `k_start` into the registers. Rows and steps past the
+  // ends read an element in range, each clamped on its own, and stage zeros.
   void stage_load(const Staging& s, const std::vector<Expr>& base, int64_t threads, const std::string& k_start) {
     std::string e = tmp("e"), lin, m, kk;
     line("#pragma unroll");
@@ -798,17 +836,17 @@ class Renderer {
     indent_++;
     memo_.emplace_back();
     staged_element(s, threads, e, &lin, &m, &kk);
-    std::string at = tmp("at"), k = tmp("k"), ok = tmp("ok"), row = s.block + " * " + std::to_string(s.extent) + " + " + m;
+    std::string at = tmp("at"), k = tmp("k"), row_ok = tmp("ok"), k_ok = tmp("ok"),
+                row = s.block + " * " + std::to_string(s.extent) + " + " + m;
     std::string whole = s.extent * s.chunk < threads ? lin + " < " + std::to_string(s.extent * s.chunk) + " && " : "";
-    line("const bool " + ok + " = " + whole + row + " < " + std::to_string(s.size) + " && " + k_start + " + " + kk + " < " +
-         k_end_ + ";");
-    // clamped into range where the step or the row is past the end (the value is not used)
-    line("const int " + at + " = " + ok + " ? " + row + " : 0, " + k + " = " + ok + " ? " + k_start + " + " + kk + " : 0;");
+    line("const bool " + row_ok + " = " + row + " < " + std::to_string(s.size) + ", " + k_ok + " = " + k_start + " + " + kk +
+         " < " + k_end_ + ";");
+    line("const int " + at + " = " + row_ok + " ? " + row + " : 0, " + k + " = " + k_ok + " ? " + k_start + " + " + kk + " : 0;");
     std::vector<Expr> o = base;
     o[size_t(s.rows ? plan_.tile_d2 : plan_.tile_d)] = new_var(at, s.size);
     auto [sub, valid] = shared_context(o, new_var(k, plan_.shared_k));
     std::string v = eval(s.f.node, sub, valid);
-    line(s.regs + "[" + e + "] = " + ok + " ? " + v + " : (" + s.type + ")0;");
+    line(s.regs + "[" + e + "] = " + whole + row_ok + " && " + k_ok + " ? " + v + " : (" + s.type + ")0;");
     memo_.pop_back();
     indent_--;
     line("}");

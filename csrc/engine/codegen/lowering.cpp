@@ -728,15 +728,22 @@ class CudaLowering {
     // reduce on separate threads (split_threads, below). (H100, resnet18's 3x3 64->64 weight
     // gradient at batch 64: 76 ms a block per output, 3.4 ms so.)
     // Where such a tile's factors can share shared memory, blocks of tiles with a split reduce
-    // (below) do better still: a weight gradient's factors are read once per block, not per tile.
+    // (below) do better still: a weight gradient's factors are read once per block, not per
+    // tile, so shared tiles are tried from 16 tiles of outputs on (MNIST's first convolution:
+    // 25 x 32 outputs of 295k products).
     bool long_tiles = false;
-    if (p_.block_reduce && opt_.block_reduce < 0 && outputs > 4096 && opt_.register_tile && opt_.multiprocessors > 0) {
-      plan_register_tile(/*shared=*/false);
-      long_tiles = p_.tiled();
+    if (p_.block_reduce && opt_.block_reduce < 0 && outputs >= 16 * kTileSide * kTileSide && opt_.register_tile &&
+        opt_.multiprocessors > 0) {
+      plan_register_tile();
+      if (outputs <= 4096 && !p_.shared) {  // few outputs: a block reduce each, unless shared tiles
+        p_ = CudaPlan{};
+        p_.block_reduce = true;
+      }
+      long_tiles = p_.tiled() || p_.shared;
       if (long_tiles) p_.block_reduce = false;
     }
     if (!k_.serial && !p_.block_reduce && opt_.register_tile && !long_tiles) plan_register_tile();
-    if (p_.tiled() && p_.tile_d2 >= 0 && opt_.shared_tiles) plan_shared_tile(/*tensor_cores_only=*/false, long_tiles);
+    if (p_.tiled() && p_.tile_d2 >= 0 && opt_.shared_tiles && !p_.shared) plan_shared_tile();
     if (!k_.serial && !p_.block_reduce && !p_.tiled() && max_r == 0 && opt_.vector_lanes) plan_lanes();
     p_.launch_outputs = outputs;
     if (p_.shared) {  // the launch range counts blocks of tiles
@@ -866,6 +873,19 @@ class CudaLowering {
     };
     int d2 = tile_row_dim(k_, *cand, idx, d, fresh);
     int64_t cols = side(shape[size_t(d)]), rows = d2 >= 0 ? side(shape[size_t(d2)]) : 1;
+    if (d2 >= 0 && opt_.shared_tiles && shared && (cols < kTileSide || rows < kTileSide) &&
+        std::min(shape[size_t(d)], shape[size_t(d2)]) >= kTileSide) {
+      // Shared tiles guard their stores one by one at ragged edges, so theirs need not divide
+      // the dims (a 7x7 stem's weight gradient: 3 x 7 x 7 = 147 rows); tensor cores guard every
+      // output anyway.
+      CudaPlan before = p_;
+      p_.tile_d = d;
+      p_.tile_d2 = d2;
+      p_.tile_rows = p_.tile_cols = kTileSide;
+      plan_shared_tile();
+      if (p_.shared) return;
+      p_ = before;
+    }
     if (cols < 2 || rows * cols < 4) {
       // no register tile divides the dims; tensor cores guard every output and need none
       if (d2 < 0 || !opt_.shared_tiles || !shared) return;
@@ -892,7 +912,7 @@ class CudaLowering {
   // output still adds its products in reduce order, so the results equal the
   // untiled kernel's; steps past the reduce's end stage zeros (adding +0
   // changes no sum).
-  void plan_shared_tile(bool tensor_cores_only = false, bool long_reduce = false) {
+  void plan_shared_tile(bool tensor_cores_only = false) {
     const Shape& shape = k_.shape;
     std::vector<Expr> idx = vars_.index(shape);
     auto fresh = vars_.fresh();

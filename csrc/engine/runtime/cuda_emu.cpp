@@ -411,7 +411,12 @@ CUresult cuDeviceGetAttribute(int* v, int attr, CUdevice) {
   switch (attr) {
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = 9; break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *v = thread_pool().size(); break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: {
+      // $TINY_EMU_MULTIPROCESSORS: plan kernels as for a GPU of that size (132: an H100)
+      const char* e = std::getenv("TINY_EMU_MULTIPROCESSORS");
+      *v = e && std::atoi(e) > 0 ? std::atoi(e) : int(thread_pool().size());
+      break;
+    }
     default: *v = 0;
   }
   return CUDA_SUCCESS;

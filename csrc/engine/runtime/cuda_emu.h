@@ -13,7 +13,9 @@
 //   block one after another, or as fibers meeting at every __syncthreads.
 // - Graph capture records launches; graph launches replay them.
 // The device has $TINY_EMU_MEMORY bytes (default: half the host's memory), so
-// running out of device memory can be tested too.
+// running out of device memory can be tested too, and $TINY_EMU_MULTIPROCESSORS
+// multiprocessors (default: the host's threads), so kernels can be planned and
+// checked as for a GPU of that size.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -799,9 +799,10 @@ class Renderer {
   static int64_t staged_per_thread(const Staging& s, int64_t threads) {
     return (s.extent * s.chunk + threads - 1) / threads;
   }
-  // Element `e`'s (lin, m, kk): its place in the chunk and in shared memory. Where the threads
-  // divide the fastest side (or it divides them) the place is a thread's own offset plus a
-  // constant per element: elements at one row (or step) share its index arithmetic.
+  // Element `e`'s (lin, m, kk): its place in the chunk and in shared memory. In a matrix view
+  // (flattened rows or columns: divisions in their indices), where the threads divide the
+  // fastest side (or it divides them), the place is a thread's own offset plus a constant per
+  // element, so elements at one row (or step) share its index arithmetic.
   void staged_element(const Staging& s, int64_t threads, const std::string& e, std::string* lin, std::string* m,
                       std::string* kk) {
     *lin = tmp("lin");
@@ -814,7 +815,10 @@ class Renderer {
     std::string* slow_at = s.f.along_k ? m : kk;
     auto str = [](int64_t v) { return std::to_string(v); };
     std::string f, w;
-    if (fast % threads == 0) {
+    if (!plan_.view) {
+      f = *lin + " % " + str(fast);
+      w = *lin + " / " + str(fast);
+    } else if (fast % threads == 0) {
       int64_t per = fast / threads;  // elements along the fastest side per thread
       f = "(int)threadIdx.x + " + e + " % " + str(per) + " * " + str(threads);
       w = e + " / " + str(per);
@@ -828,7 +832,9 @@ class Renderer {
     line("const int " + *fast_at + " = " + f + ", " + *slow_at + " = " + w + ";");
   }
   // Loads the chunk starting at step `k_start` into the registers. Rows and steps past the
-  // ends read an element in range, each clamped on its own, and stage zeros.
+  // ends read an element in range and stage zeros. In a matrix view each is clamped on its own,
+  // so a row's index arithmetic does not depend on the step (and is computed once); elsewhere
+  // together (a 4096^3 matmul ran at half speed with its row indices kept across the steps).
   void stage_load(const Staging& s, const std::vector<Expr>& base, int64_t threads, const std::string& k_start) {
     std::string e = tmp("e"), lin, m, kk;
     line("#pragma unroll");
@@ -841,7 +847,8 @@ class Renderer {
     std::string whole = s.extent * s.chunk < threads ? lin + " < " + std::to_string(s.extent * s.chunk) + " && " : "";
     line("const bool " + row_ok + " = " + row + " < " + std::to_string(s.size) + ", " + k_ok + " = " + k_start + " + " + kk +
          " < " + k_end_ + ";");
-    line("const int " + at + " = " + row_ok + " ? " + row + " : 0, " + k + " = " + k_ok + " ? " + k_start + " + " + kk + " : 0;");
+    std::string row_in = plan_.view ? row_ok : row_ok + " && " + k_ok, k_in = plan_.view ? k_ok : row_in;
+    line("const int " + at + " = " + row_in + " ? " + row + " : 0, " + k + " = " + k_in + " ? " + k_start + " + " + kk + " : 0;");
     std::vector<Expr> o = base;
     o[size_t(s.rows ? plan_.tile_d2 : plan_.tile_d)] = new_var(at, s.size);
     auto [sub, valid] = shared_context(o, new_var(k, plan_.shared_k));

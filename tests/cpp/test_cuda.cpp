@@ -865,20 +865,24 @@ TEST_F(Cuda, LongReducesOfManyOutputsSplitAcrossThreads) {
   ASSERT_NE(emu, nullptr);
   Memory before = initial_memory(s);
   const Buffer* out = s.kernels[0].buffers[0]->owner();
-  for (auto* opt : {&h100, &h100_registers}) {
-    Memory got = run_on(*emu, s, before, *opt);
-    EXPECT_EQ(run_on(*emu, s, before, *opt), got);  // tickets reset: a second launch gives the same bits
-    ASSERT_EQ(got.at(out).size(), size_t(M * K * 4));
-    const float* r = reinterpret_cast<const float*>(got.at(out).data());
+  // the float32 results against double-precision sums of x^T y
+  auto expect_products = [&](const float* r, const std::vector<float>& x, const std::vector<float>& y,
+                             const std::string& what) {
     for (int64_t m = 0; m < M; m++)
       for (int64_t k = 0; k < K; k++) {
         double want = 0, mag = 0;
         for (int64_t n = 0; n < N; n++) {
-          want += double(a[size_t(n * M + m)]) * b[size_t(n * K + k)];
-          mag += std::fabs(double(a[size_t(n * M + m)]) * b[size_t(n * K + k)]);
+          want += double(x[size_t(n * M + m)]) * y[size_t(n * K + k)];
+          mag += std::fabs(double(x[size_t(n * M + m)]) * y[size_t(n * K + k)]);
         }
-        ASSERT_NEAR(r[m * K + k], want, 1e-5 * mag) << m << ", " << k << (opt == &h100 ? " (blocks)" : " (threads)");
+        ASSERT_NEAR(r[m * K + k], want, 1e-5 * mag) << m << ", " << k << " (" << what << ")";
       }
+  };
+  for (auto* opt : {&h100, &h100_registers}) {
+    Memory got = run_on(*emu, s, before, *opt);
+    EXPECT_EQ(run_on(*emu, s, before, *opt), got);  // tickets reset: a second launch gives the same bits
+    ASSERT_EQ(got.at(out).size(), size_t(M * K * 4));
+    expect_products(reinterpret_cast<const float*>(got.at(out).data()), a, b, opt == &h100 ? "blocks" : "threads");
   }
   // float16 factors on tensor cores, split the same way (the values are multiples of 1/8:
   // exact in float16)
@@ -897,16 +901,8 @@ TEST_F(Cuda, LongReducesOfManyOutputsSplitAcrossThreads) {
   EXPECT_EQ(cores.tensor_cores, "f16");
   EXPECT_EQ(cores.split, 59);  // 588 chunks of 32 steps, 64 slices at most: 10 chunks each, 59 slices
   Memory hgot = run_on(*emu, hs, initial_memory(hs), h100_mma);
-  const float* hr = reinterpret_cast<const float*>(hgot.at(hs.kernels[0].buffers[0]->owner()).data());
-  for (int64_t m = 0; m < M; m++)
-    for (int64_t k = 0; k < K; k++) {
-      double want = 0, mag = 0;
-      for (int64_t n = 0; n < N; n++) {
-        want += double(qa[size_t(n * M + m)]) * qb[size_t(n * K + k)];
-        mag += std::fabs(double(qa[size_t(n * M + m)]) * qb[size_t(n * K + k)]);
-      }
-      ASSERT_NEAR(hr[m * K + k], want, 1e-5 * mag) << m << ", " << k << " (tensor cores)";
-    }
+  expect_products(reinterpret_cast<const float*>(hgot.at(hs.kernels[0].buffers[0]->owner()).data()), qa, qb,
+                  "tensor cores");
   // integer products split the same way, exactly (partials of 64-bit sums in the u64 slots)
   std::vector<int32_t> ia(a.size()), ib(b.size());
   for (size_t i = 0; i < a.size(); i++) ia[i] = int32_t(a[i] * 1000);

@@ -214,3 +214,44 @@ TEST(Lowering, FlatCopyOfAPermutedValueIteratesItsShape) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); i++) EXPECT_EQ(got[i], want[i]) << i;
 }
+
+// A channel tile's computed row operand (a LayerNorm's output feeding a linear layer, its row
+// statistics reduces inside it) is evaluated once per (row, reduce step) into a buffer before
+// the column panels, its statistics once per row: evaluated inside the tile's reduce loop, the
+// statistics ran once per step and panel (a transformer block's MLP: 356 ms, now 2.5 ms). The
+// IR allocates the row buffer beside the panels; the values equal a plain evaluation's.
+TEST(Lowering, ComputedRowOperandsOfChannelTilesArePackedOncePerRow) {
+  const int64_t B = 3, T = 10, K = 40, N = 80;
+  Tensor x = values({B, T, K}), w = values({N, K});
+  Tensor::realize_all({x, w});
+  auto row_mean = [](const Tensor& t) {
+    return t.reduce(ReduceOp::Sum, {2}, true)
+        .binary(Op::Mul, Tensor::full({B, T, 1}, Scalar::from_double(1.0 / K), DType::Float32))
+        .expand({B, T, K});
+  };
+  Tensor centered = x.binary(Op::Sub, row_mean(x));
+  Tensor normed = centered.binary(Op::Mul, row_mean(centered.binary(Op::Mul, centered)).unary(Op::Sqrt).unary(Op::Recip));
+  Tensor y = normed.reshape({B, T, 1, K}).expand({B, T, N, K})
+                 .binary(Op::Mul, w.reshape({1, 1, N, K}).expand({B, T, N, K}))
+                 .reduce(ReduceOp::Sum, {3}, false);
+  Kernel k = only_kernel(y);
+  std::string ir = llvm_ir(k);
+  size_t mallocs = 0;
+  for (size_t at = ir.find("call i8* @malloc"); at != std::string::npos; at = ir.find("call i8* @malloc", at + 1)) mallocs++;
+  EXPECT_EQ(mallocs, 2u) << "the panels of w.T and the rows of the normalized x";
+  std::vector<double> xv = to_doubles(x), wv = to_doubles(w);
+  std::vector<double> got = to_doubles(y);
+  ASSERT_EQ(got.size(), size_t(B * T * N));
+  for (int64_t r = 0; r < B * T; r++) {
+    double mean = 0, var = 0;
+    for (int64_t q = 0; q < K; q++) mean += xv[size_t(r * K + q)];
+    mean /= K;
+    for (int64_t q = 0; q < K; q++) var += (xv[size_t(r * K + q)] - mean) * (xv[size_t(r * K + q)] - mean);
+    double rstd = 1 / std::sqrt(var / K);
+    for (int64_t n = 0; n < N; n++) {
+      double want = 0;
+      for (int64_t q = 0; q < K; q++) want += (xv[size_t(r * K + q)] - mean) * rstd * wv[size_t(n * K + q)];
+      EXPECT_NEAR(got[size_t(r * N + n)], want, 1e-4) << r << ", " << n;
+    }
+  }
+}

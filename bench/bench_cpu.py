@@ -5,7 +5,8 @@ Rows (each the median of several runs after warm-up; tiny's time / the CPU's, be
 - 1000 dependent adds on 16 elements (the cost of dispatching an op through ATen into the engine)
 - the beautiful-MNIST CNN Adam step at batch 512, resnet18 inference at batch 1 and 16,
   a resnet18 SGD-momentum step at batch 16 on 64x64 images
-and their geometric mean. Then the cold start, each in a fresh interpreter: `examples/demo.py`'s
+and their geometric mean; then, outside the mean, a pre-norm transformer block at (8, 128, 512)
+(LayerNorm, attention, GELU MLP: a LayerNorm feeding linear layers). Then the cold start, each in a fresh interpreter: `examples/demo.py`'s
 tiny half with an empty kernel cache and again with it warm, and the first two resnet18 training
 steps with an empty cache (`--no-cold` skips these). Printed figures only; nothing here is pass/fail.
 
@@ -34,12 +35,13 @@ from bench_training import mnist_steps, timed  # noqa: E402
 ratios = []
 
 
-def row(name, tiny_fn, cpu_fn, reps, warmup=2):
+def row(name, tiny_fn, cpu_fn, reps, warmup=2, in_mean=True):
     t_tiny = timed(tiny_fn, warmup, reps)
     t_cpu = timed(cpu_fn, warmup, reps)
     with debug.count_kernels() as c:
         tiny_fn()
-    ratios.append(t_tiny / t_cpu)
+    if in_mean:
+        ratios.append(t_tiny / t_cpu)
     print(f"{name:44s} tiny {t_tiny * 1e3:9.2f} ms   cpu {t_cpu * 1e3:9.2f} ms   tiny/cpu {t_tiny / t_cpu:5.2f}"
           f"   tiny kernels {c.kernels}", flush=True)
 
@@ -109,6 +111,40 @@ def resnet_cases(reps):
     row("resnet18 SGD-momentum step, batch 16 at 64^2", runner("tiny"), runner("cpu"), reps)
 
 
+class Block(torch.nn.Module):
+    """A pre-norm transformer block: LayerNorm, q/k/v, softmax attention, out projection,
+    LayerNorm, GELU MLP, residuals (the shapes of GPT-2 small's, 512 wide)."""
+
+    def __init__(self, d=512, heads=8):
+        super().__init__()
+        nn = torch.nn
+        self.heads, self.ln1, self.ln2 = heads, nn.LayerNorm(d), nn.LayerNorm(d)
+        self.q, self.k, self.v, self.o = (nn.Linear(d, d) for _ in range(4))
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+    def forward(self, x):
+        b, t, d = x.shape
+        h = self.ln1(x)
+        q, k, v = (p(h).view(b, t, self.heads, d // self.heads).transpose(1, 2) for p in (self.q, self.k, self.v))
+        a = torch.softmax(q @ k.transpose(-1, -2) / (d // self.heads) ** 0.5, -1) @ v
+        x = x + self.o(a.transpose(1, 2).contiguous().view(b, t, d))
+        return x + self.mlp(self.ln2(x))
+
+
+def transformer_case(reps):
+    """Not one of the issue's rows: printed beside them, outside the geometric mean."""
+    torch.manual_seed(0)
+    model = Block().eval()
+    mt, x = copy.deepcopy(model).to("tiny"), torch.randn(8, 128, 512)
+    xt = x.to("tiny")
+
+    def run(m, v):
+        with torch.no_grad():
+            return m(v)
+    row("transformer block (8, 128, 512), inference", lambda: sync(run(mt, xt)), lambda: run(model, x), reps,
+        in_mean=False)
+
+
 COLD_RESNET = """
 import time, torch, torchvision, torch.nn.functional as F
 import torch_tiny
@@ -149,6 +185,7 @@ def main():
     resnet_cases(args.reps)
     print(f"geometric mean of tiny/cpu over {len(ratios)} rows: "
           f"{math.exp(sum(math.log(r) for r in ratios) / len(ratios)):.2f}")
+    transformer_case(args.reps)
     if not args.no_cold:
         cold_start()
 

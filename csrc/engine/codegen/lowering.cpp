@@ -456,20 +456,27 @@ class CpuLowering {
     return std::nullopt;
   }
 
-  // Whether src->src[side] can be a computed b: it reads nothing but what j and the reduce
-  // loops index (no gather, random numbers or reduce) and the other factor nothing that moves
-  // along j. Packing then evaluates it once per (channel, step) instead of once per tile row.
+  // Whether src->src[side] can be a computed b: it reads nothing but what j, the reduce loops
+  // and the dims before i and j index (no gather, random numbers or reduce) and the other factor
+  // nothing that moves along j. Packing then evaluates it once per (channel, step) instead of
+  // once per tile row.
   bool check_computed_side(ChannelTile& ct, const Node* src, int side, const std::vector<Expr>& sub) {
     const Node* b = src->src[size_t(side)].get();
     const Node* a = src->src[size_t(1 - side)].get();
     if (b->dtype != DType::Float32 || k_.loads.count(b)) return false;
     std::vector<int> allowed = {ct.jvar};
     for (auto& kv : ct.kvars) allowed.push_back(int(kv->value));
+    // the dims before i and j too (attention's v + its bias, per batch and head): then packed
+    // per index of those (pack_inner)
+    allowed.insert(allowed.end(), ct.outer_vars.begin(), ct.outer_vars.end());
+    bool outer = false;
     auto only_allowed = [&](const Expr& e) {
       std::vector<int> ids;
       collect_vars(e, ids);
-      for (int id : ids)
+      for (int id : ids) {
         if (std::find(allowed.begin(), allowed.end(), id) == allowed.end()) return false;
+        outer |= std::find(ct.outer_vars.begin(), ct.outer_vars.end(), id) != ct.outer_vars.end();
+      }
       return true;
     };
     bool ok = true;
@@ -507,7 +514,8 @@ class CpuLowering {
     ct.a = a;
     ct.b = b;
     ct.b_idx = sub;
-    ct.computed = ct.packable = ct.outer_packable = true;
+    ct.computed = ct.outer_packable = true;
+    ct.packable = !outer;
     ct.unit = ct.jstride1 = ct.uses_i = false;
     ct.rows = tile_rows(k_.shape[size_t(ct.i)]);
     return true;
@@ -523,11 +531,24 @@ class CpuLowering {
     ct.a = src->src[size_t(1 - side)].get();
     int jid = ct.jvar;
     bool ok = true;
+    auto moves = [&](const Expr& e) {  // along j or the reduce
+      bool m = uses_vars(e, jid, jid + 1);
+      for (auto& kv : ct.kvars) m |= uses_vars(e, int(kv->value), int(kv->value) + 1);
+      return m;
+    };
     IndexWalker w;
     w.is_leaf = [&](const Node* n) { return k_.loads.count(n) > 0; };
     w.fresh_var = [&](int64_t size) { return placeholder_var(size); };
-    w.visit = [&](const Node* n, const std::vector<Expr>&, const Expr&) {
-      if (n->op == Op::Gather || n->op == Op::Rand || n->op == Op::Reduce) ok = false;
+    w.visit = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
+      if (n->op == Op::Gather || n->op == Op::Rand) ok = false;
+      if (n->op == Op::Reduce) {
+        // a row statistic under a (a LayerNorm's mean, a softmax's sum) is computed once per
+        // tile row, before the reduce loops; one that moves with them is not tiled
+        bool row_only = !moves(v);
+        for (auto& e : ix) row_only &= !moves(e);
+        ok &= row_only;
+        return false;
+      }
       return ok;
     };
     w.on_leaf = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {

@@ -974,12 +974,15 @@ class Builder {
   // the malloc'ed buffer (freed at the function's end).
   // Runs `body` inside scalar loops over the tile's reduce variables (their
   // values bound in vars_), outermost first.
-  void each_reduce_step(const ChannelTile& ct, const std::function<void()>& body, size_t q = 0) {
-    if (q == ct.kvars.size()) return body();
+  // The tile's reduce loops, outermost first, binding `kv` (one variable per non-unit reduce
+  // axis, ct.kvars or fresh ones); the innermost left to the vectorizer unless `scalar`.
+  void each_reduce_step(const ChannelTile& ct, const std::vector<Expr>& kv, const std::function<void()>& body,
+                        bool scalar = true, size_t q = 0) {
+    if (q == kv.size()) return body();
     emit_loop(b_.getInt64(0), b_.getInt64(ct.kext[q]), [&](Value* iv) {
-      vars_[size_t(ct.kvars[q]->value)] = iv;
-      each_reduce_step(ct, body, q + 1);
-    }, /*scalar=*/true);
+      vars_[size_t(kv[q]->value)] = iv;
+      each_reduce_step(ct, kv, body, scalar, q + 1);
+    }, scalar || q + 1 < kv.size());
   }
 
   Value* emit_pack(const ChannelTile& ct, Value* lo, Value* hi, bool fill = true) {
@@ -999,7 +1002,7 @@ class Builder {
     std::function<void(Value*)> pack_panel = [&](Value* t) {
       Value* j0 = b_.CreateAdd(lo, b_.CreateMul(t, b_.getInt64(ct.cols)));
       Value* panel = b_.CreateGEP(f32, pack_buf_, b_.CreateMul(t, b_.getInt64(ct.ck * ct.cols)));
-      each_reduce_step(ct, [&] {
+      each_reduce_step(ct, ct.kvars, [&] {
         Value* at = b_.CreateMul(index(ct.kflat(ct.kvars)), b_.getInt64(ct.cols));
         for (int64_t c = 0; c < ct.cols; c++) {
           memo_.emplace_back();  // the index differs per channel
@@ -1017,7 +1020,7 @@ class Builder {
       // outside, panels inside: rows kChanCols apart in one panel would be
       // N*4 bytes apart, a new page each), two vector copies per panel row
       auto* vty = llvm::FixedVectorType::get(f32, unsigned(kLanes));
-      each_reduce_step(ct, [&] {
+      each_reduce_step(ct, ct.kvars, [&] {
         Value* at = b_.CreateMul(index(ct.kflat(ct.kvars)), b_.getInt64(ct.cols));
         emit_loop(b_.getInt64(0), b_.CreateUDiv(n, b_.getInt64(ct.cols)), [&](Value* t) {
           vars_[size_t(ct.jvar)] = b_.CreateAdd(lo, b_.CreateMul(t, b_.getInt64(ct.cols)));
@@ -1179,18 +1182,10 @@ class Builder {
       }
       hoist_reduces({ct.a}, sub, cc->valid, int(kv[0]->value));  // row statistics: once per row
       Value* base = b_.CreateMul(b_.CreateSub(row, rlo), b_.getInt64(ct.ck));
-      std::function<void(size_t)> nest = [&](size_t q) {
-        if (q == axes.size()) {
-          Value* at = b_.CreateAdd(base, index(ct.kflat(kv)));
-          b_.CreateStore(eval(ct.a, sub, cc->valid), b_.CreateGEP(b_.getFloatTy(), buf, at));
-          return;
-        }
-        emit_loop(b_.getInt64(0), b_.getInt64(src->shape[size_t(axes[q])]), [&](Value* iv) {
-          vars_[size_t(kv[q]->value)] = iv;
-          nest(q + 1);
-        });
-      };
-      nest(0);
+      each_reduce_step(ct, kv, [&] {
+        Value* at = b_.CreateAdd(base, index(ct.kflat(kv)));
+        b_.CreateStore(eval(ct.a, sub, cc->valid), b_.CreateGEP(b_.getFloatTy(), buf, at));
+      }, /*scalar=*/false);
       memo_.pop_back();
     }, /*scalar=*/true);
     a_rows_ = buf;

@@ -1,5 +1,7 @@
 // Lowering: the plans kernels get on described devices (lowering.h), decided without
 // generating code, so one machine checks the choices for every vector width and GPU.
+#include <cmath>
+
 #include "engine/codegen/llvm_codegen.h"
 #include "engine/codegen/lowering.h"
 #include "engine/schedule/scheduler.h"
@@ -162,6 +164,76 @@ TEST(Lowering, ElementwiseLoopsRunInnermostWhereTheStreamsAre) {
   std::vector<double> got = to_doubles(channels_last);
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); i++) EXPECT_EQ(got[i], want[i]) << i;
+}
+
+// Stored channels-last where the run before the channels and the channels both divide into
+// whole vectors (resnet18's batch-norm backward, written NHWC for a weight gradient), an
+// elementwise kernel runs in lanes x lanes blocks, computed along the run and transposed in
+// registers, for float32 and for int32; both sides of the copy then move whole vectors.
+TEST(Lowering, ChannelsLastCopiesRunInTransposedBlocks) {
+  Tensor x = values({4, 32, 6, 8}), g = values({4, 32, 6, 8}), scale = values({1, 32, 1, 1});
+  Tensor grad = g.binary(Op::Mul, scale.expand({4, 32, 6, 8})).binary(Op::Add, x);
+  Tensor channels_last = grad.permute({0, 2, 3, 1}).contiguous();  // (4, 6, 8, 32)
+  Tensor counts = grad.cast(DType::Int32).permute({0, 2, 3, 1}).contiguous();
+  for (const CpuTarget& target : {kAvx512, kAvx2}) {
+    for (const Tensor& t : {channels_last, counts}) {
+      CpuPlan p = lower_cpu(only_kernel(t), target);
+      ASSERT_TRUE(p.transpose) << target.lanes;
+      EXPECT_EQ(p.transpose->run.from, 1);  // the height and the width, 48 positions
+      EXPECT_EQ(p.transpose->run.last, 2);
+      EXPECT_EQ(p.transpose->run.count, 48);
+      EXPECT_EQ(p.transpose->dim, 3);
+      EXPECT_FALSE(p.inner_loop || p.flat_tail);
+    }
+  }
+  // 40 positions are not whole vectors of 16: the width runs innermost instead
+  Tensor odd = values({2, 32, 5, 8}).permute({0, 2, 3, 1}).contiguous();
+  EXPECT_FALSE(lower_cpu(only_kernel(odd), kAvx512).transpose);
+  std::vector<double> xv = to_doubles(x), gv = to_doubles(g), sv = to_doubles(scale), want, want_int;
+  for (int n = 0; n < 4; n++)
+    for (int h = 0; h < 6; h++)
+      for (int w = 0; w < 8; w++)
+        for (int c = 0; c < 32; c++) {
+          size_t i = size_t(((n * 32 + c) * 6 + h) * 8 + w);
+          float v = float(gv[i]) * float(sv[size_t(c)]) + float(xv[i]);
+          want.push_back(double(v));
+          want_int.push_back(double(int32_t(v)));
+        }
+  for (auto [t, expected] : {std::make_pair(channels_last, want), std::make_pair(counts, want_int)}) {
+    std::vector<double> got = to_doubles(t);
+    ASSERT_EQ(got.size(), expected.size());
+    for (size_t i = 0; i < got.size(); i++) EXPECT_EQ(got[i], expected[i]) << i;
+  }
+}
+
+// Per-channel terms (a batch norm's 1/sqrt(var + eps)) are computed above the loops they do
+// not depend on, also where a padded copy's loops are split at the mask boundaries (the
+// middle segment, unmasked, no longer needs them guarded) and in a flat tail: the values
+// are those of the plain expression.
+TEST(Lowering, PerChannelTermsLeaveTheSpatialLoops) {
+  Tensor x = values({3, 5, 4, 6}), var = values({1, 5, 1, 1});
+  Tensor inv = var.binary(Op::Mul, var).binary(Op::Add, Tensor::full({1, 5, 1, 1}, Scalar::from_double(0.5), DType::Float32))
+                   .unary(Op::Sqrt)
+                   .unary(Op::Recip);
+  Tensor normed = x.binary(Op::Mul, inv.expand({3, 5, 4, 6}));
+  Tensor padded = normed.pad({{0, 0}, {0, 0}, {1, 1}, {1, 1}});  // (3, 5, 6, 8): split loops
+  Tensor flat = normed.contiguous();                               // 4 x 6: a flat tail
+  EXPECT_TRUE(lower_cpu(only_kernel(flat), kAvx512).flat_tail);
+  std::vector<double> xv = to_doubles(x), vv = to_doubles(var), got_p = to_doubles(padded), got_f = to_doubles(flat);
+  ASSERT_EQ(got_p.size(), size_t(3 * 5 * 6 * 8));
+  for (int n = 0; n < 3; n++)
+    for (int c = 0; c < 5; c++) {
+      float v = float(vv[size_t(c)]);
+      float scale = 1.0f / std::sqrt(v * v + 0.5f);
+      for (int h = 0; h < 6; h++)
+        for (int w = 0; w < 8; w++) {
+          bool inside = h >= 1 && h <= 4 && w >= 1 && w <= 6;
+          size_t src = size_t(((n * 5 + c) * 4 + (h - 1)) * 6 + (w - 1));
+          double want = inside ? double(float(xv[src]) * scale) : 0.0;
+          EXPECT_EQ(got_p[size_t(((n * 5 + c) * 6 + h) * 8 + w)], want) << n << c << h << w;
+          if (inside) EXPECT_EQ(got_f[src], want);
+        }
+    }
 }
 
 // A strided convolution's dilated, padded gradient: zeros but where (h - 1) % 2 == 0 and

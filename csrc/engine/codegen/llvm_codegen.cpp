@@ -104,9 +104,12 @@ class Builder {
     for (size_t d = 0; d < shape.size(); d++)
       if (!plan_.inner_loop || int(d) != plan_.inner_loop->dim) order.push_back(d);
     if (plan_.inner_loop) order.push_back(size_t(plan_.inner_loop->dim));
-    int innermost = -1;  // the last loop the nest opens
-    for (size_t d : order)
-      if (shape[d] > 1) innermost = int(d);
+    // the variables of the loops from order[at] inwards, as idx holds them now
+    auto inner_vars = [&](size_t at) {
+      std::vector<int> ids;
+      for (size_t q = at; q < order.size(); q++) collect_vars(idx[order[q]], ids);
+      return ids;
+    };
     std::function<void(size_t)> nest = [&](size_t at) {
       if (at == order.size()) {
         emit_stores(idx);
@@ -117,9 +120,14 @@ class Builder {
         nest(at + 1);
         return;
       }
+      if (plan_.transpose && int(d) == plan_.transpose->run.from) {
+        transposed_blocks(idx, *plan_.transpose);
+        return;
+      }
       if (plan_.flat_tail && int(d) == plan_.flat_tail->from) {  // the contiguous tail as one loop
         const FlatTail& t = *plan_.flat_tail;
         std::vector<Expr> flat = flat_tail_index(idx, t);
+        hoist_invariants(flat, {t.var});
         emit_loop(b_.getInt64(0), b_.getInt64(t.count), [&](Value* iv) {
           vars_[size_t(t.var)] = iv;
           emit_stores(flat);
@@ -127,7 +135,7 @@ class Builder {
         return;
       }
       hoist_reduces(output_roots(k_), idx, cnst(1), int(idx[d]->value));
-      if (int(d) == innermost && int(d) != par && !ct && !vt) hoist_invariants(idx, int(idx[d]->value));
+      if (!ct && !vt) hoist_invariants(idx, inner_vars(at));
       Value* lo = int(d) == par ? begin : b_.getInt64(0);
       Value* hi = int(d) == par ? end : b_.getInt64(shape[d]);
       if (ct && int(d) == ct->first_dim()) {
@@ -167,6 +175,9 @@ class Builder {
             Value* seg_lo = clamp_to(b_.getInt64(cuts[s]), lo, hi);
             Value* seg_hi = clamp_to(b_.getInt64(cuts[s + 1]), lo, hi);
             idx[d] = place(var_range(int(v->value), cuts[s], cuts[s + 1]));
+            // where the masks fold away, what they guarded may no longer depend on the
+            // loops (a padded copy's per-channel batch-norm terms)
+            if (!ct && !vt) hoist_invariants(idx, inner_vars(at));
             emit_loop(seg_lo, seg_hi, [&](Value* iv) {
               vars_[size_t(v->value)] = iv;
               nest(at + 1);
@@ -315,12 +326,17 @@ class Builder {
     for (auto& r : found) eval(r.node, r.idx, r.valid);
   }
 
-  // Computes, here and now, the values under the outputs that the loop over variable `inner`
-  // does not change (a batch norm's per-channel scale, 1/sqrt(var + eps), inside a loop over
-  // the spatial dims): LLVM cannot move their loads above the loop's stores, as it cannot tell
-  // the buffers apart. Not a buffer this kernel writes (hoisted, a load would miss the stores),
-  // nor under a reduce (hoist_reduces) or a gather (its index is data).
-  void hoist_invariants(const std::vector<Expr>& idx, int inner) {
+  // Computes, here and now, the values under the outputs that the loops over the variables
+  // `inner` do not change (a batch norm's per-channel scale, 1/sqrt(var + eps), above the
+  // loops over the spatial dims): LLVM cannot move their loads above the loops' stores, as it
+  // cannot tell the buffers apart. Not a buffer this kernel writes (hoisted, a load would miss
+  // the stores), nor under a reduce (hoist_reduces) or a gather (its index is data).
+  void hoist_invariants(const std::vector<Expr>& idx, const std::vector<int>& inner) {
+    auto varies = [&](const Expr& e) {
+      for (int id : inner)
+        if (uses_vars(e, id, id + 1)) return true;
+      return false;
+    };
     std::unordered_set<int> written;
     for (auto& o : k_.outputs) written.insert(o.buffer);
     auto reads_written = [&](const Node* root) {
@@ -346,8 +362,8 @@ class Builder {
     w.fresh_var = [&](int64_t size) { return placeholder_var(size); };
     w.visit = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
       if (n->op == Op::Reduce || n->op == Op::Gather) return false;
-      bool invariant = !uses_vars(v, inner, inner + 1);
-      for (auto& e : ix) invariant = invariant && !uses_vars(e, inner, inner + 1);
+      bool invariant = !varies(v);
+      for (auto& e : ix) invariant = invariant && !varies(e);
       if (!invariant) return true;
       // a constant or a lone load costs nothing to leave in the loop
       if (n->op != Op::Const && !k_.loads.count(n) && !reads_written(n)) found.emplace_back(n, ix, v);
@@ -1386,6 +1402,79 @@ class Builder {
   // Intel CPU, 16 images: resnet18's 2x2 weight gradients 4.7 -> 1.9-2.3 ms with AVX-512
   // (4.3 -> 4.0 for AVX2), 4x4 and 8x8 ones 20 % faster; the SGD step 160-165 -> 145-150 ms
   // (AVX2: 194 -> 176-186). False (nothing emitted) where that does not apply.
+  // The L x L matrix whose rows are the L vectors `m` (L lanes each), transposed in place:
+  // log2(L) rounds of two-vector shuffles.
+  void transpose_square(std::vector<Value*>& m) {
+    const int64_t L = int64_t(m.size());
+    for (int64_t half = 1; half < L; half *= 2)
+      for (int64_t q = 0; q < L; q++) {
+        if (q & half) continue;
+        std::vector<int> lo, hi;  // lane l of row q takes row q + half's l - half where l has bit `half`
+        for (int64_t l = 0; l < L; l++) {
+          lo.push_back(int((l & half) ? L + l - half : l));
+          hi.push_back(int((l & half) ? L + l : l + half));
+        }
+        Value* a = m[size_t(q)];
+        Value* b = m[size_t(q + half)];
+        m[size_t(q)] = b_.CreateShuffleVector(a, b, lo);
+        m[size_t(q + half)] = b_.CreateShuffleVector(a, b, hi);
+      }
+  }
+
+  // TransposeTile: blocks of L run positions x L positions along the stored dim. Each
+  // output's block is computed along the run into a buffer (the loads stream, the loop
+  // vectorizes), then its L rows are transposed in registers and stored along the dim.
+  void transposed_blocks(std::vector<Expr> idx, const TransposeTile& tt) {
+    const int64_t L = kLanes;
+    const FlatTail& run = tt.run;
+    const size_t sd = size_t(tt.dim);
+    for (int d = run.from; d < run.last; d++) idx[size_t(d)] = cnst(0);
+    std::vector<llvm::AllocaInst*> block;
+    std::vector<llvm::Type*> elem;
+    llvm::IRBuilder<> eb(entry_, entry_->begin());
+    for (auto& o : k_.outputs) {
+      elem.push_back(mem_type(k_.buffers[size_t(o.buffer)]->dtype()));
+      block.push_back(eb.CreateAlloca(llvm::ArrayType::get(elem.back(), uint64_t(L * L))));
+    }
+    emit_loop(b_.getInt64(0), b_.getInt64(k_.shape[sd] / L), [&](Value* sb) {
+      Expr s0 = mul(new_var(sb, k_.shape[sd] / L), L);
+      emit_loop(b_.getInt64(0), b_.getInt64(run.count / L), [&](Value* rb) {
+        Expr r0 = mul(new_var(rb, run.count / L), L);
+        emit_loop(b_.getInt64(0), b_.getInt64(L), [&](Value* c) {
+          idx[sd] = add(s0, new_var(c, L));
+          Value* row = b_.CreateMul(c, b_.getInt64(L));
+          hoist_invariants(idx, {int(idx[size_t(run.last)]->value)});
+          emit_loop(b_.getInt64(0), b_.getInt64(L), [&](Value* r) {
+            Expr rv = new_var(r, L);
+            idx[size_t(run.last)] = add(r0, rv);
+            for (size_t q = 0; q < k_.outputs.size(); q++) {
+              const auto& o = k_.outputs[q];
+              DType dt = k_.buffers[size_t(o.buffer)]->dtype();
+              Value* v = o.value->dtype == dt ? eval_bits(o.value.get(), idx, cnst(1)) : nullptr;
+              if (!v) v = to_mem(eval(o.value.get(), idx, cnst(1)), dt);
+              b_.CreateStore(v, b_.CreateGEP(elem[q], b_.CreateBitCast(block[q], elem[q]->getPointerTo()), b_.CreateAdd(row, r)));
+            }
+          });
+        });
+        idx[sd] = s0;
+        for (size_t q = 0; q < k_.outputs.size(); q++) {
+          const auto& o = k_.outputs[q];
+          auto* vty = llvm::FixedVectorType::get(elem[q], unsigned(L));
+          Value* base = b_.CreateBitCast(block[q], vty->getPointerTo());
+          std::vector<Value*> m;
+          for (int64_t c = 0; c < L; c++) m.push_back(b_.CreateAlignedLoad(vty, b_.CreateConstGEP1_64(vty, base, uint64_t(c)), llvm::Align(4)));
+          transpose_square(m);  // m[r]: run position r0 + r at s0 .. s0 + L
+          for (int64_t r = 0; r < L; r++) {
+            idx[size_t(run.last)] = add(r0, cnst(r));
+            Value* at = index(o.store.index_valid(idx).first);
+            Value* ptr = b_.CreateGEP(elem[q], buf_ptrs_[size_t(o.buffer)], at);
+            b_.CreateAlignedStore(m[size_t(r)], b_.CreateBitCast(ptr, vty->getPointerTo()), llvm::Align(4));
+          }
+        }
+      });
+    });
+  }
+
   bool store_transposed(const ChannelTile& ct, const std::vector<Expr>& idx, const std::vector<std::vector<Expr>>& out_idx,
                         const std::vector<llvm::AllocaInst*>& acc, int64_t nrows, int64_t ncols) {
     if (k_.outputs.size() != 1 || ncols != ct.cols || nrows > kLanes || nrows < 2) return false;
@@ -1424,19 +1513,7 @@ class Builder {
       std::vector<Value*> m;  // rows of this vector of channels, zeros past nrows
       for (int64_t q = 0; q < L; q++)
         m.push_back(q < nrows ? (Value*)b_.CreateLoad(vty, acc[size_t(q * nvecs + v)]) : llvm::ConstantFP::get(vty, 0.0));
-      for (int64_t half = 1; half < L; half *= 2)
-        for (int64_t q = 0; q < L; q++) {
-          if (q & half) continue;
-          std::vector<int> lo, hi;  // lane l of row q takes row q + half's l - half where l has bit `half`
-          for (int64_t l = 0; l < L; l++) {
-            lo.push_back(int((l & half) ? L + l - half : l));
-            hi.push_back(int((l & half) ? L + l : l + half));
-          }
-          Value* a = m[size_t(q)];
-          Value* b = m[size_t(q + half)];
-          m[size_t(q)] = b_.CreateShuffleVector(a, b, lo);
-          m[size_t(q + half)] = b_.CreateShuffleVector(a, b, hi);
-        }
+      transpose_square(m);
       DType dt = DType::Float32;
       for (int64_t l = 0; l < L; l++) {  // channel v * L + l: rows 0..nrows from its row 0's place
         Value* first = index(o.store.index_valid(out_idx[size_t(v * L + l)]).first);

@@ -168,7 +168,9 @@ class CpuLowering {
     }
     p.channel = ct;
     if (!ct && !p.vector_tile && par >= 0 && !k_.serial) p.flat_tail = plan_flat_tail(idx, par);
-    if (!ct && !p.vector_tile && !p.flat_tail && par >= 0 && !k_.serial) p.inner_loop = plan_inner_loop(idx, par);
+    if (!ct && !p.vector_tile && !p.flat_tail && par >= 0 && !k_.serial) p.transpose = plan_transpose_tile(idx, par);
+    if (!ct && !p.vector_tile && !p.flat_tail && !p.transpose && par >= 0 && !k_.serial)
+      p.inner_loop = plan_inner_loop(idx, par);
     p.num_vars = vars_.next;
     return p;
   }
@@ -204,47 +206,85 @@ class CpuLowering {
     return good;
   }
 
+  // The dims `run` (increasing, every non-unit dim from the first to the last) as one
+  // FlatTail, where every access is affine along them with strides in row-major proportion
+  // and no mask looks at them; `coefficients` gets each access's stride along the run, in
+  // the order accesses() visits them.
+  std::optional<FlatTail> flatten(const std::vector<Expr>& idx, const std::vector<int>& run,
+                                  std::vector<int64_t>& coefficients) {
+    const Shape& shape = k_.shape;
+    const int lid = int(idx[size_t(run.back())]->value);
+    coefficients.clear();
+    // at the output's own index
+    auto proportional = [&](const Expr& flat, const Expr& valid) {
+      auto c_last = linear_coefficient(flat, lid);
+      if (!c_last) return false;
+      int64_t stride = 1;
+      for (size_t q = run.size(); q-- > 0;) {
+        int id = int(idx[size_t(run[q])]->value);
+        auto c = linear_coefficient(flat, id);
+        if (!c || *c != *c_last * stride || uses_vars(valid, id, id + 1)) return false;
+        stride *= shape[size_t(run[q])];
+      }
+      coefficients.push_back(*c_last);
+      return true;
+    };
+    if (!accesses(idx, proportional)) return std::nullopt;
+    // and at the flat loop's index, the same run: the code generator evaluates that one
+    FlatTail t;
+    t.from = run.front();
+    t.last = run.back();
+    t.count = 1;
+    for (int d : run) t.count *= shape[size_t(d)];
+    Expr f = vars_.make(t.count);
+    t.var = int(f->value);
+    size_t seen = 0;
+    auto same_run = [&](const Expr& flat, const Expr& valid) {
+      auto c = linear_coefficient(flat, t.var);
+      return c && seen < coefficients.size() && *c == coefficients[seen++] && !uses_vars(valid, t.var, t.var + 1);
+    };
+    if (!accesses(flat_tail_index(idx, t), same_run) || seen != coefficients.size()) return std::nullopt;
+    return t;
+  }
+
   std::optional<FlatTail> plan_flat_tail(const std::vector<Expr>& idx, int par) {
     const Shape& shape = k_.shape;
     std::vector<int> tail;  // non-unit dims after the parallel one
     for (int d = par + 1; d < int(shape.size()); d++)
       if (shape[size_t(d)] > 1) tail.push_back(d);
     if (tail.size() < 2 || shape[size_t(tail.back())] >= 2 * kLanes) return std::nullopt;  // wide enough as it is
-    const int last = tail.back(), lid = int(idx[size_t(last)]->value);
+    std::vector<int64_t> coefficients;
     for (size_t first = 0; first + 1 < tail.size(); first++) {
-      // at the output's own index: affine in each merged dim, strides in row-major proportion
-      std::vector<int64_t> coefficients;  // each access's stride along the run
-      auto contiguous = [&](const Expr& flat, const Expr& valid) {
-        auto c_last = linear_coefficient(flat, lid);
-        if (!c_last) return false;
-        int64_t stride = 1;
-        for (size_t q = tail.size(); q-- > first;) {
-          int id = int(idx[size_t(tail[q])]->value);
-          auto c = linear_coefficient(flat, id);
-          if (!c || *c != *c_last * stride || uses_vars(valid, id, id + 1)) return false;
-          stride *= shape[size_t(tail[q])];
-        }
-        coefficients.push_back(*c_last);
-        return true;
-      };
-      if (!accesses(idx, contiguous)) continue;
-      // and at the flat loop's index, the same run: the code generator evaluates that one
-      FlatTail t;
-      t.from = tail[first];
-      t.last = last;
-      t.count = 1;
-      for (size_t q = first; q < tail.size(); q++) t.count *= shape[size_t(tail[q])];
-      Expr f = vars_.make(t.count);
-      t.var = int(f->value);
-      size_t seen = 0;
-      auto same_run = [&](const Expr& flat, const Expr& valid) {
-        auto c = linear_coefficient(flat, t.var);
-        return c && seen < coefficients.size() && *c == coefficients[seen++] && !uses_vars(valid, t.var, t.var + 1);
-      };
-      if (!accesses(flat_tail_index(idx, t), same_run) || seen != coefficients.size()) return std::nullopt;
-      return t;
+      auto t = flatten(idx, std::vector<int>(tail.begin() + long(first), tail.end()), coefficients);
+      if (t) return t;
     }
     return std::nullopt;
+  }
+
+  // ---- transposed blocks (TransposeTile)
+  std::optional<TransposeTile> plan_transpose_tile(const std::vector<Expr>& idx, int par) {
+    const Shape& shape = k_.shape;
+    std::vector<int> dims;  // non-unit dims after the parallel one: the run, then the stored dim
+    for (int d = par + 1; d < int(shape.size()); d++)
+      if (shape[size_t(d)] > 1) dims.push_back(d);
+    if (dims.size() < 2) return std::nullopt;
+    const int s = dims.back();
+    const int sid = int(idx[size_t(s)]->value);
+    if (shape[size_t(s)] % kLanes) return std::nullopt;
+    dims.pop_back();
+    const int lid = int(idx[size_t(dims.back())]->value);
+    for (auto& o : k_.outputs) {  // 4-byte elements (the vectors transposed), stored along s, not the run
+      if (o.scatter_index || itemsize(k_.buffers[size_t(o.buffer)]->dtype()) != 4) return std::nullopt;
+      const Expr at = o.store.index_valid(idx).first;
+      auto c = linear_coefficient(at, sid);
+      if (!c || *c != 1 || linear_coefficient(at, lid) == 1) return std::nullopt;
+    }
+    std::vector<int64_t> coefficients;
+    auto run = flatten(idx, dims, coefficients);
+    if (!run || run->count % kLanes) return std::nullopt;
+    // a load along the run (the stores are not)
+    if (std::find(coefficients.begin(), coefficients.end(), 1) == coefficients.end()) return std::nullopt;
+    return TransposeTile{*run, s};
   }
 
   // ---- the innermost loop (InnerLoop)

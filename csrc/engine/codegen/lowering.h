@@ -136,6 +136,16 @@ struct InnerLoop {
   int dim = -1;
 };
 
+// An elementwise kernel that stores along its last dim (`dim`) what it loads along the dims
+// before it (a run, flattened as a FlatTail: NCHW values stored NHWC for a weight gradient)
+// runs in blocks of lanes x lanes: each block is computed along the run into a buffer, then
+// transposed in registers and stored along `dim`. Element by element, one side of the copy
+// would be strided.
+struct TransposeTile {
+  FlatTail run;
+  int dim = -1;
+};
+
 struct CpuPlan {
   std::optional<SplitPlan> split;  // else one function over [begin, end) of parallel_dim
   int parallel_dim = -1;           // the dim whose range the threads split (-1: none)
@@ -144,6 +154,7 @@ struct CpuPlan {
   std::optional<ReduceBlocking> blocks;
   std::optional<VectorTile> vector_tile;
   std::optional<FlatTail> flat_tail;
+  std::optional<TransposeTile> transpose;
   std::optional<InnerLoop> inner_loop;
   // The plan's expressions use variables 0..num_vars-1, the output dims' first (0..ndim-1);
   // the code generator binds them and numbers its own after them.

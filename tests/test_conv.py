@@ -116,6 +116,38 @@ def test_conv_errors():
         assert type(dev_err.value) is type(cpu_err.value)
 
 
+@pytest.mark.parametrize("k,pad,opad", [(3, 1, 1), (3, 0, 1), (4, 1, 0), (5, 2, 1), (2, 0, 0)], ids=str)
+def test_stride2_gradients_by_output_phase(k, pad, opad):
+    """Stride-2 transposed convolutions (a strided convolution's input gradient, and
+    ConvTranspose itself) large enough to run per output phase: each output position takes
+    only its own taps, never the zeros of an interleaved input; both pad parities, odd and
+    even kernels, and the input gradient read channels-last by the weight gradient before it."""
+    torch.manual_seed(3)
+    x = torch.randn(8, 6, 16, 16)
+    w = torch.randn(6, 5, k, k) * 0.2
+    check_fwd_bwd(F.conv_transpose2d, x, w, None, stride=2, padding=pad, output_padding=opad,
+                  rtol=1e-4, atol=1e-4)
+    if IS_TINY:  # the products the kernels do: ceil(k/2)^2 taps per output, not k^2
+        from torch_tiny import debug
+        xd, wd = to_dev(x), to_dev(w)
+        sync()
+        with debug.trace() as t:
+            y = F.conv_transpose2d(xd, wd, stride=2, padding=pad, output_padding=opad)
+            sync()
+        products = y.numel() * 6 * ((k + 1) // 2) ** 2
+        assert sum(kern.flops for kern in t.kernels) <= 2 * products * 1.05
+    w1, w2 = torch.randn(16, 8, 3, 3) * 0.2, torch.randn(32, 16, k, k) * 0.2
+
+    def two_convs(x, w1, w2):  # conv2's input gradient is conv1's grad_output
+        return F.conv2d(F.conv2d(x, w1, padding=1).relu(), w2, stride=2, padding=pad).square().sum()
+    check_fwd_bwd(two_convs, torch.randn(8, 8, 32, 32), w1, w2, rtol=1e-4, atol=1e-3)
+    # 1-d and 3-d, and a stride of 1 along one dim
+    check_fwd_bwd(F.conv_transpose1d, torch.randn(8, 4, 64), torch.randn(4, 3, k), None, stride=2, padding=pad,
+                  output_padding=opad, rtol=1e-4, atol=1e-4)
+    check_fwd_bwd(F.conv_transpose3d, torch.randn(2, 3, 8, 8, 8), torch.randn(3, 2, k, 3, k), None,
+                  stride=(2, 1, 2), padding=pad, output_padding=(opad, 0, opad), rtol=1e-4, atol=1e-4)
+
+
 def test_conv_module_training_step():
     torch.manual_seed(1)
     mc = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.Conv2d(8, 4, 3, stride=2, groups=4),

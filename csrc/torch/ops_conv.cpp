@@ -194,6 +194,110 @@ T interleave_zeros(const T& x, const Dims& stride) {
   return y;
 }
 
+// A transposed convolution of stride 2 (1 along some dims; one group, no dilation) as one
+// reduce over its output phases: output position o = 2q + r takes the taps k = rho_r + 2a
+// only, rho_r = (r + p) % 2, from x[q + m_r - a], m_r = (r + p) / 2. Over a zero-interleaved
+// input 3/4 of the products would multiply zeros (a 3x3 stride-2 input gradient: 9 taps
+// per output instead of 4). With two phases, rho_r and m_r are affine in r, so both operands
+// are strided views. Iteration (N, C, Q1, s1, ..., OC, A...), stored as (N, C, Q1*s1, ...):
+// the result is its crop to `out`. Null where another stride, dilation or a group asks for
+// the general form, or where the phases save nothing (a 1x1 kernel).
+std::optional<T> conv_transposed_phases(const T& x, const T& w, int64_t G, const Dims& stride, const Dims& pad,
+                                        const Dims& dil, const Dims& out) {
+  const size_t D = stride.size();
+  const auto& xs = x.shape();
+  const auto& ws = w.shape();
+  if (G != 1) return std::nullopt;
+  int64_t taps = 1, phase_taps = 1;
+  bool strided = false;
+  Dims A(D), Q(D), m0(D), dm(D), rho0(D), drho(D), before(D), after(D), Kp(D);
+  for (size_t i = 0; i < D; i++) {
+    const int64_t s = stride[i], p = pad[i], K = ws[2 + i], S = xs[2 + i];
+    // (an output size the phases do not divide would be a crop of the reduce: its readers
+    // could not take it in its own order)
+    if (dil[i] != 1 || (s != 1 && s != 2) || out[i] % s != 0) return std::nullopt;
+    strided |= s == 2;
+    A[i] = (K + s - 1) / s;
+    Q[i] = (out[i] + s - 1) / s;
+    Kp[i] = s * A[i];
+    m0[i] = p / s;
+    rho0[i] = p % s;
+    dm[i] = s == 2 ? (p + 1) / 2 - m0[i] : 0;
+    drho[i] = s == 2 ? (p + 1) % 2 - rho0[i] : 0;
+    const int64_t m_min = std::min(m0[i], m0[i] + dm[i]), m_max = std::max(m0[i], m0[i] + dm[i]);
+    before[i] = std::max<int64_t>(0, A[i] - 1 - m_min);  // x[q + m_r - a] for a < A, q < Q
+    after[i] = std::max<int64_t>(0, Q[i] - 1 + m_max - (S - 1));
+    taps *= K;
+    phase_taps *= A[i];
+  }
+  const int64_t N = xs[0], OC = xs[1], C = ws[1];
+  // Each phase's taps of the weight serve N * Q... output rows; below kMinPhaseRows the
+  // per-phase weight panels (a CPU tile packs them once per phase) cost more than the zeros
+  // saved (resnet18's layer4 at 64x64, 16 images: 2x2 rows each, 5.5 ms against 4.7).
+  constexpr int64_t kMinPhaseRows = 512;
+  int64_t rows = N;
+  for (size_t i = 0; i < D; i++) rows *= Q[i];
+  if (!strided || phase_taps >= taps || rows < kMinPhaseRows) return std::nullopt;
+  T xp = stored_operand(pad_spatial(x, before, after), x);
+  Dims xstr(D + 2, 1);  // xp's row-major strides
+  for (size_t i = D + 2; i-- > 1;) xstr[i - 1] = xstr[i] * xp.shape()[i];
+  T wp = w;
+  for (size_t i = 0; i < D; i++) wp = pad_dim(wp, int(2 + i), 0, Kp[i] - ws[2 + i]);
+  Dims wstr(D + 2, 1);
+  wstr[D + 1] = 1;
+  for (size_t i = D + 2; i-- > 1;) wstr[i - 1] = wstr[i] * (i >= 2 ? Kp[i - 2] : C);
+  // iteration (N, C, Q1, s1, ..., QD, sD, OC, A1, ..., AD)
+  // iteration (s1, ..., sD, N, C, Q1, ..., QD, OC, A1, ..., AD): a convolution of N images
+  // per output phase (the code generator tiles C x Q as it tiles channels x rows, the
+  // weight's phase panels packed once per phase)
+  tiny::Shape full, xv, xvs, wv, wvs;
+  int64_t xoff = 0, woff = 0;
+  for (size_t i = 0; i < D; i++) {
+    full.push_back(stride[i]);
+    xv.push_back(stride[i]);
+    xvs.push_back(dm[i] * xstr[2 + i]);
+    wv.push_back(stride[i]);
+    wvs.push_back(drho[i] * wstr[2 + i]);
+    // tap a' = A - 1 - a: x moves forward with it (a backward stride would leave a modulo
+    // in the tile's index math), the packed weight backward
+    xoff += (m0[i] + before[i] - (A[i] - 1)) * xstr[2 + i];
+    woff += (rho0[i] + stride[i] * (A[i] - 1)) * wstr[2 + i];
+  }
+  full.insert(full.end(), {N, C});
+  xv.insert(xv.end(), {N, 1});
+  xvs.insert(xvs.end(), {xstr[0], 0});
+  wv.insert(wv.end(), {1, C});
+  wvs.insert(wvs.end(), {0, wstr[1]});
+  for (size_t i = 0; i < D; i++) {
+    full.push_back(Q[i]);
+    xv.push_back(Q[i]);
+    xvs.push_back(xstr[2 + i]);
+    wv.push_back(1);
+    wvs.push_back(0);
+  }
+  full.push_back(OC);
+  xv.push_back(OC);
+  xvs.push_back(xstr[1]);
+  wv.push_back(OC);
+  wvs.push_back(wstr[0]);
+  for (size_t i = 0; i < D; i++) {
+    full.push_back(A[i]);
+    xv.push_back(A[i]);
+    xvs.push_back(xstr[2 + i]);
+    wv.push_back(A[i]);
+    wvs.push_back(-stride[i] * wstr[2 + i]);
+  }
+  T prod = mul(xp.as_strided(xv, xvs, xoff).expand(full), wp.as_strided(wv, wvs, woff).expand(full));
+  const int reduced = int(2 + 2 * D);  // the first reduced dim
+  T r = prod.reduce(ReduceOp::Sum, range_axes(reduced, int(full.size())), false, allow_tf32());
+  // (s..., N, C, Q...) -> (N, C, Q1, s1, ..., QD, sD) -> (N, C, Q1*s1, ...)
+  std::vector<int> perm{int(D), int(D + 1)};
+  for (size_t i = 0; i < D; i++) perm.insert(perm.end(), {int(2 + D + i), int(i)});
+  tiny::Shape flat{N, C};
+  for (size_t i = 0; i < D; i++) flat.push_back(out[i]);
+  return r.permute(perm).reshape(flat);
+}
+
 // Transposed convolution. x: (N, G*ICg, S...), w: (G*ICg, OCg, K...). `stored_x`
 // (if given) receives x read back from the stored, padded operand where there is one
 // and the stride is 1: a second reader of a computed x loads it instead of computing it.
@@ -209,6 +313,8 @@ T conv_transposed_value(const T& x, const T& w, int64_t G, const Dims& stride, c
     after[i] = before[i] + opad[i];
     out[i] = (S - 1) * stride[i] - 2 * pad[i] + dil[i] * (K[i] - 1) + opad[i] + 1;
   }
+  if (x.numel() > 0 && w.numel() > 0)
+    if (auto phases = conv_transposed_phases(x, w, G, stride, pad, dil, out)) return *phases;
   T xt = stored_operand(pad_spatial(interleave_zeros(x, stride), before, after), x);
   bool whole_inside = true;  // x is all there: unit stride, padded rather than cropped
   for (size_t i = 0; i < D; i++) whole_inside &= stride[i] == 1 && before[i] >= 0 && after[i] >= 0;

@@ -116,6 +116,11 @@ class Builder {
         return;
       }
       const size_t d = order[at];
+      const bool pack_here = ct && ct->pack_inner && ct->pack_at >= 0 && ct->pack_at < ct->first_dim();
+      if (pack_here && int(d) == ct->pack_at) {  // b moves with none of the loops from here to the tiles
+        bool at_par = ct->j == par;
+        emit_pack(*ct, at_par ? begin : b_.getInt64(0), at_par ? end : b_.getInt64(shape[size_t(ct->j)]));
+      }
       if (shape[d] == 1) {
         nest(at + 1);
         return;
@@ -151,7 +156,7 @@ class Builder {
           lo_i = b_.CreateMul(begin, b_.getInt64(inner));
           hi_i = b_.CreateMul(end, b_.getInt64(inner));
         }
-        if (ct->pack_inner) emit_pack(*ct, lo_j, hi_j);
+        if (ct->pack_inner && !pack_here) emit_pack(*ct, lo_j, hi_j);
         tiled_channels(idx, *ct, lo_j, hi_j, lo_i, hi_i);
         return;
       }
@@ -192,7 +197,10 @@ class Builder {
         });
       };
       const Expr whole = idx[d];
-      const int64_t m = int(d) == par || k_.serial ? 1 : mask_residues(idx, whole);
+      // (the dims a channel tile's b is packed per index of keep their variables: b_idx reads them)
+      const int64_t m = int(d) == par || k_.serial || (ct && ct->pack_inner && int(d) < ct->first_dim())
+                            ? 1
+                            : mask_residues(idx, whole);
       if (m > 1 && split_copies_ * m <= kMaxSplitCopies) {
         split_copies_ *= m;
         for (int64_t r = 0; r < m && r < shape[d]; r++) {
@@ -500,7 +508,10 @@ class Builder {
     Value* r = nullptr;
     switch (e->op) {
       case EOp::Const: r = b_.getInt64(e->value); break;
-      case EOp::Var: r = vars_[size_t(e->value)]; break;
+      case EOp::Var:
+        r = vars_[size_t(e->value)];
+        if (!r) throw std::logic_error("tiny codegen: variable " + std::to_string(e->value) + " used outside its loop");
+        break;
       case EOp::Add: {
         r = index(e->src[0]);
         for (size_t i = 1; i < e->src.size(); i++) r = b_.CreateAdd(r, index(e->src[i]), "", false, true);

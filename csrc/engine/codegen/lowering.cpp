@@ -159,6 +159,7 @@ class CpuLowering {
         ct = over_channels;
       }
     }
+    if (ct && ct->pack_inner) par = pack_outside(*ct, idx, par);
     p.parallel_dim = par;
     if (ct && ct->j == par) p.parallel_grain = ct->cols;
     if (ct) {
@@ -343,6 +344,28 @@ class CpuLowering {
     return t;
   }
 
+  // A b packed per index of the dims before the tiles (pack_inner): the first dim after those
+  // it moves with, where its panels are packed (ChannelTile::pack_at).
+  int pack_level(const ChannelTile& ct, const std::vector<Expr>& idx) const {
+    int at = 0;
+    for (int d = 0; d < ct.first_dim(); d++)
+      if (std::find(ct.b_outer_vars.begin(), ct.b_outer_vars.end(), int(idx[size_t(d)]->value)) != ct.b_outer_vars.end())
+        at = d + 1;
+    return at;
+  }
+
+  // The parallel dim of a pack_inner tile: where `par` moves b, the next dim that does not
+  // (the images, after a transposed convolution's phases), so that each thread packs each
+  // panel once rather than once per image; else `par`.
+  int pack_outside(ChannelTile& ct, const std::vector<Expr>& idx, int par) {
+    if (ct.pack_at < 0) ct.pack_at = pack_level(ct, idx);
+    if (ct.par_hint >= 0) return ct.par_hint;
+    if (par < 0 || par >= ct.pack_at) return par;
+    for (int d = ct.pack_at; d < ct.first_dim(); d++)
+      if (k_.shape[size_t(d)] > 1) return d;
+    return par;
+  }
+
   // ---- output-channel tiles (ChannelTile)
   static constexpr int64_t kChanVecs = 2;
   const int64_t kChanCols = kChanVecs * kLanes;
@@ -418,7 +441,11 @@ class CpuLowering {
     for (size_t q = nu.size() - 1; q-- > 0;) {
       if (shape[size_t(nu[q])] < kChanCols) continue;
       auto ct = check_channel_tile(idx, nu[q], nu.back());
-      if (!ct || (!ct->unit && !ct->packable)) continue;
+      if (!ct || (!ct->unit && !ct->packable && !ct->outer_packable)) continue;
+      // a weight that moves with dims before the tile (a strided transposed convolution's
+      // output phases) is packed per index of those: each panel serves the tile's rows
+      ct->pack_inner = !ct->unit && !ct->packable;
+      if (ct->pack_inner) ct->pack_at = pack_level(*ct, idx);
       ct->mid.assign(nu.begin() + long(q) + 1, nu.end() - 1);
       // Rows shorter than a tile (a 2x2 convolution output) or not dividing into whole
       // tiles continue into the mid dim before: the weight stream bounds the kernel
@@ -441,12 +468,18 @@ class CpuLowering {
         if (r > q) inner_rows *= shape[size_t(nu[r])];
         par_inside |= r != q && nu[r] == par;
       }
-      if (ct->packable && q > 0 && inner_rows < kMinRowsLastDim && !par_inside) {
-        ct->row_outer.assign(nu.begin(), nu.begin() + long(q));
+      // A b packed per index of the dims before (pack_inner) continues over those after the
+      // ones it moves with only, the first of them then the parallel dim (par_hint).
+      const int from = ct->pack_inner ? ct->pack_at : 0;
+      size_t first_row = 0;
+      while (first_row < q && nu[first_row] < from) first_row++;
+      if ((ct->packable || ct->pack_inner) && first_row < q && inner_rows < kMinRowsLastDim && !par_inside) {
+        ct->row_outer.assign(nu.begin() + long(first_row), nu.begin() + long(q));
         ct->row_outer.insert(ct->row_outer.end(), ct->mid.begin(), ct->mid.end());
         int64_t all = inner_rows;
-        for (size_t r = 0; r < q; r++) all *= shape[size_t(nu[r])];
+        for (size_t r = first_row; r < q; r++) all *= shape[size_t(nu[r])];
         ct->rows = tile_rows(all);
+        if (ct->pack_inner) ct->par_hint = ct->row_outer.front();
       }
       return ct;
     }
@@ -510,12 +543,16 @@ class CpuLowering {
     // per index of those (pack_inner)
     allowed.insert(allowed.end(), ct.outer_vars.begin(), ct.outer_vars.end());
     bool outer = false;
+    ct.b_outer_vars.clear();
     auto only_allowed = [&](const Expr& e) {
       std::vector<int> ids;
       collect_vars(e, ids);
       for (int id : ids) {
         if (std::find(allowed.begin(), allowed.end(), id) == allowed.end()) return false;
-        outer |= std::find(ct.outer_vars.begin(), ct.outer_vars.end(), id) != ct.outer_vars.end();
+        if (std::find(ct.outer_vars.begin(), ct.outer_vars.end(), id) != ct.outer_vars.end()) {
+          outer = true;
+          ct.b_outer_vars.push_back(id);
+        }
       }
       return true;
     };
@@ -608,11 +645,16 @@ class CpuLowering {
     std::vector<int> ids;
     collect_vars(ct.packed_flat, ids);
     ct.packable = ct.outer_packable = true;
+    ct.b_outer_vars.clear();
     for (int id : ids) {
       bool known = id == jid;
       for (auto& kv : ct.kvars) known |= id == int(kv->value);
       ct.packable &= known;
-      for (int o : ct.outer_vars) known |= id == o;
+      for (int o : ct.outer_vars)
+        if (id == o) {
+          known = true;
+          ct.b_outer_vars.push_back(id);
+        }
       ct.outer_packable &= known;
     }
     if (!ct.unit && !ct.outer_packable) return false;

@@ -91,6 +91,12 @@ struct ChannelTile {
   bool pack_inner = false;  // packed per index of those dims (bmm's transposed b)
   bool jstride1 = false;    // b moves by 1 along j (packed or not)
   std::vector<int> outer_vars;
+  std::vector<int> b_outer_vars;  // the outer_vars b moves with
+  // pack_inner: the panels are packed before the loop of this dim; b moves with none of the
+  // dims from it to the tiles (a transposed convolution's phases (s, N, ...): once per
+  // phase, not per image). The tiles' first dim where b moves with the last outer dim.
+  int pack_at = -1;
+  int par_hint = -1;  // pack_inner rows continued over outer dims: their first is the parallel dim
   // Rows of the tile's output: dim i's times the dims they continue into.
   int64_t row_count(const Shape& shape) const;
   // The flat reduce step of the reduce variables' values `kv`.

@@ -1,6 +1,7 @@
 #include "engine/schedule/scheduler.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -72,29 +73,55 @@ const Node* copied_value(const Node* n) {
   return s->numel() == n->numel() && s->dtype == n->dtype ? s : nullptr;
 }
 
+// How view `w` reads a row-major array of shape `base` where it only permutes base's dims,
+// each of its own dims merging consecutive ones (no mask, offset or broadcast): for each
+// non-unit dim of base, the dim of w it lies in and its weight there. None otherwise.
+std::optional<std::vector<std::pair<size_t, int64_t>>> placement(const View& w, const Shape& base) {
+  if (w.mask || w.offset != 0) return std::nullopt;
+  const Shape base_strides = contiguous_strides(base);
+  std::vector<std::pair<size_t, int64_t>> at(base.size(), {SIZE_MAX, 0});
+  for (size_t e = 0; e < w.shape.size(); e++) {
+    // w's dim e reads base's dims, innermost first, from the one of stride w.strides[e]
+    int64_t left = w.shape[e], stride = w.strides[e], weight = 1;
+    while (left > 1) {
+      size_t d = 0;
+      while (d < base.size() && (at[d].first != SIZE_MAX || base[d] == 1 || base_strides[d] != stride)) d++;
+      if (d == base.size() || left % base[d] != 0) return std::nullopt;
+      at[d] = {e, weight};
+      left /= base[d];
+      stride *= base[d];
+      weight *= base[d];
+    }
+  }
+  for (size_t d = 0; d < base.size(); d++)
+    if (base[d] != 1 && at[d].first == SIZE_MAX) return std::nullopt;
+  return at;
+}
+
 // The store that puts a reduce's values (iteration shape v->shape) where t, a
 // permutation of v, reads them row-major: the reduce's buffer then is t's storage.
-// None unless t's view only permutes v's dims (no mask, offset, broadcast or merge).
+// t's views may merge consecutive dims (a strided transposed convolution's output phases,
+// (Q, 2) -> 2Q, then permuted channels-last). None unless every view only permutes so.
 std::optional<ShapeTracker> permutation_store(const Node* t, const Node* v) {
   std::vector<View> views = t->args.st.views();
   // a contiguous top view only reshapes the one below: the same row-major order
   while (views.size() > 1 && views.back().is_contiguous() && numel(views.back().shape) == numel(views[views.size() - 2].shape))
     views.pop_back();
-  if (views.size() != 1 || views[0].mask || views[0].offset != 0) return std::nullopt;
-  const View& w = views[0];
-  const Shape v_strides = contiguous_strides(v->shape), t_strides = contiguous_strides(w.shape);
-  Shape store(v->shape.size(), 0);
-  std::vector<bool> matched(w.shape.size(), false);
-  for (size_t d = 0; d < v->shape.size(); d++) {
-    if (v->shape[d] == 1) continue;
-    size_t e = 0;
-    while (e < w.shape.size() && (matched[e] || w.shape[e] != v->shape[d] || w.strides[e] != v_strides[d])) e++;
-    if (e == w.shape.size()) return std::nullopt;
-    matched[e] = true;
-    store[d] = t_strides[e];
+  // each non-unit dim of v: the dim of the current view it lies in, and its weight there
+  std::vector<std::pair<size_t, int64_t>> at(v->shape.size());
+  for (size_t d = 0; d < at.size(); d++) at[d] = {d, 1};
+  const Shape* base = &v->shape;
+  for (const View& w : views) {
+    auto step = placement(w, *base);
+    if (!step) return std::nullopt;
+    for (size_t d = 0; d < at.size(); d++)
+      if (v->shape[d] != 1) at[d] = {(*step)[at[d].first].first, at[d].second * (*step)[at[d].first].second};
+    base = &w.shape;
   }
-  for (size_t e = 0; e < w.shape.size(); e++)
-    if (w.shape[e] != 1 && !matched[e]) return std::nullopt;
+  const Shape t_strides = contiguous_strides(*base);
+  Shape store(v->shape.size(), 0);
+  for (size_t d = 0; d < at.size(); d++)
+    if (v->shape[d] != 1) store[d] = t_strides[at[d].first] * at[d].second;
   return ShapeTracker({View::make(v->shape, store, 0, std::nullopt)});
 }
 
@@ -181,6 +208,24 @@ struct Planner {
         roots[v] = roots[n] + " (through a permutation)";
         permutation_of[n] = v;
       }
+    }
+    permuted_reduces(order, readers);
+  }
+
+  // A sizable reduce that every reader reads through one permutation of its dims (a strided
+  // transposed convolution computed per output phase, (N, phases, C, Q...), where the code
+  // generator tiles it as a convolution, and read as (N, C, Q1, phase1, ...)): computed in its
+  // own order and stored in theirs. Fused into a reader it would be evaluated in the reader's
+  // order, untiled (a 3x3 stride-2 input gradient of 16x64x16x16: 300 ms, not 1).
+  void permuted_reduces(const std::vector<const Node*>& order,
+                        std::unordered_map<const Node*, std::vector<const Node*>>& readers) {
+    for (const Node* v : order) {
+      if (v->op != Op::Reduce || roots.count(v) || v->src[0]->numel() < 16 * v->numel()) continue;
+      const auto& rs = readers[v];
+      if (rs.empty() || !rs[0] || rs[0]->op != Op::View) continue;
+      auto store = permutation_store(rs[0], v);
+      if (!store || store->views()[0].strides == contiguous_strides(v->shape)) continue;  // a reshape: its own order
+      if (store_permuted(v, store, rs)) roots[v] = "read through a permutation of its dims";
     }
   }
 

@@ -154,6 +154,45 @@ TEST(Fusion, TransposedCopyOfAProductComputesItInItsOwnOrder) {
     }
 }
 
+// A product computed per phase, (2, 8, 5, 4) = (r, batch, rows, cols), read only as
+// (batch, rows, r, cols) merged to (batch, rows, 2 * cols) (a stride-2 transposed
+// convolution's phases interleaved back) by an elementwise op, or copied with the merged dim
+// first: the product is computed in its own order, where it is tiled, and stored in its
+// reader's (the merge composed through both views). Fused into the reader it was evaluated
+// in the reader's order, untiled.
+TEST(Fusion, ProductReadThroughMergingPermutationsIsStoredInTheirOrder) {
+  auto av = data(2 * 8 * 5 * 48), bv = data(2 * 48 * 4, 0.05f);
+  auto product = [&] {
+    Tensor a = from(av, {2, 8, 5, 48}), b = from(bv, {2, 1, 48, 4});
+    return a.reshape({2, 8, 5, 48, 1})
+        .expand({2, 8, 5, 48, 4})
+        .binary(Op::Mul, b.reshape({2, 1, 1, 48, 4}).expand({2, 8, 5, 48, 4}))
+        .reduce(ReduceOp::Sum, {3}, false)  // (2, 8, 5, 4)
+        .permute({1, 2, 0, 3})
+        .reshape({8, 5, 8});  // (batch, rows, r * 4 + col)
+  };
+  Tensor scaled = product().binary(Op::Mul, cf(2, {8, 5, 8}));
+  Tensor copied = product().permute({2, 0, 1}).contiguous();  // (8, 8, 5)
+  for (const Tensor& t : {scaled, copied}) {
+    Schedule s = create_schedule({t.node()});
+    bool own_order = false;
+    for (auto& k : s.kernels) own_order |= k.shape.size() >= 4 && k.shape[0] == 2 && k.shape[1] == 8;
+    EXPECT_TRUE(own_order) << "the product's kernel iterates in its own order";
+    EXPECT_LE(s.kernels.size(), 2u);
+  }
+  auto got_scaled = to_vec<float>(scaled), got_copied = to_vec<float>(copied);
+  for (int r = 0; r < 2; r++)
+    for (int n = 0; n < 8; n++)
+      for (int i = 0; i < 5; i++)
+        for (int j = 0; j < 4; j++) {
+          double e = 0;
+          for (int k = 0; k < 48; k++) e += double(av[size_t(((r * 8 + n) * 5 + i) * 48 + k)]) * bv[size_t((r * 48 + k) * 4 + j)];
+          int m = r * 4 + j;
+          EXPECT_NEAR(got_scaled[size_t((n * 5 + i) * 8 + m)], 2 * e, 1e-4);
+          EXPECT_NEAR(got_copied[size_t((m * 8 + n) * 5 + i)], e, 1e-4);
+        }
+}
+
 // Realize points of one size are walked together by the cost model, each seen in the shape
 // of the first (here the other value's flat one). The scores were seen through a reshape
 // node, the requested one, itself a root and so a leaf: their reduces went uncounted and q

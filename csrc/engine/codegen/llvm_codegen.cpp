@@ -410,7 +410,7 @@ class Builder {
   }
 
   // ---- index-set splitting at mask boundaries
-  static constexpr int64_t kMaxSplitCopies = 16;  // loop bodies one innermost loop may become
+  static constexpr int64_t kMaxSplitCopies = 64;  // loop bodies one innermost loop may become
   int64_t split_copies_ = 1;
 
   static int64_t floordiv_i(int64_t a, int64_t b) {  // b > 0

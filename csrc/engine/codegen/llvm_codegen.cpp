@@ -482,7 +482,7 @@ class Builder {
         auto a = linear_coefficient(e->src[0], vid);
         int64_t c = e->value;
         int64_t need = a && *a != 0 ? c / std::gcd(std::abs(*a), c) : kMaxResidues + 1;
-        m = need > kMaxResidues ? kMaxResidues + 1 : std::lcm(m, need);  // lcm of numbers <= 4: no overflow
+        if (need <= kMaxResidues) m = std::lcm(m, need);  // lcm of numbers <= 4: no overflow
       }
       for (auto& s : e->src) scan(s);
     };

@@ -199,9 +199,10 @@ T interleave_zeros(const T& x, const Dims& stride) {
 // only, rho_r = (r + p) % 2, from x[q + m_r - a], m_r = (r + p) / 2. Over a zero-interleaved
 // input 3/4 of the products would multiply zeros (a 3x3 stride-2 input gradient: 9 taps
 // per output instead of 4). With two phases, rho_r and m_r are affine in r, so both operands
-// are strided views. Iteration (N, C, Q1, s1, ..., OC, A...), stored as (N, C, Q1*s1, ...):
-// the result is its crop to `out`. Null where another stride, dilation or a group asks for
-// the general form, or where the phases save nothing (a 1x1 kernel).
+// are strided views. Its iteration (s1, ..., N, C, Q1, ..., OC, A...) is read as
+// (N, C, Q1*s1, ...), which the scheduler stores it as (permuted_reduces). Null where another
+// stride, dilation, a group or an output size the stride does not divide asks for the general
+// form, or where the phases save nothing (a 1x1 kernel) or serve few rows.
 std::optional<T> conv_transposed_phases(const T& x, const T& w, int64_t G, const Dims& stride, const Dims& pad,
                                         const Dims& dil, const Dims& out) {
   const size_t D = stride.size();
@@ -213,8 +214,8 @@ std::optional<T> conv_transposed_phases(const T& x, const T& w, int64_t G, const
   Dims A(D), Q(D), m0(D), dm(D), rho0(D), drho(D), before(D), after(D), Kp(D);
   for (size_t i = 0; i < D; i++) {
     const int64_t s = stride[i], p = pad[i], K = ws[2 + i], S = xs[2 + i];
-    // (an output size the phases do not divide would be a crop of the reduce: its readers
-    // could not take it in its own order)
+    // (an output size the stride does not divide would be a crop of the reduce, which its
+    // readers could not take as a permutation of it)
     if (dil[i] != 1 || (s != 1 && s != 2) || out[i] % s != 0) return std::nullopt;
     strided |= s == 2;
     A[i] = (K + s - 1) / s;
@@ -246,7 +247,6 @@ std::optional<T> conv_transposed_phases(const T& x, const T& w, int64_t G, const
   Dims wstr(D + 2, 1);
   wstr[D + 1] = 1;
   for (size_t i = D + 2; i-- > 1;) wstr[i - 1] = wstr[i] * (i >= 2 ? Kp[i - 2] : C);
-  // iteration (N, C, Q1, s1, ..., QD, sD, OC, A1, ..., AD)
   // iteration (s1, ..., sD, N, C, Q1, ..., QD, OC, A1, ..., AD): a convolution of N images
   // per output phase (the code generator tiles C x Q as it tiles channels x rows, the
   // weight's phase panels packed once per phase)

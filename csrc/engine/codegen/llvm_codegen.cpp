@@ -1406,14 +1406,6 @@ class Builder {
     return true;
   }
 
-  // A tile whose only output is the reduce (through views at most), stored with the tile's
-  // rows consecutive and its channels apart (a weight gradient requested in the weight's
-  // layout, (o, c, kh, kw), from a tile over (c, kh, kw) x o): the accumulators are transposed in registers
-  // (log2(lanes) rounds of two-vector shuffles), each channel's rows then stored as one
-  // masked vector, instead of every value extracted and stored on its own. Measured on an
-  // Intel CPU, 16 images: resnet18's 2x2 weight gradients 4.7 -> 1.9-2.3 ms with AVX-512
-  // (4.3 -> 4.0 for AVX2), 4x4 and 8x8 ones 20 % faster; the SGD step 160-165 -> 145-150 ms
-  // (AVX2: 194 -> 176-186). False (nothing emitted) where that does not apply.
   // The L x L matrix whose rows are the L vectors `m` (L lanes each), transposed in place:
   // log2(L) rounds of two-vector shuffles.
   void transpose_square(std::vector<Value*>& m) {
@@ -1487,6 +1479,14 @@ class Builder {
     });
   }
 
+  // A tile whose only output is the reduce (through views at most), stored with the tile's
+  // rows consecutive and its channels apart (a weight gradient requested in the weight's
+  // layout, (o, c, kh, kw), from a tile over (c, kh, kw) x o): the accumulators are transposed in registers
+  // (log2(lanes) rounds of two-vector shuffles), each channel's rows then stored as one
+  // masked vector, instead of every value extracted and stored on its own. Measured on an
+  // Intel CPU, 16 images: resnet18's 2x2 weight gradients 4.7 -> 1.9-2.3 ms with AVX-512
+  // (4.3 -> 4.0 for AVX2), 4x4 and 8x8 ones 20 % faster; the SGD step 160-165 -> 145-150 ms
+  // (AVX2: 194 -> 176-186). False (nothing emitted) where that does not apply.
   bool store_transposed(const ChannelTile& ct, const std::vector<Expr>& idx, const std::vector<std::vector<Expr>>& out_idx,
                         const std::vector<llvm::AllocaInst*>& acc, int64_t nrows, int64_t ncols) {
     if (k_.outputs.size() != 1 || ncols != ct.cols || nrows > kLanes || nrows < 2) return false;
@@ -1635,21 +1635,21 @@ class Builder {
   }
 
   // float32 erf through double: its Taylor series, 2/sqrt(pi) sum (-1)^n x^(2n+1) / (n! (2n+1)),
-  // to 60 terms on |x| < 4 (error below 5e-11: the float is erff's to the last bit, within one
-  // unit where erff's own rounding is a tie), +-1 beyond (erfc(4) is under half a float unit of
-  // 1). One polynomial the loop vectorizer widens, where erff is a call per element (a GELU's
-  // erf, 3.6 ns per element on 2 cores). The cancellation at |x| = 4 costs 1e-11.
+  // to 60 terms on |x| < 4 (error below 5e-11, cancellation included: within one unit of the
+  // correctly rounded float, as erff), +-1 beyond (erfc(4) is under half a float unit of 1).
+  // One polynomial the loop vectorizer widens, where erff is a call per element (a GELU's erf
+  // took 3.6 ns per element on 2 cores).
   Value* erf_f32(Value* a) {
     auto* dty = b_.getDoubleTy();
     auto c = [&](double v) { return llvm::ConstantFP::get(dty, v); };
-    static const std::vector<double> coef = [] {
+    static const std::vector<double> coef = [] {  // coef[n]: of x^(2n+1)
       std::vector<double> k;
       double factorial = 1;
       for (int n = 0; n < 60; n++) {
         if (n > 0) factorial *= n;
         k.push_back((n % 2 ? -2.0 : 2.0) / (std::sqrt(M_PI) * factorial * (2 * n + 1)));
       }
-      return std::vector<double>(k.rbegin(), k.rend());
+      return k;
     }();
     Value* x = b_.CreateFPExt(a, dty);
     Value* xc = b_.CreateSelect(b_.CreateFCmpOGT(x, c(4.0)), c(4.0), x);  // NaN stays NaN
@@ -1660,10 +1660,10 @@ class Builder {
     Value* z4 = b_.CreateFMul(b_.CreateFMul(z, z), b_.CreateFMul(z, z));
     auto fma = [&](Value* m, Value* f, Value* add) { return b_.CreateIntrinsic(llvm::Intrinsic::fma, {dty}, {m, f, add}); };
     std::vector<Value*> q(4);
-    for (size_t j = 0; j < 4; j++) {  // q_j = sum_m a[4m + j] w^m, Horner from the top
+    for (size_t j = 0; j < 4; j++) {  // q_j(w) = sum_m coef[4m + j] w^m, Horner from its top term
       size_t top = (coef.size() - 1 - j) / 4 * 4 + j;
-      q[j] = c(coef[coef.size() - 1 - top]);
-      for (size_t n = top; n >= 4 + j; n -= 4) q[j] = fma(q[j], z4, c(coef[coef.size() - 1 - (n - 4)]));
+      q[j] = c(coef[top]);
+      for (size_t n = top; n >= 4 + j; n -= 4) q[j] = fma(q[j], z4, c(coef[n - 4]));
     }
     Value* p = fma(fma(fma(q[3], z, q[2]), z, q[1]), z, q[0]);
     Value* r = b_.CreateFMul(xc, p);
@@ -1672,10 +1672,11 @@ class Builder {
     return b_.CreateFPTrunc(r, a->getType());
   }
 
-  // Whether float32 tanh / exp2 go through double exp: only with AVX. On an
-  // SSE-only target LLVM 14 maps a 4-wide double exp to libmvec's AVX2 entry
-  // (_ZGVdN4v_exp), whose ymm arguments an SSE caller does not pass (zeros came back).
-  bool double_exp_pays(Value* a) const { return a->getType()->isFloatTy() && kLanes >= 8; }
+  // Whether float32 tanh / exp2 / erf go through double: only with AVX. On an SSE-only
+  // target LLVM 14 maps a 4-wide double exp to libmvec's AVX2 entry (_ZGVdN4v_exp), whose
+  // ymm arguments an SSE caller does not pass (zeros came back); erf's 60 terms on 2 lanes
+  // without FMA would cost more than erff.
+  bool double_math_pays(Value* a) const { return a->getType()->isFloatTy() && kLanes >= 8; }
 
   // float32 tanh through double exp, which libmvec vectorizes (tanhf is a
   // scalar call: 160 ms over 2^24 floats): (e - 1) / (e + 1) with e = exp(2x),
@@ -1762,8 +1763,8 @@ class Builder {
       case Op::Round: return f ? call(llvm::Intrinsic::roundeven, a) : a;
       case Op::Recip: return fp(b_.CreateFDiv(llvm::ConstantFP::get(a->getType(), 1.0), a));
       case Op::Tan: return fp(libm("tan", a));
-      case Op::Erf: return fp(double_exp_pays(a) ? erf_f32(a) : libm("erf", a));
-      case Op::Tanh: return fp(double_exp_pays(a) ? tanh_f32(a) : libm("tanh", a));
+      case Op::Erf: return fp(double_math_pays(a) ? erf_f32(a) : libm("erf", a));
+      case Op::Tanh: return fp(double_math_pays(a) ? tanh_f32(a) : libm("tanh", a));
       case Op::Asin: return fp(libm("asin", a));
       case Op::Acos: return fp(libm("acos", a));
       case Op::Atan: return fp(libm("atan", a));
@@ -1777,7 +1778,7 @@ class Builder {
       case Op::Erfinv: return fp(erfinv(a));
       case Op::Erfc: return fp(libm("erfc", a));
       case Op::Exp2: {
-        if (!double_exp_pays(a)) return fp(call(llvm::Intrinsic::exp2, a));
+        if (!double_math_pays(a)) return fp(call(llvm::Intrinsic::exp2, a));
         // exp(x ln 2) in double: vectorized, within 1e-14 relative (exp2f is a scalar call)
         Value* x = b_.CreateFMul(b_.CreateFPExt(a, b_.getDoubleTy()), llvm::ConstantFP::get(b_.getDoubleTy(), M_LN2));
         return fp(b_.CreateFPTrunc(call(llvm::Intrinsic::exp, x), a->getType()));

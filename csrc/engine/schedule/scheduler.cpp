@@ -213,7 +213,7 @@ struct Planner {
   }
 
   // A sizable reduce that every reader reads through one permutation of its dims (a strided
-  // transposed convolution computed per output phase, (N, phases, C, Q...), where the code
+  // transposed convolution computed per output phase, (phases, N, C, Q...), where the code
   // generator tiles it as a convolution, and read as (N, C, Q1, phase1, ...)): computed in its
   // own order and stored in theirs. Fused into a reader it would be evaluated in the reader's
   // order, untiled (a 3x3 stride-2 input gradient of 16x64x16x16: 300 ms, not 1).

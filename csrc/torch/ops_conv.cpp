@@ -219,7 +219,7 @@ std::optional<T> conv_transposed_phases(const T& x, const T& w, int64_t G, const
     if (dil[i] != 1 || (s != 1 && s != 2) || out[i] % s != 0) return std::nullopt;
     strided |= s == 2;
     A[i] = (K + s - 1) / s;
-    Q[i] = (out[i] + s - 1) / s;
+    Q[i] = out[i] / s;
     Kp[i] = s * A[i];
     m0[i] = p / s;
     rho0[i] = p % s;

@@ -814,20 +814,14 @@ class Renderer {
     std::string* fast_at = s.f.along_k ? kk : m;
     std::string* slow_at = s.f.along_k ? m : kk;
     auto str = [](int64_t v) { return std::to_string(v); };
-    std::string f, w;
-    if (!plan_.view) {
-      f = *lin + " % " + str(fast);
-      w = *lin + " / " + str(fast);
-    } else if (fast % threads == 0) {
+    std::string f = *lin + " % " + str(fast), w = *lin + " / " + str(fast);
+    if (plan_.view && fast % threads == 0) {
       int64_t per = fast / threads;  // elements along the fastest side per thread
       f = "(int)threadIdx.x + " + e + " % " + str(per) + " * " + str(threads);
       w = e + " / " + str(per);
-    } else if (threads % fast == 0) {
+    } else if (plan_.view && threads % fast == 0) {
       f = "(int)threadIdx.x % " + str(fast);
       w = "(int)threadIdx.x / " + str(fast) + " + " + e + " * " + str(threads / fast);
-    } else {
-      f = *lin + " % " + str(fast);
-      w = *lin + " / " + str(fast);
     }
     line("const int " + *fast_at + " = " + f + ", " + *slow_at + " = " + w + ";");
   }

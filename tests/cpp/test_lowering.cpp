@@ -368,3 +368,31 @@ TEST(Lowering, AttentionProductsTakeChannelTiles) {
       }
     }
 }
+
+// A 3x3 stride-2 max pool over a padded input: its taps are emitted in line (no 3-step
+// loops, which vectorized into masked gathers of 4 with 3 lanes used) and the loop over the
+// output's last dim, 8 outputs of which 7 are past the padded one, is vectorized anyway.
+TEST(Lowering, PoolingWindowsRunInLineAndWidenTheOutputLoop) {
+  const int64_t H = 13, W = 16, OH = 7, OW = 8;  // odd height: a partial last window row
+  Tensor x = values({2, 3, H, W});
+  const Ranges pads{{0, 0}, {0, 0}, {1, 1}, {1, 1}};
+  Tensor inside = Tensor::full({2, 3, H, W}, Scalar::from_bool(true), DType::Bool).pad(pads);
+  Tensor padded = Tensor::where(inside, x.pad(pads), Tensor::full({2, 3, H + 2, W + 2}, Scalar::from_double(-INFINITY), DType::Float32));
+  Tensor windows = padded.as_strided({2, 3, OH, OW, 3, 3}, {3 * (H + 2) * (W + 2), (H + 2) * (W + 2), 2 * (W + 2), 2, W + 2, 1}, 0);
+  Tensor pooled = windows.reduce(ReduceOp::Max, {4, 5}, false);
+  std::string ir = llvm_ir(only_kernel(pooled));
+  EXPECT_NE(ir.find("llvm.loop.vectorize.enable"), std::string::npos);
+  std::vector<double> xv = to_doubles(x), got = to_doubles(pooled);
+  ASSERT_EQ(got.size(), size_t(2 * 3 * OH * OW));
+  for (int p = 0; p < 6; p++)
+    for (int oh = 0; oh < OH; oh++)
+      for (int ow = 0; ow < OW; ow++) {
+        double want = -INFINITY;
+        for (int kh = 0; kh < 3; kh++)
+          for (int kw = 0; kw < 3; kw++) {
+            int h = 2 * oh - 1 + kh, w = 2 * ow - 1 + kw;
+            if (h >= 0 && h < H && w >= 0 && w < W) want = std::max(want, xv[size_t((p * H + h) * W + w)]);
+          }
+        EXPECT_EQ(got[size_t((p * OH + oh) * OW + ow)], want) << p << " " << oh << " " << ow;
+      }
+}

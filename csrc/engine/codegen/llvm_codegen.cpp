@@ -111,6 +111,10 @@ class Builder {
       for (size_t q = at; q < order.size(); q++) collect_vars(idx[order[q]], ids);
       return ids;
     };
+    size_t innermost = 0;  // the position in `order` of the innermost loop
+    for (size_t q = 0; q < order.size(); q++)
+      if (shape[order[q]] > 1) innermost = q;
+    const bool widen_inner = !ct && !vt && has_window_reduce();
     std::function<void(size_t)> nest = [&](size_t at) {
       if (at == order.size()) {
         emit_stores(idx);
@@ -187,7 +191,7 @@ class Builder {
             emit_loop(seg_lo, seg_hi, [&](Value* iv) {
               vars_[size_t(v->value)] = iv;
               nest(at + 1);
-            });
+            }, false, widen_inner && at == innermost);
           }
           split_copies_ /= int64_t(cuts.size() - 1);
           return;
@@ -195,7 +199,7 @@ class Builder {
         emit_loop(lo, hi, [&](Value* iv) {
           if (v->op == EOp::Var) vars_[size_t(v->value)] = iv;  // a one-step residue's var folds to 0
           nest(at + 1);
-        });
+        }, false, widen_inner && at == innermost);
       };
       const Expr whole = idx[d];
       // (the dims a channel tile's b is packed per index of keep their variables: b_idx reads them)
@@ -382,7 +386,8 @@ class Builder {
     for (auto& [n, ix, v] : found) eval(n, ix, v);
   }
 
-  void emit_loop(Value* lo, Value* hi, const std::function<void(Value*)>& body, bool scalar = false) {
+  void emit_loop(Value* lo, Value* hi, const std::function<void(Value*)>& body, bool scalar = false,
+                 bool widen = false) {
     auto* pre = b_.GetInsertBlock();
     auto* header = llvm::BasicBlock::Create(ctx_, "loop", fn_);
     auto* bodyb = llvm::BasicBlock::Create(ctx_, "body", fn_);
@@ -399,11 +404,20 @@ class Builder {
     Value* next = b_.CreateAdd(iv, b_.getInt64(1), "", true, true);
     auto* br = b_.CreateBr(header);
     iv->addIncoming(next, b_.GetInsertBlock());
-    if (scalar) {
-      // the body is already wide (an unrolled tile): keep the loop vectorizer off it
-      auto* width = llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.vectorize.width"),
-                                             llvm::ConstantAsMetadata::get(b_.getInt32(1))});
-      auto* self = llvm::MDNode::getDistinct(ctx_, {nullptr, width});
+    if (scalar || widen) {
+      // scalar: the body is already wide (an unrolled tile): keep the loop vectorizer off it.
+      // widen: vectorize even below the vectorizer's 16 iterations (a pooling window's row
+      // of 15 outputs past the padded one), where it would not without a scalar remainder.
+      auto md = [&](const char* name, llvm::Constant* v) {
+        return llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, name), llvm::ConstantAsMetadata::get(v)});
+      };
+      std::vector<llvm::Metadata*> ops{nullptr};
+      if (scalar) ops.push_back(md("llvm.loop.vectorize.width", b_.getInt32(1)));
+      else {
+        ops.push_back(md("llvm.loop.vectorize.enable", b_.getTrue()));
+        ops.push_back(md("llvm.loop.vectorize.predicate.enable", b_.getTrue()));
+      }
+      auto* self = llvm::MDNode::getDistinct(ctx_, ops);
       self->replaceOperandWith(0, self);
       br->setMetadata(llvm::LLVMContext::MD_loop, self);
     }
@@ -710,6 +724,35 @@ class Builder {
     throw std::runtime_error(std::string("tiny codegen: cannot generate ") + op_name(n->op));
   }
 
+  // A reduce over a few taps of short axes (a pooling window, not a row of logits).
+  static constexpr int64_t kMaxWindowTaps = 27, kMaxWindowAxis = 4;
+  bool has_window_reduce() const {
+    std::unordered_set<const Node*> seen;
+    std::function<bool(const Node*)> any = [&](const Node* n) {
+      if (k_.loads.count(n) || !seen.insert(n).second) return false;
+      if (n->op == Op::Reduce) {
+        std::vector<int> axes;
+        for (int a : n->args.axes)
+          if (n->src[0]->shape[size_t(a)] > 1) axes.push_back(a);
+        if (!axes.empty() && small_window(n->src[0].get(), axes)) return true;
+      }
+      for (auto& s : n->src)
+        if (any(s.get())) return true;
+      return false;
+    };
+    for (auto* r : output_roots(k_))
+      if (any(r)) return true;
+    return false;
+  }
+  static bool small_window(const Node* src, const std::vector<int>& axes) {
+    int64_t taps = 1;
+    for (int a : axes) {
+      if (src->shape[size_t(a)] > kMaxWindowAxis) return false;
+      taps *= src->shape[size_t(a)];
+    }
+    return taps <= kMaxWindowTaps;
+  }
+
   Value* reduce(const Node* n, const std::vector<Expr>& idx, const Expr& valid) {
     const Node* src = n->src[0].get();
     DType dt = n->dtype, sdt = src->dtype;
@@ -727,6 +770,26 @@ class Builder {
       if (src->shape[a] > 1) axes.push_back(a);
     }
     if (axes.empty()) return round_to(cast(eval(src, sub, valid), sdt, dt), dt);
+    if (small_window(src, axes)) {
+      // A pooling window: its taps in line, at constant offsets, so that the masks fold per
+      // tap and the loop of the output's last dim around it is the one the vectorizer widens
+      // (a 3-tap loop vectorized poorly: masked gathers of 4 with 3 lanes used). The same
+      // order as the loops: the same result.
+      Value* r = identity(n->args.rop, dt);
+      std::function<void(size_t)> taps = [&](size_t i) {
+        if (i == axes.size()) {
+          Value* v = eval(src, sub, valid);
+          r = combine(n->args.rop, r, sdt != dt ? cast(v, sdt, dt) : v, dt);
+          return;
+        }
+        for (int64_t t = 0; t < src->shape[size_t(axes[i])]; t++) {
+          sub[size_t(axes[i])] = cnst(t);
+          taps(i + 1);
+        }
+      };
+      taps(0);
+      return round_to(r, dt);
+    }
     for (int a : axes) sub[a] = placeholder_var(src->shape[a]);
     // reduces inside that do not depend on these loops are computed first
     hoist_reduces({src}, sub, valid, int(sub[axes[0]]->value));

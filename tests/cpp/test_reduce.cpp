@@ -452,6 +452,24 @@ TEST(Reduce, MatmulRowTiled) {
   EXPECT_EQ(slices[1], std::make_pair(int64_t(96), int64_t(192)));
   EXPECT_EQ(slices[2], std::make_pair(int64_t(192), int64_t(200)));
   EXPECT_EQ(cpu_program(create_schedule({narrow.node()}).kernels[0])->parallel_size, 40);
+  // Split by columns, a slice packs only its own panels: the columns are cut finer than one
+  // slice per thread, the threads taking them as they finish (a thread stalled by the VM's
+  // host no longer holds the others up). Split by rows, each slice would pack all panels.
+  if (thread_pool().size() <= 4) {
+    EXPECT_TRUE(cpu_program(create_schedule({wide.node()}).kernels[0])->fine_slices);
+    EXPECT_FALSE(cpu_program(create_schedule({narrow.node()}).kernels[0])->fine_slices);
+  }
+  slices.clear();
+  pool.parallel_for(1000, 1, [&](int64_t b, int64_t e) {
+    std::lock_guard<std::mutex> g(mu);
+    slices.emplace_back(b, e);
+  }, 32, 4);
+  std::sort(slices.begin(), slices.end());
+  ASSERT_EQ(slices.size(), 11u);  // up to 3 threads x 4 slices of 1000 / 12, rounded up to grains: 96
+  for (size_t i = 0; i < slices.size(); i++) {
+    EXPECT_EQ(slices[i].first, int64_t(i) * 96);
+    EXPECT_EQ(slices[i].second, std::min<int64_t>(1000, int64_t(i + 1) * 96));
+  }
 }
 
 // out[n, o, h, w] = relu(sum_k x[n, k, h, w] * wt[o, k] + 1): the output

@@ -2161,6 +2161,20 @@ std::string llvm_ir(const Kernel& k) {
   return os.str();
 }
 
+bool has_reduce(const Kernel& k) {
+  std::unordered_set<const Node*> seen;
+  std::function<bool(const Node*)> any = [&](const Node* n) {
+    if (k.loads.count(n) || !seen.insert(n).second) return false;
+    if (n->op == Op::Reduce) return true;
+    for (auto& s : n->src)
+      if (any(s.get())) return true;
+    return false;
+  };
+  for (auto* r : output_roots(k))
+    if (any(r)) return true;
+  return false;
+}
+
 std::unique_ptr<Program> compile_llvm(const Kernel& k) {
   auto ctx = std::make_unique<llvm::LLVMContext>();
   std::string fn = function_name(k);
@@ -2186,6 +2200,8 @@ std::unique_ptr<Program> compile_llvm(const Kernel& k) {
   int64_t per = std::max<int64_t>(1, numel(k.shape) / std::max<int64_t>(1, p->parallel_size));
   int64_t flops = k.flops();
   p->work_per_item = std::max<int64_t>(per, flops / std::max<int64_t>(1, p->parallel_size));
+  // (a reduce hoisted above the parallel loop would be computed once per slice)
+  p->fine_slices = plan.channel ? plan.channel->j == par && !plan.blocks : !has_reduce(k);
   return p;
 }
 

@@ -79,12 +79,14 @@ class CpuDevice final : public Device {
   void copy_in(void* dst, const void* src, size_t nbytes) override { std::memcpy(dst, src, nbytes); }
   void copy_out(void* dst, const void* src, size_t nbytes) override { std::memcpy(dst, src, nbytes); }
 
+  static constexpr int kFineSlicesPerThread = 4;
   void launch(const Program& p, void** args) override {
     // Aim for slices of at least ~32k elements of work so threads pay off.
     int64_t min_slice = std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(1, p.work_per_item));
+    const int per_thread = p.fine_slices ? kFineSlicesPerThread : 1;
     if (p.scratch_bytes == 0) {
       thread_pool().parallel_for(p.parallel_size, min_slice, [&](int64_t b, int64_t e) { p.run(args, b, e); },
-                                 p.parallel_grain);
+                                 p.parallel_grain, per_thread);
       return;
     }
     std::vector<void*> with_scratch(args, args + p.scratch_index);

@@ -23,6 +23,10 @@ struct Program {
   int64_t parallel_size = 1;  // extent of the parallel axis
   int64_t work_per_item = 1;  // elements of work per parallel index (to size slices)
   int64_t parallel_grain = 1;  // slices of the parallel axis start at multiples of this
+  // A slice costs no set-up that grows with the kernel (an elementwise kernel, or a tiled
+  // product whose threads split its channels: a slice packs its own panels only): the axis
+  // is cut into several slices per thread, each thread taking the next when it is done.
+  bool fine_slices = false;
   // A split reduction: run() leaves one partial result per parallel index in
   // a scratch buffer (passed after the kernel's buffers), finish() combines them.
   size_t scratch_bytes = 0;

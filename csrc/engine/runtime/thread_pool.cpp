@@ -32,7 +32,7 @@ void spin_until(Ready ready) {
 }  // namespace
 
 ThreadPool::ThreadPool(int threads) {
-  for (int i = 1; i < threads; i++) workers_.emplace_back([this, i] { worker_loop(i); });
+  for (int i = 1; i < threads; i++) workers_.emplace_back([this] { worker_loop(); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -44,21 +44,17 @@ ThreadPool::~ThreadPool() {
   for (auto& w : workers_) w.join();
 }
 
-void ThreadPool::worker_loop(int index) {
+void ThreadPool::worker_loop() {
   uint64_t seen = 0;
   for (;;) {
-    std::pair<int64_t, int64_t> slice;
-    const std::function<void(int64_t, int64_t)>* job;
     spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; });
     {
       std::unique_lock<std::mutex> l(mu_);
       cv_.wait(l, [&] { return stop_ || generation_ != seen; });
       if (stop_) return;
       seen = generation_;
-      slice = slices_[index];
-      job = job_;
     }
-    if (slice.first < slice.second) (*job)(slice.first, slice.second);
+    run_slices();
     {
       std::lock_guard<std::mutex> g(mu_);
       if (--pending_ == 0) done_cv_.notify_all();
@@ -66,10 +62,16 @@ void ThreadPool::worker_loop(int index) {
   }
 }
 
+void ThreadPool::run_slices() {
+  for (size_t i; (i = next_slice_.fetch_add(1)) < slices_.size();)
+    if (slices_[i].first < slices_[i].second) (*job_)(slices_[i].first, slices_[i].second);
+}
+
 void ThreadPool::parallel_for(int64_t n, int64_t min_slice, const std::function<void(int64_t, int64_t)>& fn,
-                              int64_t grain) {
+                              int64_t grain, int per_thread) {
   if (n <= 0) return;
-  int parts = int(std::min<int64_t>(size(), std::max<int64_t>(1, n / std::max<int64_t>(1, min_slice))));
+  const int64_t most = int64_t(size()) * std::max(1, per_thread);
+  int64_t parts = std::min<int64_t>(most, std::max<int64_t>(1, n / std::max<int64_t>(1, min_slice)));
   if (parts <= 1 || workers_.empty()) {
     fn(0, n);
     return;
@@ -77,16 +79,17 @@ void ThreadPool::parallel_for(int64_t n, int64_t min_slice, const std::function<
   std::lock_guard<std::mutex> run(run_mu_);
   {
     std::lock_guard<std::mutex> g(mu_);
-    slices_.assign(size(), {0, 0});
+    slices_.clear();
     int64_t chunk = (n + parts - 1) / parts;
     chunk = (chunk + grain - 1) / grain * grain;
-    for (int i = 0; i < parts; i++) slices_[i] = {std::min(n, i * chunk), std::min(n, (i + 1) * chunk)};
+    for (int64_t at = 0; at < n; at += chunk) slices_.push_back({at, std::min(n, at + chunk)});
+    next_slice_ = 0;
     job_ = &fn;
     pending_ = int(workers_.size());
     generation_++;
   }
   cv_.notify_all();
-  if (slices_[0].first < slices_[0].second) fn(slices_[0].first, slices_[0].second);
+  run_slices();
   spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; });
   std::unique_lock<std::mutex> l(mu_);
   done_cv_.wait(l, [&] { return pending_ == 0; });

@@ -801,12 +801,41 @@ class Builder {
     std::vector<llvm::AllocaInst*> accs{acc};
     if (cascade)
       for (size_t i = 1; i < axes.size(); i++) accs.push_back(eb.CreateAlloca(ty));
+    // A float max or min that propagates NaN is a compare-and-select chain the loop vectorizer
+    // does not take (a softmax row's max: one element per 4-5 cycles). It runs as maxnum /
+    // minnum without NaNs or signed zeros, which it takes, beside two ors it also takes:
+    // whether a NaN was seen (the result is NaN) and whether the zero that wins a max (+0) or a
+    // min (-0) was: a zero result gets its sign from that, as IEEE's maximum and minimum.
+    const bool minmax = is_float(dt) && (n->args.rop == ReduceOp::Max || n->args.rop == ReduceOp::Min);
+    llvm::AllocaInst *nan_seen = nullptr, *zero_seen = nullptr;
+    llvm::Type* bits_ty = b_.getIntNTy(ty->getPrimitiveSizeInBits());
+    // the bits of the winning zero: +0 for a max, -0 for a min
+    Value* win_zero = n->args.rop == ReduceOp::Max ? llvm::ConstantInt::get(bits_ty, 0)
+                                                   : llvm::ConstantInt::get(bits_ty, llvm::APInt::getSignMask(bits_ty->getIntegerBitWidth()));
+    if (minmax) {
+      nan_seen = eb.CreateAlloca(b_.getInt1Ty());
+      zero_seen = eb.CreateAlloca(b_.getInt1Ty());
+      b_.CreateStore(b_.getFalse(), nan_seen);
+      b_.CreateStore(b_.getFalse(), zero_seen);
+    }
     std::function<void(size_t)> nest = [&](size_t i) {
       if (i == axes.size()) {
         Value* v = eval(src, sub, valid);
         if (sdt != dt) v = cast(v, sdt, dt);
         llvm::AllocaInst* a = accs.back();
         Value* cur = b_.CreateLoad(ty, a);
+        if (minmax) {
+          b_.CreateStore(b_.CreateOr(b_.CreateLoad(b_.getInt1Ty(), nan_seen), b_.CreateFCmpUNO(v, v)), nan_seen);
+          b_.CreateStore(b_.CreateOr(b_.CreateLoad(b_.getInt1Ty(), zero_seen), b_.CreateICmpEQ(b_.CreateBitCast(v, bits_ty), win_zero)), zero_seen);
+          llvm::FastMathFlags fmf;
+          fmf.setNoNaNs();
+          fmf.setNoSignedZeros();
+          auto id = n->args.rop == ReduceOp::Max ? llvm::Intrinsic::maxnum : llvm::Intrinsic::minnum;
+          auto* r = llvm::cast<llvm::Instruction>(call2(id, cur, v));
+          r->setFastMathFlags(fmf);
+          b_.CreateStore(r, a);
+          return;
+        }
         b_.CreateStore(combine(n->args.rop, cur, v, dt), a);
         return;
       }
@@ -824,7 +853,14 @@ class Builder {
       });
     };
     nest(0);
-    return round_to(b_.CreateLoad(ty, acc), dt);
+    Value* r = b_.CreateLoad(ty, acc);
+    if (minmax) {
+      Value* lose_zero = b_.CreateXor(win_zero, llvm::ConstantInt::get(bits_ty, llvm::APInt::getSignMask(bits_ty->getIntegerBitWidth())));
+      Value* zero = b_.CreateBitCast(b_.CreateSelect(b_.CreateLoad(b_.getInt1Ty(), zero_seen), win_zero, lose_zero), ty);
+      r = b_.CreateSelect(b_.CreateFCmpOEQ(r, llvm::ConstantFP::get(ty, 0.0)), zero, r);
+      r = b_.CreateSelect(b_.CreateLoad(b_.getInt1Ty(), nan_seen), llvm::ConstantFP::getNaN(ty), r);
+    }
+    return round_to(r, dt);
   }
 
   // ---- split reductions (see SplitPlan)

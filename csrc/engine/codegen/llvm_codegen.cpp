@@ -38,6 +38,21 @@ namespace {
 using llvm::Value;
 
 // The CPU this process generates kernels for.
+// Whether `pred` holds for a node the kernel computes (its loads' sources not included).
+bool any_node(const Kernel& k, const std::function<bool(const Node*)>& pred) {
+  std::unordered_set<const Node*> seen;
+  std::function<bool(const Node*)> any = [&](const Node* n) {
+    if (k.loads.count(n) || !seen.insert(n).second) return false;
+    if (pred(n)) return true;
+    for (auto& s : n->src)
+      if (any(s.get())) return true;
+    return false;
+  };
+  for (auto* r : output_roots(k))
+    if (any(r)) return true;
+  return false;
+}
+
 CpuTarget cpu_target() {
   const VectorUnit& v = LLVMJit::get().vector_unit();
   return {v.lanes, v.registers, thread_pool().size()};
@@ -727,22 +742,13 @@ class Builder {
   // A reduce over a few taps of short axes (a pooling window, not a row of logits).
   static constexpr int64_t kMaxWindowTaps = 27, kMaxWindowAxis = 4;
   bool has_window_reduce() const {
-    std::unordered_set<const Node*> seen;
-    std::function<bool(const Node*)> any = [&](const Node* n) {
-      if (k_.loads.count(n) || !seen.insert(n).second) return false;
-      if (n->op == Op::Reduce) {
-        std::vector<int> axes;
-        for (int a : n->args.axes)
-          if (n->src[0]->shape[size_t(a)] > 1) axes.push_back(a);
-        if (!axes.empty() && small_window(n->src[0].get(), axes)) return true;
-      }
-      for (auto& s : n->src)
-        if (any(s.get())) return true;
-      return false;
-    };
-    for (auto* r : output_roots(k_))
-      if (any(r)) return true;
-    return false;
+    return any_node(k_, [](const Node* n) {
+      if (n->op != Op::Reduce) return false;
+      std::vector<int> axes;
+      for (int a : n->args.axes)
+        if (n->src[0]->shape[size_t(a)] > 1) axes.push_back(a);
+      return !axes.empty() && small_window(n->src[0].get(), axes);
+    });
   }
   static bool small_window(const Node* src, const std::vector<int>& axes) {
     int64_t taps = 1;
@@ -2197,20 +2203,6 @@ std::string llvm_ir(const Kernel& k) {
   return os.str();
 }
 
-bool has_reduce(const Kernel& k) {
-  std::unordered_set<const Node*> seen;
-  std::function<bool(const Node*)> any = [&](const Node* n) {
-    if (k.loads.count(n) || !seen.insert(n).second) return false;
-    if (n->op == Op::Reduce) return true;
-    for (auto& s : n->src)
-      if (any(s.get())) return true;
-    return false;
-  };
-  for (auto* r : output_roots(k))
-    if (any(r)) return true;
-  return false;
-}
-
 std::unique_ptr<Program> compile_llvm(const Kernel& k) {
   auto ctx = std::make_unique<llvm::LLVMContext>();
   std::string fn = function_name(k);
@@ -2237,7 +2229,8 @@ std::unique_ptr<Program> compile_llvm(const Kernel& k) {
   int64_t flops = k.flops();
   p->work_per_item = std::max<int64_t>(per, flops / std::max<int64_t>(1, p->parallel_size));
   // (a reduce hoisted above the parallel loop would be computed once per slice)
-  p->fine_slices = plan.channel ? plan.channel->j == par && !plan.blocks : !has_reduce(k);
+  p->fine_slices = plan.channel ? plan.channel->j == par && !plan.blocks
+                                 : !any_node(k, [](const Node* n) { return n->op == Op::Reduce; });
   return p;
 }
 

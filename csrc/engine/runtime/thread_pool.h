@@ -16,9 +16,9 @@ class ThreadPool {
   ~ThreadPool();
   int size() const { return int(workers_.size()) + 1; }
   // Calls fn(begin, end) on disjoint slices covering [0, n); the caller works too. Slices
-  // start at multiples of `grain` (a kernel's tile of channels). With `per_thread` > 1 the
-  // range is cut into up to that many slices per thread, taken in order by whichever thread
-  // is free: a thread the VM's host stalls for a while no longer holds the others up.
+  // start at multiples of `grain` (a kernel's tile of channels), up to `per_thread` per
+  // thread, and whichever thread is free takes the next: with several per thread, a thread
+  // the VM's host stalls for a while no longer holds the others up.
   void parallel_for(int64_t n, int64_t min_slice, const std::function<void(int64_t, int64_t)>& fn,
                     int64_t grain = 1, int per_thread = 1);
   // Calls fn(i) for every i in [0, n), each thread taking the next i when it is free (tasks
@@ -28,6 +28,7 @@ class ThreadPool {
 
  private:
   void worker_loop();
+  void run_slices();  // takes slices until none is left
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::mutex run_mu_;  // one parallel_for at a time
@@ -35,7 +36,6 @@ class ThreadPool {
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
   std::vector<std::pair<int64_t, int64_t>> slices_;
   std::atomic<size_t> next_slice_{0};  // the next slice to take
-  void run_slices();
   // atomic so that waiters can spin on them briefly before sleeping; written under mu_
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "engine/runtime/buffer.h"
 #include "engine/runtime/counters.h"
 #include "engine/runtime/cuda_device.h"
+#include "engine/runtime/thread_pool.h"
 #include "engine/schedule/realize.h"
 #include "engine/tensor/tensor.h"
 
@@ -54,6 +56,24 @@ void expect_close(const std::vector<float>& want, const std::vector<float>& got,
 }
 
 }  // namespace
+
+// Jobs back to back, some of them short: every index of every job runs exactly once, on
+// whichever thread took its slice (a worker waking late takes nothing of a later job before
+// it is published, and the caller does not return before the last slice is done).
+TEST(Devices, ThreadPoolRunsEveryIndexOfBackToBackJobsOnce) {
+  ThreadPool pool(3);
+  std::vector<std::atomic<int>> hits(4096);
+  for (int job = 0; job < 3000; job++) {
+    const int64_t n = 1 + job % 4096, grain = 1 + job % 7;
+    pool.parallel_for(n, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; i++) hits[size_t(i)].fetch_add(1);
+    }, grain, 1 + job % 5);
+    for (int64_t i = 0; i < 4096; i++) {
+      int want = i < n ? 1 : 0;
+      ASSERT_EQ(hits[size_t(i)].exchange(0), want) << "job " << job << " index " << i;
+    }
+  }
+}
 
 TEST(Devices, EmulatedDeviceComputesWhatTheCpuComputes) {
   std::vector<float> a = values(6 * 40, 0.37f, 0.1f), b = values(40 * 9, 0.11f, -0.2f);

@@ -44,55 +44,67 @@ ThreadPool::~ThreadPool() {
   for (auto& w : workers_) w.join();
 }
 
+namespace {
+uint32_t generation_of(uint64_t word) { return uint32_t(word >> 32); }
+}  // namespace
+
 void ThreadPool::worker_loop() {
-  uint64_t seen = 0;
+  uint32_t seen = 0;
   for (;;) {
-    spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; });
+    spin_until([&] { return generation_of(job_word_.load(std::memory_order_acquire)) != seen; });
     {
       std::unique_lock<std::mutex> l(mu_);
-      cv_.wait(l, [&] { return stop_ || generation_ != seen; });
+      cv_.wait(l, [&] { return stop_ || generation_of(job_word_.load()) != seen; });
       if (stop_) return;
-      seen = generation_;
+      seen = generation_of(job_word_.load());
     }
-    run_slices();
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      if (--pending_ == 0) done_cv_.notify_all();
-    }
+    run_slices(seen);
   }
 }
 
-void ThreadPool::run_slices() {
-  for (size_t i; (i = next_slice_.fetch_add(1)) < slices_.size();)
-    if (slices_[i].first < slices_[i].second) (*job_)(slices_[i].first, slices_[i].second);
+void ThreadPool::run_slices(uint32_t generation) {
+  uint64_t word = job_word_.load(std::memory_order_acquire);
+  for (;;) {
+    const uint64_t next = word & 0xffff, count = (word >> 16) & 0xffff;
+    if (generation_of(word) != generation || next >= count) return;
+    if (!job_word_.compare_exchange_weak(word, word + 1, std::memory_order_acq_rel)) continue;
+    const auto [begin, end] = slices_[next];
+    if (begin < end) (*job_)(begin, end);
+    if (slices_done_.fetch_add(1, std::memory_order_acq_rel) + 1 == count) {
+      std::lock_guard<std::mutex> g(mu_);
+      done_cv_.notify_all();
+    }
+    word = job_word_.load(std::memory_order_acquire);
+  }
 }
 
 void ThreadPool::parallel_for(int64_t n, int64_t min_slice, const std::function<void(int64_t, int64_t)>& fn,
                               int64_t grain, int per_thread) {
   if (n <= 0) return;
-  const int64_t most = int64_t(size()) * std::max(1, per_thread);
+  const int64_t most = std::min<int64_t>(0xffff, int64_t(size()) * std::max(1, per_thread));
   int64_t parts = std::min<int64_t>(most, std::max<int64_t>(1, n / std::max<int64_t>(1, min_slice)));
   if (parts <= 1 || workers_.empty()) {
     fn(0, n);
     return;
   }
   std::lock_guard<std::mutex> run(run_mu_);
+  slices_.clear();
+  int64_t chunk = (n + parts - 1) / parts;
+  chunk = (chunk + grain - 1) / grain * grain;
+  for (int64_t at = 0; at < n; at += chunk) slices_.push_back({at, std::min(n, at + chunk)});
+  job_ = &fn;
+  slices_done_ = 0;
+  const uint32_t generation = generation_of(job_word_.load()) + 1;
   {
     std::lock_guard<std::mutex> g(mu_);
-    slices_.clear();
-    int64_t chunk = (n + parts - 1) / parts;
-    chunk = (chunk + grain - 1) / grain * grain;
-    for (int64_t at = 0; at < n; at += chunk) slices_.push_back({at, std::min(n, at + chunk)});
-    next_slice_ = 0;
-    job_ = &fn;
-    pending_ = int(workers_.size());
-    generation_++;
+    job_word_.store(uint64_t(generation) << 32 | uint64_t(slices_.size()) << 16, std::memory_order_release);
   }
   cv_.notify_all();
-  run_slices();
-  spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; });
+  run_slices(generation);
+  auto all_done = [&] { return slices_done_.load(std::memory_order_acquire) == slices_.size(); };
+  spin_until(all_done);
   std::unique_lock<std::mutex> l(mu_);
-  done_cv_.wait(l, [&] { return pending_ == 0; });
+  done_cv_.wait(l, all_done);
 }
 
 void ThreadPool::for_each_task(size_t n, const std::function<void(size_t)>& fn) {

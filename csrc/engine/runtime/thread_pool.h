@@ -28,17 +28,21 @@ class ThreadPool {
 
  private:
   void worker_loop();
-  void run_slices();  // takes slices until none is left
+  // Runs slices of job `generation` until none is left to take; false if that job is over.
+  void run_slices(uint32_t generation);
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::mutex run_mu_;  // one parallel_for at a time
   std::condition_variable cv_, done_cv_;
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
   std::vector<std::pair<int64_t, int64_t>> slices_;
-  std::atomic<size_t> next_slice_{0};  // the next slice to take
-  // atomic so that waiters can spin on them briefly before sleeping; written under mu_
-  std::atomic<uint64_t> generation_{0};
-  std::atomic<int> pending_{0};
+  // The job's generation (32 bits), its slice count and the next slice to take (16 bits each),
+  // in one word: a thread takes a slice by one compare-and-swap that also checks the job is
+  // still the one it woke for, so the caller never waits for a worker that has not woken yet
+  // (it takes that worker's slices itself), and a worker waking late takes none of the next
+  // job's slices before they are there. Written under mu_ for a new job (waiters sleep on it).
+  std::atomic<uint64_t> job_word_{0};
+  std::atomic<size_t> slices_done_{0};
   bool stop_ = false;
 };
 

@@ -37,7 +37,6 @@ namespace {
 
 using llvm::Value;
 
-// The CPU this process generates kernels for.
 // Whether `pred` holds for a node the kernel computes (its loads' sources not included).
 bool any_node(const Kernel& k, const std::function<bool(const Node*)>& pred) {
   std::unordered_set<const Node*> seen;
@@ -53,6 +52,7 @@ bool any_node(const Kernel& k, const std::function<bool(const Node*)>& pred) {
   return false;
 }
 
+// The CPU this process generates kernels for.
 CpuTarget cpu_target() {
   const VectorUnit& v = LLVMJit::get().vector_unit();
   return {v.lanes, v.registers, thread_pool().size()};
@@ -815,9 +815,9 @@ class Builder {
     const bool minmax = is_float(dt) && (n->args.rop == ReduceOp::Max || n->args.rop == ReduceOp::Min);
     llvm::AllocaInst *nan_seen = nullptr, *zero_seen = nullptr;
     llvm::Type* bits_ty = b_.getIntNTy(ty->getPrimitiveSizeInBits());
+    Value* sign_bit = llvm::ConstantInt::get(bits_ty, llvm::APInt::getSignMask(bits_ty->getIntegerBitWidth()));
     // the bits of the winning zero: +0 for a max, -0 for a min
-    Value* win_zero = n->args.rop == ReduceOp::Max ? llvm::ConstantInt::get(bits_ty, 0)
-                                                   : llvm::ConstantInt::get(bits_ty, llvm::APInt::getSignMask(bits_ty->getIntegerBitWidth()));
+    Value* win_zero = n->args.rop == ReduceOp::Max ? llvm::ConstantInt::get(bits_ty, 0) : sign_bit;
     if (minmax) {
       nan_seen = eb.CreateAlloca(b_.getInt1Ty());
       zero_seen = eb.CreateAlloca(b_.getInt1Ty());
@@ -861,7 +861,7 @@ class Builder {
     nest(0);
     Value* r = b_.CreateLoad(ty, acc);
     if (minmax) {
-      Value* lose_zero = b_.CreateXor(win_zero, llvm::ConstantInt::get(bits_ty, llvm::APInt::getSignMask(bits_ty->getIntegerBitWidth())));
+      Value* lose_zero = b_.CreateXor(win_zero, sign_bit);
       Value* zero = b_.CreateBitCast(b_.CreateSelect(b_.CreateLoad(b_.getInt1Ty(), zero_seen), win_zero, lose_zero), ty);
       r = b_.CreateSelect(b_.CreateFCmpOEQ(r, llvm::ConstantFP::get(ty, 0.0)), zero, r);
       r = b_.CreateSelect(b_.CreateLoad(b_.getInt1Ty(), nan_seen), llvm::ConstantFP::getNaN(ty), r);

@@ -820,6 +820,51 @@ TEST_F(Cuda, FewOutputsSplitTheirReductionAcrossBlocks) {
   EXPECT_EQ(run_on(*emu, sum, before), run_on(*emu, sum, before));
 }
 
+TEST_F(Cuda, SeveralReducesOfASplitMeetOnce) {
+  // A batch norm's backward: per channel, the sum of the gradient and of its product with the
+  // input, one kernel reading both. Its blocks each stage a partial of every reduce and meet
+  // once, after the last; the last to arrive combines them all in slice order. On the emulated
+  // device (2 multiprocessors) 2 channels take 4 blocks each; also integer sum and max pairs.
+  Tensor g = input(DType::Float32, {16, 2, 40, 40}, 181, false);
+  Tensor x = input(DType::Float32, {16, 2, 40, 40}, 182, false);
+  Tensor sg = g.reduce(ReduceOp::Sum, {0, 2, 3}, true);
+  Tensor sgx = g.binary(Op::Mul, x).reduce(ReduceOp::Sum, {0, 2, 3}, true);
+  Tensor two = Tensor::full(sg.shape(), Scalar::from_double(2.0), DType::Float32);
+  Tensor both = sg.binary(Op::Mul, two).binary(Op::Add, sgx);
+  Tensor i = input(DType::Int64, {2, 40000}, 183);
+  Tensor ints = i.reduce(ReduceOp::Sum, {1}, false).binary(Op::Sub, i.reduce(ReduceOp::Max, {1}, false));
+  CudaRenderOptions h100;
+  h100.multiprocessors = 132;
+  for (const Tensor& t : {both, ints}) {
+    Schedule s = create_schedule({t.node()}, *cpu_device());
+    ASSERT_EQ(s.kernels.size(), 1u);
+    CudaKernelSource src = render_cuda(s.kernels[0], h100);
+    EXPECT_TRUE(src.block_reduce) << src.kernel;
+    EXPECT_GT(src.split, 1) << src.kernel;
+    EXPECT_EQ(src.partial_slots, 2);  // one slot per reduce, output and slice
+    const std::string ticket = "atomicAdd(tiny_tickets + gid";
+    const size_t at = src.kernel.find(ticket);
+    EXPECT_NE(at, std::string::npos) << src.kernel;
+    EXPECT_EQ(src.kernel.find(ticket, at + 1), std::string::npos) << "one meeting point\n" << src.kernel;
+    // the same partials and tickets serve every launch: a second run gives the same bits
+    Device* emu = cuda_emu_device();
+    ASSERT_NE(emu, nullptr);
+    Memory before = initial_memory(s);
+    EXPECT_EQ(run_on(*emu, s, before), run_on(*emu, s, before));
+  }
+  CudaCheck c;
+  c.add(both, false).add(ints, true).run();
+  // a reduce inside another (a softmax's denominator) would need a meeting point inside it,
+  // also where the inner one is an output of the kernel too (walked before the outer one)
+  Tensor rows = input(DType::Float32, {2, 40000}, 184, false);
+  Tensor m = rows.reduce(ReduceOp::Max, {1}, true);
+  Tensor denom = rows.binary(Op::Sub, m.expand(rows.shape())).unary(Op::Exp).reduce(ReduceOp::Sum, {1}, true);
+  Schedule nested = create_schedule({m.node(), denom.node()}, *cpu_device());
+  for (auto& k : nested.kernels) EXPECT_EQ(render_cuda(k, h100).split, 1) << render_cuda(k, h100).kernel;
+  CudaCheck n;
+  n.add(m, true).add(denom, false).run();
+}
+
 TEST_F(Cuda, LongReducesOfManyOutputsSplitAcrossThreads) {
   // A weight gradient's shape: 72 x 64 outputs, each a sum of 18816 products along the
   // factors' outer axis. Rendered for an H100 a block per output would read one element per

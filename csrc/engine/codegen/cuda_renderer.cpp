@@ -398,6 +398,7 @@ class Renderer {
     src << "i64 tiny_begin, i64 tiny_end) {\n";
     if (plan_.block_reduce) src << "  __shared__ u64 tiny_smem[" << plan_.block_size << "];\n";
     build_body();
+    if (plan_.split > 1 && !plan_.split_threads && !plan_.shared) out.partial_slots = int64_t(staged_.size());
     out.vectors = vectors_;
     src << body_.str() << "}\n";
     out.kernel = src.str();
@@ -1173,6 +1174,12 @@ class Renderer {
     } else if (plan_.tiled()) {
       emit_tile(idx);
     } else {
+      if (plan_.split > 1) {  // every reduce's partial first, then the blocks meet once
+        for (auto& o : k_.outputs)
+          for (const NodeRef& root : {o.value, o.scatter_index})
+            if (root) hoist_reduces(root.get(), idx, cnst(1), int(var_names_.size()));
+        meet_split_blocks();
+      }
       emit_stores(idx);
     }
     memo_.pop_back();
@@ -1487,7 +1494,13 @@ class Renderer {
         line("}");
       }
       block_combine(acc, n->args.rop, dt);
-      if (plan_.split > 1) combine_slices(acc, n->args.rop, dt);
+      if (plan_.split > 1) {
+        // this block's partial; the block that meets last combines them (meet_split_blocks), and
+        // `acc` then holds the whole reduce where the outputs read it
+        stage_partial(acc, n->args.rop, dt);
+        reduce_depth_--;
+        return round_to(acc, dt);
+      }
     } else {
       nested_loops(names, src->shape, axes, accumulate);
     }
@@ -1591,35 +1604,55 @@ class Renderer {
     line("}");
   }
 
-  // A split reduction's meeting point: every block leaves its partial in
-  // slot gid * split + slice; the last block to take a ticket (the others
-  // return) combines the partials in slice order and resets the ticket.
-  void combine_slices(const std::string& acc, ReduceOp op, DType dt) {
-    std::string t = reg_type(dt), s = std::to_string(plan_.split);
+  // A split block reduce: every block leaves its partial of each of the kernel's reduces in
+  // slot (reduce * outputs + gid) * split + slice (thread 0, after block_combine).
+  struct StagedReduce {
+    std::string acc;
+    ReduceOp op;
+    DType dt;
+  };
+  std::string partial_slot(size_t reduce, const std::string& slice) {
+    return "tiny_partials + ((i64)" + std::to_string(reduce) + " * " + std::to_string(plan_.launch_outputs) +
+           " + gid) * " + std::to_string(plan_.split) + " + " + slice;
+  }
+  void stage_partial(const std::string& acc, ReduceOp op, DType dt) {
+    line("if (threadIdx.x == 0) *(" + std::string(reg_type(dt)) + "*)(" + partial_slot(staged_.size(), "tiny_slice") + ") = " + acc + ";");
+    staged_.push_back({acc, op, dt});
+  }
+  // Where the blocks of an output meet, after all its reduces: the last block to take a ticket
+  // (the others return) combines each reduce's partials in slice order, so the result does
+  // not depend on which block finished first, and resets the ticket for the next launch.
+  // Every reduce meets here at once: a batch norm's backward (a sum of the gradient and one
+  // of its product with the normalized input) splits like a lone sum.
+  void meet_split_blocks() {
+    const std::string s = std::to_string(plan_.split);
     line("{");
     indent_++;
     line("__shared__ unsigned tiny_ticket;");
     line("if (threadIdx.x == 0) {");
     indent_++;
-    line("*(" + t + "*)(tiny_partials + gid * " + s + " + tiny_slice) = " + acc + ";");
-    line("__threadfence();  // the partial is visible before the ticket is taken");
+    line("__threadfence();  // the partials are visible before the ticket is taken");
     line("tiny_ticket = atomicAdd(tiny_tickets + gid, 1u);");
     indent_--;
     line("}");
     line("__syncthreads();");
     line("if (tiny_ticket != " + s + "u - 1u) return;  // one output per block: nothing else to do");
     line("__threadfence();");
-    line(acc + " = " + identity(op, dt) + ";");
-    line("for (unsigned q = threadIdx.x; q < " + s + "u; q += blockDim.x) {");
-    indent_++;
-    line("const " + t + " part = *(volatile " + t + "*)(tiny_partials + gid * " + s + " + q);");
-    line(acc + " = " + combine(op, acc, "part", dt) + ";");
     indent_--;
     line("}");
-    block_combine(acc, op, dt);
+    for (size_t r = 0; r < staged_.size(); r++) {
+      const StagedReduce& st = staged_[r];
+      const std::string t = reg_type(st.dt);
+      line(st.acc + " = " + identity(st.op, st.dt) + ";");
+      line("for (unsigned q = threadIdx.x; q < " + s + "u; q += blockDim.x) {");
+      indent_++;
+      line("const " + t + " part = *(volatile " + t + "*)(" + partial_slot(r, "q") + ");");
+      line(st.acc + " = " + combine(st.op, st.acc, "part", st.dt) + ";");
+      indent_--;
+      line("}");
+      block_combine(st.acc, st.op, st.dt);
+    }
     line("if (threadIdx.x == 0) tiny_tickets[gid] = 0u;  // ready for the next launch");
-    indent_--;
-    line("}");
   }
 
   std::string identity(ReduceOp op, DType dt) {
@@ -1897,6 +1930,7 @@ class Renderer {
   int indent_ = 0;
   int next_id_ = 0;
   int reduce_depth_ = 0;
+  std::vector<StagedReduce> staged_;  // a split block reduce's reduces, in the order they were staged
   std::unordered_map<const Node*, int> param_word_;  // launch node -> its first launch word
   std::ostringstream body_;
   std::vector<std::string> var_names_;

@@ -40,31 +40,40 @@ struct Vars {
   }
 };
 
-// Whether the outputs evaluate exactly one reduce, in one index context, with no reduce
-// inside it: the kernels a split can serve (it has one meeting point, and a nested reduce
-// would be recomputed by every slice) and tiles serve.
-bool one_flat_reduce(const Kernel& k, Vars& vars) {
-  int contexts = 0, depth = 0;
-  bool nested = false;
+// How many reduces (index contexts) the outputs evaluate, none inside another, else 0: the
+// kernels a split block reduce can serve (its blocks meet once, after every reduce; a nested
+// reduce would be recomputed by every slice). Tiles and their splits serve exactly one.
+int flat_reduces(const Kernel& k, Vars& vars) {
+  // nesting by the graph, not by index contexts: a reduce whose value another one's source
+  // reads may also be an output, walked first (a batch norm's statistics and its backward)
+  std::unordered_set<const Node*> seen[2];  // walked outside any reduce, inside one
+  std::function<bool(const Node*, bool)> nests = [&](const Node* n, bool inside) {
+    if (k.loads.count(n) || !seen[inside].insert(n).second) return false;
+    if (n->op == Op::Reduce && inside) return true;
+    for (auto& s : n->src)
+      if (nests(s.get(), inside || n->op == Op::Reduce)) return true;
+    return false;
+  };
+  for (auto& o : k.outputs)
+    for (const NodeRef& root : {o.value, o.scatter_index})
+      if (root && nests(root.get(), false)) return 0;
+  int contexts = 0;
   IndexWalker w;
   w.is_leaf = [&](const Node* n) { return k.loads.count(n) > 0; };
   w.fresh_var = vars.fresh();
   w.visit = [&](const Node* n, const std::vector<Expr>&, const Expr&) {
-    if (n->op == Op::Reduce) {
-      if (depth > 0) nested = true;
-      else contexts++;
-    }
-    depth += n->op == Op::Reduce;
+    contexts += n->op == Op::Reduce;
     return true;
   };
-  w.leave = [&](const Node* n) { depth -= n->op == Op::Reduce; };
   std::vector<Expr> idx = vars.index(k.shape);
   for (auto& o : k.outputs) {
     w.walk(o.value.get(), idx, cnst(1));
     if (o.scatter_index) w.walk(o.scatter_index.get(), idx, cnst(1));
   }
-  return contexts == 1 && !nested;
+  return contexts;
 }
+
+bool one_flat_reduce(const Kernel& k, Vars& vars) { return flat_reduces(k, vars) == 1; }
 
 // ---------------------------------------------------------------- CPU
 
@@ -869,10 +878,11 @@ class CudaLowering {
       while (bs > 32 && bs / 2 >= p_.launch_outputs) bs /= 2;
     }
     p_.block_size = bs;
-    // Split a lone per-block reduction when its outputs leave multiprocessors
-    // idle: aim at 4 blocks per multiprocessor, each with at least 16 elements
-    // per thread to reduce. (Two reductions would need two meeting points.)
-    if (p_.block_reduce && opt_.multiprocessors > 0 && one_flat_reduce(k_, vars_)) {
+    // Split per-block reductions when their outputs leave multiprocessors idle: aim at 4
+    // blocks per multiprocessor, each with at least 16 elements per thread to reduce. Several
+    // reduces meet once, after all of them (a batch norm's backward: 64 outputs, two sums);
+    // one nested in another would need a meeting point inside it.
+    if (p_.block_reduce && opt_.multiprocessors > 0 && flat_reduces(k_, vars_) > 0) {
       int64_t wanted = 4 * int64_t(opt_.multiprocessors) / std::max<int64_t>(p_.launch_outputs, 1);
       int64_t useful = max_r / (int64_t(bs) * 16);
       p_.split = int(std::max<int64_t>(1, std::min<int64_t>({wanted, useful, 1024})));

@@ -1,6 +1,8 @@
 // The graph: op classification and names, hash-consing, what realizing frees.
 #include <set>
 
+#include "engine/dtype/text_out.h"
+#include "engine/schedule/schedule_cache.h"
 #include "test_helpers.h"
 
 using namespace tiny;
@@ -88,4 +90,36 @@ TEST(Graph, RealizingDropsHistory) {
   EXPECT_TRUE(y.node()->sources().empty());
   EXPECT_TRUE(inner.expired());  // exp(x) is freed: nothing refers to it any more
   EXPECT_NE(y.node()->str().find("MUL"), std::string::npos);
+}
+
+// Graph keys are printed through TextOut, the nodes' text for people (and the trace's key diffs,
+// which compare the two) through streams: both must print the same characters for every kind
+// of node and value (doubles with every digit, infinities, NaN, negative zero, large integers).
+TEST(Graph, KeyTextMatchesStreamText) {
+  std::vector<Tensor> nodes;
+  for (double v : {0.1, -2.5e-300, 1.0 / 3.0, -0.0, 1e300, double(INFINITY), -double(INFINITY), double(NAN)})
+    nodes.push_back(Tensor::full({3, 1, 4}, Scalar::from_double(v), DType::Float32));
+  nodes.push_back(Tensor::full({2}, Scalar::from_int(INT64_MIN), DType::Int64));
+  nodes.push_back(Tensor::full({2}, Scalar::from_bool(true), DType::Bool));
+  nodes.push_back(Tensor::param({5}, Scalar::from_double(0.7), DType::Float64));
+  nodes.push_back(Tensor::arange(7, Scalar::from_double(-1.25), Scalar::from_double(0.5), DType::Float32));
+  Tensor r = Tensor::rand({4, 6}, 123456789012345ull, 42);
+  nodes.push_back(r);
+  nodes.push_back(r.pad({{1, 2}, {0, 3}}).shrink({{1, 5}, {2, 9}}).permute({1, 0}));
+  nodes.push_back(r.reduce(ReduceOp::Max, {0, 1}, true));
+  Tensor idx = Tensor::arange(4, Scalar::from_int(0), Scalar::from_int(1), DType::Int64);
+  nodes.push_back(Tensor::full({4}, Scalar::from_double(0), DType::Float32)
+                      .scatter(idx, Tensor::full({4}, Scalar::from_double(1), DType::Float32), true));
+  int checked = 0;
+  for (auto& t : nodes)
+    for (const Node* n : toposort({t.node()})) {
+      TextOut key;
+      n->print(key);
+      EXPECT_EQ(key.str(), n->str());
+      checked++;
+    }
+  EXPECT_GT(checked, 20);
+  // the graph key itself: the nodes' stream text, with references
+  GraphShape g = graph_shape({nodes.back().node()});
+  EXPECT_NE(g.key.find(nodes.back().node()->str()), std::string::npos) << g.key;
 }

@@ -1,4 +1,5 @@
 #include "engine/dtype/dtype.h"
+#include "engine/dtype/text_out.h"
 
 #include <cmath>
 #include <cstring>
@@ -76,12 +77,26 @@ std::string Scalar::str() const {
   return os.str();
 }
 
-void Scalar::print(std::ostream& os) const {
+template <class Out>
+void Scalar::print_to(Out& os) const {
   // Every digit: kernel keys (the program cache) are built from this text.
-  auto precision = os.precision(std::numeric_limits<double>::max_digits10);
-  if (kind == F) os << f; else if (kind == B) os << (i ? "true" : "false"); else os << i;
-  os.precision(precision);
+  constexpr int kDigits = std::numeric_limits<double>::max_digits10;
+  if (kind == F) {
+    if constexpr (std::is_same_v<Out, TextOut>) {
+      os.put(f, kDigits);
+    } else {
+      auto precision = os.precision(kDigits);
+      os << f;
+      os.precision(precision);
+    }
+  } else if (kind == B) {
+    os << (i ? "true" : "false");
+  } else {
+    os << i;
+  }
 }
+void Scalar::print(std::ostream& os) const { print_to(os); }
+void Scalar::print(TextOut& os) const { print_to(os); }
 
 uint16_t float_to_half_bits(float f) {
   uint32_t x;

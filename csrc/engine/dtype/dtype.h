@@ -8,6 +8,8 @@
 
 namespace tiny {
 
+class TextOut;
+
 enum class DType : uint8_t {
   Bool, UInt8, Int8, Int16, Int32, Int64, Float16, BFloat16, Float32, Float64
 };
@@ -36,6 +38,13 @@ struct Scalar {
   Scalar cast(DType t) const;
   std::string str() const;
   void print(std::ostream& os) const;  // str() into a stream (no stream of its own)
+  void print(TextOut& os) const;  // the same text (graph keys)
+
+ private:
+  template <class Out>
+  void print_to(Out& os) const;
+
+ public:
 };
 
 // Bit-exact conversions for the 16-bit float formats (round to nearest even).

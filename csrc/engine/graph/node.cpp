@@ -1,4 +1,5 @@
 #include "engine/graph/node.h"
+#include "engine/dtype/text_out.h"
 
 #include <cstring>
 #include <sstream>
@@ -134,35 +135,40 @@ std::string Node::str() const {
   return os.str();
 }
 
-void Node::print(std::ostream& os) const {
-  os << op_name(op) << " " << dtype_name(dtype);
-  print_shape(os, shape);
-  switch (op) {
+namespace {
+template <class Out>
+void print_node(const Node& n, Out& os) {
+  os << op_name(n.op) << " " << dtype_name(n.dtype);
+  print_shape(os, n.shape);
+  switch (n.op) {
     case Op::Const: case Op::Param:
       os << " ";
-      args.value.print(os);
+      n.args.value.print(os);
       break;
     case Op::Arange:
       os << " start=";
-      args.value.print(os);
+      n.args.value.print(os);
       os << " step=";
-      args.value2.print(os);
+      n.args.value2.print(os);
       break;
-    case Op::Rand: os << " seed=" << args.seed << " off=" << args.offset; break;
+    case Op::Rand: os << " seed=" << n.args.seed << " off=" << n.args.offset; break;
     case Op::Reduce: {
-      os << " " << reduce_name(args.rop) << " axes=(";
-      for (size_t i = 0; i < args.axes.size(); i++) os << (i ? "," : "") << args.axes[i];
+      os << " " << reduce_name(n.args.rop) << " axes=(";
+      for (size_t i = 0; i < n.args.axes.size(); i++) os << (i ? "," : "") << n.args.axes[i];
       os << ")";
-      if (args.tf32) os << " tf32";
+      if (n.args.tf32) os << " tf32";
       break;
     }
     case Op::View: case Op::Write:
       os << " ";
-      args.st.print(os);
+      n.args.st.print(os);
       break;
-    case Op::Scatter: os << (args.accumulate ? std::string(" ") + reduce_name(args.rop) : std::string(" REPLACE")); break;
+    case Op::Scatter: os << (n.args.accumulate ? std::string(" ") + reduce_name(n.args.rop) : std::string(" REPLACE")); break;
     default: break;
   }
 }
+}  // namespace
+void Node::print(std::ostream& os) const { print_node(*this, os); }
+void Node::print(TextOut& os) const { print_node(*this, os); }
 
 }  // namespace tiny

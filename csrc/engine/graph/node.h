@@ -54,7 +54,8 @@ struct Node {
 
   int64_t numel() const { return tiny::numel(shape); }
   std::string str() const;  // one line
-  void print(std::ostream& os) const;  // str() into a stream (graph keys: no stream per node)
+  void print(std::ostream& os) const;  // str() into a stream
+  void print(TextOut& os) const;  // the same text (graph keys: no stream per node)
 
  private:
   mutable BufferRef realized_;

@@ -5,6 +5,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "engine/dtype/text_out.h"
 #include "engine/runtime/counters.h"
 
 namespace tiny {
@@ -15,7 +16,7 @@ GraphShape graph_shape(const std::vector<NodeRef>& targets) {
   std::unordered_map<const Node*, int> pos;
   for (size_t i = 0; i < g.order.size(); i++) pos[g.order[i]] = int(i);
   std::unordered_map<const Buffer*, int> input_id;
-  std::ostringstream os;
+  TextOut os;
   auto ref = [&](const Node* s) {
     auto it = pos.find(s);
     if (it != pos.end()) {
@@ -50,7 +51,7 @@ GraphShape graph_shape(const std::vector<NodeRef>& targets) {
   // inputs that share memory (bitcast aliases) schedule differently
   os << "I";
   for (auto& b : g.inputs) os << " " << dtype_name(b->dtype()) << b->numel() << "@" << input_id.count(b->owner());
-  g.key = os.str();
+  g.key = os.take();
   return g;
 }
 

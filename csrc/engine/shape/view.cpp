@@ -1,4 +1,5 @@
 #include "engine/shape/view.h"
+#include "engine/dtype/text_out.h"
 
 #include <algorithm>
 #include <functional>
@@ -29,11 +30,16 @@ std::string shape_str(const Shape& s) {
   return os.str();
 }
 
-void print_shape(std::ostream& os, const Shape& s) {
+namespace {
+template <class Out>
+void print_shape_to(Out& os, const Shape& s) {
   os << "(";
   for (size_t i = 0; i < s.size(); i++) os << (i ? ", " : "") << s[i];
   os << (s.size() == 1 ? ",)" : ")");
 }
+}  // namespace
+void print_shape(std::ostream& os, const Shape& s) { print_shape_to(os, s); }
+void print_shape(TextOut& os, const Shape& s) { print_shape_to(os, s); }
 
 View View::contiguous(const Shape& shape) { return make(shape, contiguous_strides(shape), 0, std::nullopt); }
 
@@ -418,9 +424,11 @@ std::string ShapeTracker::str() const {
   return os.str();
 }
 
-void ShapeTracker::print(std::ostream& os) const {
-  for (size_t k = 0; k < views_.size(); k++) {
-    const View& v = views_[k];
+namespace {
+template <class Out>
+void print_views(Out& os, const std::vector<View>& views) {
+  for (size_t k = 0; k < views.size(); k++) {
+    const View& v = views[k];
     os << (k ? " | " : "") << "V";
     print_shape(os, v.shape);
     os << " st";
@@ -432,5 +440,8 @@ void ShapeTracker::print(std::ostream& os) const {
     }
   }
 }
+}  // namespace
+void ShapeTracker::print(std::ostream& os) const { print_views(os, views_); }
+void ShapeTracker::print(TextOut& os) const { print_views(os, views_); }
 
 }  // namespace tiny

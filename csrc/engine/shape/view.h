@@ -14,6 +14,8 @@
 
 namespace tiny {
 
+class TextOut;
+
 using Shape = std::vector<int64_t>;
 using Ranges = std::vector<std::pair<int64_t, int64_t>>;  // per dim [begin, end)
 
@@ -21,6 +23,7 @@ int64_t numel(const Shape& s);
 Shape contiguous_strides(const Shape& s);
 std::string shape_str(const Shape& s);
 void print_shape(std::ostream& os, const Shape& s);  // shape_str into a stream
+void print_shape(TextOut& os, const Shape& s);
 // Per-dim indices of the row-major element `flat` of `shape` (all zero when
 // the shape is empty: nothing is read there).
 std::vector<Expr> unflatten(const Expr& flat, const Shape& shape);
@@ -69,6 +72,7 @@ class ShapeTracker {
   size_t hash() const;
   std::string str() const;
   void print(std::ostream& os) const;  // str() into a stream
+  void print(TextOut& os) const;  // the same text (graph keys)
 
  private:
   std::vector<View> views_;

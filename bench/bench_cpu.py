@@ -1,6 +1,7 @@
 """tiny against PyTorch's CPU backend, the cases of the CPU-speed issue, in one process.
 
-Rows (each the median of several runs after warm-up; tiny's time / the CPU's, below 1 = tiny faster):
+Rows: the median time of each after warm-up, the two run in turns (three rounds of a block of
+--reps calls each), and tiny/cpu as the median of the rounds' ratios (below 1 = tiny faster):
 - an 8-op elementwise chain over 2^24 float32, a full sum of 2^24 float32, a 1024^3 matmul
 - 1000 dependent adds on 16 elements (the cost of dispatching an op through ATen into the engine)
 - the beautiful-MNIST CNN Adam step at batch 512, resnet18 inference at batch 1 and 16,
@@ -17,9 +18,11 @@ import copy
 import math
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import torch
@@ -30,19 +33,45 @@ from torch_tiny import debug
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
-from bench_training import mnist_steps, timed  # noqa: E402
+from bench_training import mnist_steps  # noqa: E402
 
 ratios = []
 
 
+def paired(tiny_fn, cpu_fn, warmup, reps, rounds=3):
+    """Median seconds of each over all rounds, and the median of the rounds' ratios of medians.
+    The two run in turns, a block of `reps` calls each, the first of each round alternating:
+    on a shared VM a slow phase lasts seconds, and timing all of one's calls before the
+    other's gave either side the slow phase (the same row moved by 30 %). Each block starts
+    with an untimed call, while the other's threads may still be spinning (PyTorch's OpenMP
+    threads spin for milliseconds after a parallel region; a sleep instead would time a cold
+    VM: a 20 ms pause doubled the time of a 3 ms call on either side)."""
+    for _ in range(warmup):
+        tiny_fn()
+        cpu_fn()
+    t_tiny, t_cpu, ratios_per_round = [], [], []
+    for r in range(rounds):
+        med = {}
+        for name, fn, times in (("tiny", tiny_fn, t_tiny), ("cpu", cpu_fn, t_cpu))[:: 1 if r % 2 == 0 else -1]:
+            fn()
+            block = []
+            for _ in range(reps):
+                t0 = time.perf_counter()
+                fn()
+                block.append(time.perf_counter() - t0)
+            times += block
+            med[name] = statistics.median(block)
+        ratios_per_round.append(med["tiny"] / med["cpu"])
+    return statistics.median(t_tiny), statistics.median(t_cpu), statistics.median(ratios_per_round)
+
+
 def row(name, tiny_fn, cpu_fn, reps, warmup=2, in_mean=True):
-    t_tiny = timed(tiny_fn, warmup, reps)
-    t_cpu = timed(cpu_fn, warmup, reps)
+    t_tiny, t_cpu, ratio = paired(tiny_fn, cpu_fn, warmup, reps)
     with debug.count_kernels() as c:
         tiny_fn()
     if in_mean:
-        ratios.append(t_tiny / t_cpu)
-    print(f"{name:44s} tiny {t_tiny * 1e3:9.2f} ms   cpu {t_cpu * 1e3:9.2f} ms   tiny/cpu {t_tiny / t_cpu:5.2f}"
+        ratios.append(ratio)
+    print(f"{name:44s} tiny {t_tiny * 1e3:9.2f} ms   cpu {t_cpu * 1e3:9.2f} ms   tiny/cpu {ratio:5.2f}"
           f"   tiny kernels {c.kernels}", flush=True)
 
 

@@ -398,7 +398,7 @@ class Renderer {
     src << "i64 tiny_begin, i64 tiny_end) {\n";
     if (plan_.block_reduce) src << "  __shared__ u64 tiny_smem[" << plan_.block_size << "];\n";
     build_body();
-    if (plan_.split > 1 && !plan_.split_threads && !plan_.shared) out.partial_slots = int64_t(staged_.size());
+    if (plan_.split > 1 && !plan_.split_threads && !plan_.shared) out.partial_slots = std::max<int64_t>(1, int64_t(staged_.size()));
     out.vectors = vectors_;
     src << body_.str() << "}\n";
     out.kernel = src.str();
@@ -1616,6 +1616,8 @@ class Renderer {
            " + gid) * " + std::to_string(plan_.split) + " + " + slice;
   }
   void stage_partial(const std::string& acc, ReduceOp op, DType dt) {
+    // a reduce first met after the blocks met would be combined by no one
+    if (split_met_) throw std::logic_error("tiny cuda: a split reduce was not computed before the blocks met");
     line("if (threadIdx.x == 0) *(" + std::string(reg_type(dt)) + "*)(" + partial_slot(staged_.size(), "tiny_slice") + ") = " + acc + ";");
     staged_.push_back({acc, op, dt});
   }
@@ -1625,6 +1627,7 @@ class Renderer {
   // Every reduce meets here at once: a batch norm's backward (a sum of the gradient and one
   // of its product with the normalized input) splits like a lone sum.
   void meet_split_blocks() {
+    split_met_ = true;
     const std::string s = std::to_string(plan_.split);
     line("{");
     indent_++;
@@ -1931,6 +1934,7 @@ class Renderer {
   int next_id_ = 0;
   int reduce_depth_ = 0;
   std::vector<StagedReduce> staged_;  // a split block reduce's reduces, in the order they were staged
+  bool split_met_ = false;            // past meet_split_blocks
   std::unordered_map<const Node*, int> param_word_;  // launch node -> its first launch word
   std::ostringstream body_;
   std::vector<std::string> var_names_;

@@ -4,10 +4,9 @@
 
 #include <c10/util/Exception.h>
 
-#include <algorithm>
-#include <map>
 #include <mutex>
-#include <unordered_set>
+#include <unordered_map>
+#include <vector>
 
 namespace torch_tiny {
 namespace {
@@ -16,9 +15,15 @@ std::mutex& registry_mutex() {
   static std::mutex* m = new std::mutex();
   return *m;
 }
-std::unordered_set<StorageCell*>& registry() {
-  static auto* r = new std::unordered_set<StorageCell*>();
-  return *r;
+// The live cells in creation order: a list through the cells themselves (every op makes a
+// cell and most drop one, so no allocation of their own here)
+StorageCell*& registry_head() {
+  static StorageCell* head = nullptr;
+  return head;
+}
+StorageCell*& registry_tail() {
+  static StorageCell* tail = nullptr;
+  return tail;
 }
 
 // Reserved address space: PROT_NONE, never backed; ranges are recycled by size.
@@ -34,9 +39,9 @@ class AddressSpace {
     size_t size = round(nbytes);
     std::lock_guard<std::mutex> g(mu_);
     auto it = free_.find(size);
-    if (it != free_.end()) {
-      void* p = it->second;
-      free_.erase(it);
+    if (it != free_.end() && !it->second.empty()) {
+      void* p = it->second.back();
+      it->second.pop_back();
       return p;
     }
     TORCH_CHECK(used_ + size <= size_, "tiny: out of device address space");
@@ -46,7 +51,7 @@ class AddressSpace {
   }
   void give(void* p, size_t nbytes) {
     std::lock_guard<std::mutex> g(mu_);
-    free_.emplace(round(nbytes), p);
+    free_[round(nbytes)].push_back(p);
   }
 
  private:
@@ -54,7 +59,7 @@ class AddressSpace {
   std::mutex mu_;
   char* base_ = nullptr;
   size_t size_ = 0, used_ = 0;
-  std::multimap<size_t, void*> free_;
+  std::unordered_map<size_t, std::vector<void*>> free_;  // by size; the lists keep their capacity
 };
 
 AddressSpace& address_space() {
@@ -78,15 +83,16 @@ void delete_cell(void* ctx) {
 }  // namespace
 
 StorageCell::StorageCell(size_t nbytes) : nbytes_(nbytes) {
-  static uint64_t next_serial = 0;
   std::lock_guard<std::mutex> g(registry_mutex());
-  serial_ = next_serial++;
-  registry().insert(this);
+  prev_ = registry_tail();
+  (prev_ ? prev_->next_ : registry_head()) = this;
+  registry_tail() = this;
 }
 
 StorageCell::~StorageCell() {
   std::lock_guard<std::mutex> g(registry_mutex());
-  registry().erase(this);
+  (prev_ ? prev_->next_ : registry_head()) = next_;
+  (next_ ? next_->prev_ : registry_tail()) = prev_;
 }
 
 tiny::Tensor StorageCell::value_as(tiny::DType dtype) const {
@@ -112,16 +118,11 @@ StorageCell& cell_of(const c10::Storage& storage) {
 }
 
 std::vector<tiny::Tensor> pending_cell_values() {
-  std::vector<std::pair<uint64_t, tiny::Tensor>> pending;
-  {
-    std::lock_guard<std::mutex> g(registry_mutex());
-    for (auto* c : registry())
-      if (c->pending()) pending.emplace_back(c->serial(), c->raw_value());
-  }
-  std::sort(pending.begin(), pending.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::vector<tiny::Tensor> out;
-  for (auto& p : pending) out.push_back(std::move(p.second));
-  return out;
+  std::vector<tiny::Tensor> pending;
+  std::lock_guard<std::mutex> g(registry_mutex());
+  for (StorageCell* c = registry_head(); c; c = c->next_)  // creation order
+    if (c->pending()) pending.push_back(c->raw_value());
+  return pending;
 }
 
 c10::DataPtr TinyAllocator::allocate(size_t nbytes) {

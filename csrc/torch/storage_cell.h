@@ -29,12 +29,12 @@ class StorageCell {
   void set_value(tiny::Tensor v);
   const tiny::Tensor& raw_value() const { return value_; }
   bool pending() const { return value_.defined() && !value_.node()->realized(); }
-  uint64_t serial() const { return serial_; }
 
  private:
+  friend std::vector<tiny::Tensor> pending_cell_values();
   size_t nbytes_;
-  uint64_t serial_;     // creation order: pending values are realized in it (see pending_cell_values)
   tiny::Tensor value_;  // flat 1-D, or undefined (all zeros)
+  StorageCell *prev_ = nullptr, *next_ = nullptr;  // the live cells, in creation order
 };
 
 StorageCell& cell_of(const c10::Storage& storage);

@@ -15,16 +15,10 @@ std::mutex& registry_mutex() {
   static std::mutex* m = new std::mutex();
   return *m;
 }
-// The live cells in creation order: a list through the cells themselves (every op makes a
-// cell and most drop one, so no allocation of their own here)
-StorageCell*& registry_head() {
-  static StorageCell* head = nullptr;
-  return head;
-}
-StorageCell*& registry_tail() {
-  static StorageCell* tail = nullptr;
-  return tail;
-}
+// The live cells in creation order, a list through the cells themselves (every op makes a
+// cell and most drop one: no allocation here); under registry_mutex
+StorageCell* first_cell = nullptr;
+StorageCell* last_cell = nullptr;
 
 // Reserved address space: PROT_NONE, never backed; ranges are recycled by size.
 class AddressSpace {
@@ -84,15 +78,15 @@ void delete_cell(void* ctx) {
 
 StorageCell::StorageCell(size_t nbytes) : nbytes_(nbytes) {
   std::lock_guard<std::mutex> g(registry_mutex());
-  prev_ = registry_tail();
-  (prev_ ? prev_->next_ : registry_head()) = this;
-  registry_tail() = this;
+  prev_ = last_cell;
+  (prev_ ? prev_->next_ : first_cell) = this;
+  last_cell = this;
 }
 
 StorageCell::~StorageCell() {
   std::lock_guard<std::mutex> g(registry_mutex());
-  (prev_ ? prev_->next_ : registry_head()) = next_;
-  (next_ ? next_->prev_ : registry_tail()) = prev_;
+  (prev_ ? prev_->next_ : first_cell) = next_;
+  (next_ ? next_->prev_ : last_cell) = prev_;
 }
 
 tiny::Tensor StorageCell::value_as(tiny::DType dtype) const {
@@ -120,7 +114,7 @@ StorageCell& cell_of(const c10::Storage& storage) {
 std::vector<tiny::Tensor> pending_cell_values() {
   std::vector<tiny::Tensor> pending;
   std::lock_guard<std::mutex> g(registry_mutex());
-  for (StorageCell* c = registry_head(); c; c = c->next_)  // creation order
+  for (StorageCell* c = first_cell; c; c = c->next_)  // creation order
     if (c->pending()) pending.push_back(c->raw_value());
   return pending;
 }

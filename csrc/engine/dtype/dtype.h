@@ -43,8 +43,6 @@ struct Scalar {
  private:
   template <class Out>
   void print_to(Out& os) const;
-
- public:
 };
 
 // Bit-exact conversions for the 16-bit float formats (round to nearest even).

@@ -22,7 +22,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import torch
@@ -33,13 +32,13 @@ from torch_tiny import debug
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
-from bench_training import mnist_steps  # noqa: E402
+from bench_training import mnist_steps, timed  # noqa: E402
 
 ratios = []
 
 
 def paired(tiny_fn, cpu_fn, warmup, reps, rounds=3):
-    """Median seconds of each over all rounds, and the median of the rounds' ratios of medians.
+    """The median over the rounds of each one's block median, and of the rounds' ratios.
     The two run in turns, a block of `reps` calls each, the first of each round alternating:
     on a shared VM a slow phase lasts seconds, and timing all of one's calls before the
     other's gave either side the slow phase (the same row moved by 30 %). Each block starts
@@ -49,20 +48,12 @@ def paired(tiny_fn, cpu_fn, warmup, reps, rounds=3):
     for _ in range(warmup):
         tiny_fn()
         cpu_fn()
-    t_tiny, t_cpu, ratios_per_round = [], [], []
+    t_tiny, t_cpu = [], []
     for r in range(rounds):
-        med = {}
-        for name, fn, times in (("tiny", tiny_fn, t_tiny), ("cpu", cpu_fn, t_cpu))[:: 1 if r % 2 == 0 else -1]:
-            fn()
-            block = []
-            for _ in range(reps):
-                t0 = time.perf_counter()
-                fn()
-                block.append(time.perf_counter() - t0)
-            times += block
-            med[name] = statistics.median(block)
-        ratios_per_round.append(med["tiny"] / med["cpu"])
-    return statistics.median(t_tiny), statistics.median(t_cpu), statistics.median(ratios_per_round)
+        for fn, times in ((tiny_fn, t_tiny), (cpu_fn, t_cpu))[:: 1 if r % 2 == 0 else -1]:
+            times.append(timed(fn, 1, reps))
+    ratio = statistics.median(a / b for a, b in zip(t_tiny, t_cpu))
+    return statistics.median(t_tiny), statistics.median(t_cpu), ratio
 
 
 def row(name, tiny_fn, cpu_fn, reps, warmup=2, in_mean=True):

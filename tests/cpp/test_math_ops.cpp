@@ -48,14 +48,16 @@ TEST(MathOps, ErfcAndLgammaMatchLibm) {
   expect_matches_libm<double>(Op::Lgamma, gd, [](double v) { return std::lgamma(v); });
 }
 
-// float32 erf is a polynomial in double on AVX targets (the loop vectorizer widens it), libm's
-// erff elsewhere: either way within one unit of the last place of the correctly rounded value
-// (erf in double, rounded) over [-5, 5] and at the edges: signed zeros, tiny values, the
-// switch to +-1 at 4, infinities, NaN.
+// float32 erf is two float polynomials where the target has FMA (the loop vectorizer widens
+// them), libm's erff elsewhere: either way within one unit of the last place of the correctly
+// rounded value (erf in double, rounded) over [-5, 5] and at the edges: signed zeros, tiny and
+// subnormal values, the switch between the polynomials at 1 and to +-1 at 3.9192058,
+// infinities, NaN.
 TEST(MathOps, FloatErfIsWithinOneUnitOfTheRoundedValue) {
   std::vector<float> x;
   for (int i = -50000; i <= 50000; i++) x.push_back(float(i) * 1e-4f);
-  for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-8f, 3.99f, 3.9999f, 4.0f, 4.0001f, -4.0f, 30.0f, -30.0f})
+  for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-40f, -1e-40f, 1e-8f, 0.99999994f, 1.0f, 1.0000001f, -1.0f,
+                  3.9192056f, 3.9192058f, 3.99f, 4.0f, -4.0f, 30.0f, -30.0f})
     x.push_back(v);
   auto got = to_vec<float>(from(x, {int64_t(x.size())}).unary(Op::Erf));
   for (size_t i = 0; i < x.size(); i++) {

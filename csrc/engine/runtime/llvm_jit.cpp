@@ -159,6 +159,7 @@ LLVMJit::LLVMJit() : impl_(new Impl) {
   };
   if (has("avx512f")) impl_->vector_unit = {16, 32};
   else if (has("avx")) impl_->vector_unit = {8, 16};
+  impl_->vector_unit.fma = has("fma");
   jtmb.setCPU(impl_->cpu);
   jtmb.addFeatures(features.getFeatures());
   jtmb.setCodeGenOptLevel(llvm::CodeGenOpt::Aggressive);

@@ -15,10 +15,12 @@ class TargetMachine;
 namespace tiny {
 
 // The vector registers kernels are generated for: float32 lanes per register
-// and how many registers there are (register tiles are sized to fit them).
+// and how many registers there are (register tiles are sized to fit them); whether it
+// fuses multiply-adds (polynomials fitted for FMA rounding need them).
 struct VectorUnit {
   int64_t lanes = 4;
   int64_t registers = 16;
+  bool fma = false;
 };
 
 class LLVMJit {

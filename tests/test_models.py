@@ -1,5 +1,6 @@
 """Whole models on tiny against the CPU: torchvision eval forwards at 224x224, a few resnet18
-training steps, and the kernel counts of resnet18 inference and of a beautiful-MNIST training step.
+training steps, and the kernel counts of resnet18 inference, a transformer MLP and a beautiful-MNIST
+training step.
 
 Models have random weights (nothing is downloaded). Each is built on the CPU from a fixed seed,
 its batch-norm running statistics calibrated on a random batch (so activations keep a sane
@@ -149,6 +150,25 @@ def test_kernel_count_resnet18_eval_batch1():
     # Fewer needs padded (masked) loads that still vectorize, so that a pad can stay fused
     # into its convolution (-17), and merging a downsample conv with its block's first conv.
     assert c.kernels <= 40
+
+
+def test_kernel_count_transformer_mlp():
+    """A pre-norm transformer MLP, x + W2 GELU(W1 LayerNorm(x)), is its two linear layers: the
+    LayerNorm evaluated by the first one's rows, the GELU its epilogue (not a kernel of its own
+    for the erf, with the first product stored before it), the residual the second one's."""
+    requires_tiny()
+    from torch_tiny import debug
+    torch.manual_seed(0)
+    mlp = nn.Sequential(nn.LayerNorm(64), nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 64))
+    x = torch.randn(4, 16, 64)
+    with torch.no_grad():
+        expected = x + mlp(x)
+    dev_mlp, xd = copy.deepcopy(mlp).to(DEV), to_dev(x)
+    sync()
+    with torch.no_grad(), debug.count_kernels() as c:
+        actual = xd + dev_mlp(xd)
+    assert_same(actual, expected, rtol=1e-4, atol=1e-5)
+    assert c.kernels == 2
 
 
 def _mnist_steps(model, opt, x, y, idx_list, counts=None):

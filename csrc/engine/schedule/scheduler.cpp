@@ -291,14 +291,27 @@ std::vector<std::pair<const Node*, Shape>> kernel_trees(const Planner& p, const 
 // (hoisting it above the others). This counts those evaluations, for every
 // reduce, over every kernel, and makes a realize point of each reduce that
 // would be computed more often than it has elements (topmost first, then
-// again, since a new kernel changes what is below it).
+// again, since a new kernel changes what is below it). An expensive elementwise value is
+// realized at the top of the chain of elementwise nodes that read only it (a GELU's whole
+// value, not its erf), and a reduce nested under that top waits for the next round: there it
+// is the top's own kernel's reduce (a linear layer with its GELU as epilogue), where else
+// the reduce, the erf and the GELU reading both took a kernel each.
 void realize_repeated_reduces(Planner& p, const std::vector<const Node*>& order) {
   std::unordered_map<const Node*, int> position;
   for (size_t i = 0; i < order.size(); i++) position[order[i]] = int(i);
+  std::unordered_map<const Node*, int> readers;  // distinct nodes reading each node
+  for (auto* n : order)
+    for (size_t i = 0; i < n->src.size(); i++) {
+      bool again = false;
+      for (size_t j = 0; j < i; j++) again |= n->src[j] == n->src[i];
+      if (!again) readers[n->src[i].get()]++;
+    }
   for (int round = 0; round < 64; round++) {
     std::unordered_map<const Node*, double> evals;
     std::unordered_map<const Node*, std::vector<const Node*>> enclosing;  // reduce -> reduces around it
     std::unordered_set<const Node*> nested;
+    std::unordered_map<const Node*, const Node*> chain_top;  // expensive elementwise -> where to realize it
+    std::unordered_map<const Node*, std::vector<const Node*>> nested_path;  // nested reduce -> nodes above it
     // Kernels with the same number of elements are merged into one (see
     // create_schedule), which evaluates what they share once: walk each such
     // group with one walker, every tree seen in the group's shape.
@@ -341,12 +354,16 @@ void realize_repeated_reduces(Planner& p, const std::vector<const Node*>& order)
         Expr flat_index = cnst(0);
         for (size_t d = 0; d < shape.size(); d++) flat_index = add(mul(flat_index, shape[d]), idx[d]);
         in_reduce_loop = true;
+        std::vector<const Node*> path;  // the nodes being descended, the root first
         IndexWalker w;
         w.is_leaf = [&](const Node* n) { return n->realized() || (n != root && p.roots.count(n)); };
         w.fresh_var = make_var;
         w.visit = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
           bool costly = n->op == Op::Reduce || is_transcendental(n->op);
-          if (!costly && n->op != Op::Gather) return true;
+          if (!costly && n->op != Op::Gather) {
+            path.push_back(n);
+            return true;
+          }
           std::vector<int> used;
           collect_vars(v, used);
           for (auto& e : ix) collect_vars(e, used);
@@ -361,8 +378,21 @@ void realize_repeated_reduces(Planner& p, const std::vector<const Node*>& order)
             // A sizable reduce running inside another reduce's loop loses the
             // tiling and threading its own kernel would get (matmul then sum).
             if (n->op == Op::Reduce && inner >= 0 && vars[size_t(inner)].in_reduce &&
-                n->src[0]->numel() / std::max<int64_t>(1, n->numel()) >= 16)
-              nested.insert(n);
+                n->src[0]->numel() / std::max<int64_t>(1, n->numel()) >= 16 && nested.insert(n).second)
+              nested_path[n] = path;
+            if (n->op != Op::Reduce && !chain_top.count(n)) {
+              const Node* top = n;
+              for (size_t i = path.size(); i-- > 0 && readers[top] == 1;) {
+                const Node* up = path[i];
+                // (not through a widening cast: a wider buffer, and the reader no longer sees
+                // that its factors are 16-bit values, as the GPU's tensor cores need)
+                if (up == root || !is_elementwise(up->op) || up->shape != n->shape ||
+                    itemsize(up->dtype) > itemsize(top->dtype))
+                  break;
+                top = up;
+              }
+              chain_top[n] = top;
+            }
             // Already its own kernel this round (or inside one that is): what
             // lies below is counted again next round, from its own kernel.
             // Descending here would multiply the contexts of everything below
@@ -373,10 +403,12 @@ void realize_repeated_reduces(Planner& p, const std::vector<const Node*>& order)
           }
           parent_for_next = inner;  // its loops (or runtime index) nest here
           if (n->op == Op::Reduce) stack.push_back(n);
+          path.push_back(n);
           return true;
         };
         w.leave = [&](const Node* n) {
           if (n->op == Op::Reduce) stack.pop_back();
+          path.pop_back();
         };
         for (auto& [r, tree] : g.trees) {
           root = r;
@@ -397,17 +429,22 @@ void realize_repeated_reduces(Planner& p, const std::vector<const Node*>& order)
     for (auto* n : nested)
       if (!evals.count(n) || evals[n] <= double(std::max<int64_t>(1, n->numel())) * 1.0001) repeated.push_back(n);
     if (repeated.empty()) return;
-    std::unordered_set<const Node*> rep(repeated.begin(), repeated.end());
+    std::unordered_set<const Node*> rep(repeated.begin(), repeated.end()), tops;
+    for (auto* n : repeated)
+      if (n->op != Op::Reduce) tops.insert(chain_top.count(n) ? chain_top[n] : n);
     for (auto* n : repeated) {
       bool inside = false;
       for (auto* outer : enclosing[n]) inside |= rep.count(outer) > 0;
+      if (nested.count(n))
+        for (auto* above : nested_path[n]) inside |= tops.count(above) > 0;
       if (!inside) {
         double times = evals[n] / double(std::max<int64_t>(1, n->numel()));
         char count[32];  // 1.5x, 64x
         std::snprintf(count, sizeof count, times < 10 ? "%.1fx" : "%.0fx", times);
-        p.roots[n] = nested.count(n) ? std::string("reduce inside another reduce's loop (its own kernel is tiled and threaded)") :
-                     std::string(n->op == Op::Reduce ? "reduce" : "expensive value") + " would be computed " + count +
-                     " per element if fused (read through a broadcast or by several kernels)";
+        const Node* at = n->op == Op::Reduce ? n : chain_top.count(n) ? chain_top[n] : n;
+        p.roots[at] = nested.count(n) ? std::string("reduce inside another reduce's loop (its own kernel is tiled and threaded)") :
+                      std::string(n->op == Op::Reduce ? "reduce" : "expensive value") + " would be computed " + count +
+                      " per element if fused (read through a broadcast or by several kernels)";
       }
     }
   }

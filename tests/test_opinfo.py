@@ -168,9 +168,17 @@ class Result:
 RESULTS = {}  # (key, dtype, check) -> Result
 
 
+# Tolerances the OpInfo's own do not cover: (op, dtype) -> (atol, rtol), the looser of the two
+# taken per bound. special.i1 float32: the OpInfo allows 1e-4 absolute and no relative error,
+# under two units at i1(-8.4784) = -628.61249 (float64); the CPU's float32 gives -628.61243 and
+# tiny -628.61255 (both within 2 units; the CPU is as far off at -7.9506, by 6 units).
+EXTRA_TOLERANCE = {("special.i1", torch.float32): (1e-4, 4e-7)}
+
+
 def _tolerance(op, dtype):
-    """The loosest (atol, rtol) the OpInfo's decorators allow for ``dtype``, or None."""
-    atol = rtol = None
+    """The loosest (atol, rtol) the OpInfo's decorators and EXTRA_TOLERANCE allow for ``dtype``,
+    or None."""
+    atol, rtol = EXTRA_TOLERANCE.get((op.name, dtype), (None, None))
     for dec in getattr(op, "decorators", ()) or ():
         for d in getattr(dec, "decorators", (dec,)) or ():
             if isinstance(d, toleranceOverride) and dtype in d.d:

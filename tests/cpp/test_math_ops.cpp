@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "engine/runtime/llvm_jit.h"
 #include "test_helpers.h"
 
 using namespace tiny;
@@ -20,6 +21,18 @@ void expect_matches_libm(Op op, const std::vector<T>& in, F ref) {
     } else {
       EXPECT_EQ(out[i], want) << op_name(op) << "(" << in[i] << ")";
     }
+  }
+}
+
+// `op` over float32 `x` is within `units` of the last place of `ref` (in double) rounded.
+void expect_within_units(Op op, const std::vector<float>& x, double (*ref)(double), int64_t units) {
+  auto got = to_vec<float>(from(x, {int64_t(x.size())}).unary(op));
+  for (size_t i = 0; i < x.size(); i++) {
+    float want = float(ref(double(x[i])));
+    int32_t a, b;
+    std::memcpy(&a, &got[i], 4);
+    std::memcpy(&b, &want, 4);
+    EXPECT_LE(std::abs(int64_t(a) - int64_t(b)), units) << op_name(op) << "(" << x[i] << ") = " << got[i] << ", want " << want;
   }
 }
 
@@ -59,18 +72,47 @@ TEST(MathOps, FloatErfIsWithinOneUnitOfTheRoundedValue) {
   for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-40f, -1e-40f, 1e-8f, 0.99999994f, 1.0f, 1.0000001f, -1.0f,
                   3.9192056f, 3.9192058f, 3.99f, 4.0f, -4.0f, 30.0f, -30.0f})
     x.push_back(v);
-  auto got = to_vec<float>(from(x, {int64_t(x.size())}).unary(Op::Erf));
-  for (size_t i = 0; i < x.size(); i++) {
-    float want = float(std::erf(double(x[i])));
-    int32_t a, b;
-    std::memcpy(&a, &got[i], 4);
-    std::memcpy(&b, &want, 4);
-    EXPECT_LE(std::abs(int64_t(a) - int64_t(b)), 1) << "erf(" << x[i] << ") = " << got[i] << ", want " << want;
-  }
+  expect_within_units(Op::Erf, x, [](double v) { return std::erf(v); }, 1);
   auto special = to_vec<float>(from(std::vector<float>{INFINITY, -INFINITY, NAN}, {3}).unary(Op::Erf));
   EXPECT_EQ(special[0], 1.0f);
   EXPECT_EQ(special[1], -1.0f);
   EXPECT_TRUE(std::isnan(special[2]));
+}
+
+// float32 exp is a polynomial after a reduction by ln 2 where the target has FMA: within one
+// unit of the correctly rounded value over its whole range, into subnormal results, and at
+// the edges: signed zeros (exactly 1), the largest finite result and the first infinite one,
+// the last subnormal one and the first zero, infinities, NaN. Elsewhere it is LLVM's exp,
+// which the vectorizer makes libmvec's SSE expf: within 4 units.
+TEST(MathOps, FloatExpIsWithinOneUnitOfTheRoundedValue) {
+  const int64_t units = LLVMJit::get().vector_unit().fma ? 1 : 4;
+  std::vector<float> x;
+  for (int i = -21000; i <= 19000; i++) x.push_back(float(i) * 5e-3f);
+  for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-8f, 0.34657359f, -0.34657359f, 88.72283f, 88.72284f, 89.0f,
+                  -87.33654f, -87.33655f, -103.97207f, -103.9721f, -104.0f, -200.0f, 200.0f})
+    x.push_back(v);
+  expect_within_units(Op::Exp, x, [](double v) { return std::exp(v); }, units);
+  auto special = to_vec<float>(from(std::vector<float>{0.0f, -0.0f, INFINITY, -INFINITY, NAN}, {5}).unary(Op::Exp));
+  EXPECT_EQ(special[0], 1.0f);
+  EXPECT_EQ(special[1], 1.0f);
+  EXPECT_EQ(special[2], INFINITY);
+  EXPECT_EQ(special[3], 0.0f);
+  EXPECT_TRUE(std::isnan(special[4]));
+}
+
+// float32 tanh is a polynomial below 1 and 1 - 2 / (exp(2|x|) + 1) above where the target has
+// FMA: within one unit of the correctly rounded value, at the switch, for tiny and large
+// arguments (1 from about 9; exp(2|x|) overflows from 44.4), signed zeros, NaN. Elsewhere it
+// is glibc's tanhf, within 2 units.
+TEST(MathOps, FloatTanhIsWithinOneUnitOfTheRoundedValue) {
+  const int64_t units = LLVMJit::get().vector_unit().fma ? 1 : 2;
+  std::vector<float> x;
+  for (int i = -30000; i <= 30000; i++) x.push_back(float(i) * 4e-4f);
+  for (float v : {0.0f, -0.0f, 1e-30f, -1e-40f, 1e-8f, 0.99999994f, 1.0f, 1.0000001f, -1.0f, 9.0f, 44.5f, 45.0f,
+                  100.0f, -100.0f, INFINITY, -INFINITY})
+    x.push_back(v);
+  expect_within_units(Op::Tanh, x, [](double v) { return std::tanh(v); }, units);
+  EXPECT_TRUE(std::isnan(to_vec<float>(from(std::vector<float>{NAN}, {1}).unary(Op::Tanh))[0]));
 }
 
 TEST(MathOps, SignOfUnsignedValues) {

@@ -1,5 +1,5 @@
-"""Fits the coefficients of the CPU code generator's float32 erf, exp and tanh (llvm_codegen.cpp,
-erf_f32, exp_f32 and tanh_f32), checks them and prints them as C++ initializers.
+"""Fits the coefficients of the CPU code generator's float32 erf, exp, exp2 and tanh
+(llvm_codegen.cpp: erf_f32, exp_f32 and tanh_f32), checks them and prints them as C++ initializers.
 
 erf:
 
@@ -14,6 +14,7 @@ erf:
 exp:
     n = round(x / ln 2), r = x - n ln 2 (two FMAs, ln 2 as a float and its remainder)
     exp(x) = 2^n (1 + (r + r^2 p(r)))                  p of degree 4 on |r| <= ln 2 / 2
+    exp2(x) likewise with n = round(x), r = (x - n) ln 2 (x - n exact; exact on integers)
     2^n as two factors 2^(n >> 1) 2^(n - (n >> 1)), each a normal float, so results below
     the normal range round once, into subnormals
 
@@ -79,15 +80,26 @@ def fit_exp():
     return P.polyfit(r, ratio, 4, w=np.exp(-r)).astype(f32)  # relative to exp(r)
 
 
-def exp32(x, p):
-    x = np.clip(x, f32(-104), f32(89))
-    n = np.rint(x * f32(1 / np.log(2))).astype(f32)
-    r = fma(-n, np.full_like(x, LN2_F), x)
-    r = fma(-n, np.full_like(x, LN2_LO), r)
+def pow2_exp(n, r, p):
+    """2^n (1 + r + r^2 p(r)), 2^n as two normal factors."""
     t = fma((r * r).astype(f32), horner(p, r), r)
     k = n.astype(np.int64)
     h = k >> 1
     return ((f32(1) + t) * np.ldexp(f32(1), h).astype(f32) * np.ldexp(f32(1), k - h).astype(f32)).astype(f32)
+
+
+def exp32(x, p):
+    x = np.clip(x, f32(-104), f32(89))
+    n = np.rint(x * f32(1 / np.log(2))).astype(f32)
+    r = fma(-n, np.full_like(x, LN2_F), x)
+    return pow2_exp(n, fma(-n, np.full_like(x, LN2_LO), r), p)
+
+
+def exp2_32(x, p):
+    x = np.clip(x, f32(-151), f32(129))
+    n = np.rint(x).astype(f32)
+    r = (x - n).astype(f32)  # exact
+    return pow2_exp(n, fma(r, np.full_like(x, LN2_F), (r * LN2_LO).astype(f32)), p)
 
 
 def units_off(got, x, exact):
@@ -104,6 +116,14 @@ def check_exp(p):
                         np.linspace(-0.36, 0.36, 100_001), np.linspace(-103.98, -87, 50_000)]).astype(f32)
     with np.errstate(over="ignore", under="ignore"):
         return units_off(exp32(x, p), x, mp.exp)
+
+
+def check_exp2(p):
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.uniform(-151, 129, 1_500_000), rng.uniform(-1, 1, 400_000),
+                        np.linspace(-0.5, 0.5, 100_001), np.arange(-150, 128)]).astype(f32)
+    with np.errstate(over="ignore", under="ignore"):
+        return units_off(exp2_32(x, p), x, lambda v: mp.mpf(2) ** v)
 
 
 def fit_tanh():
@@ -140,7 +160,8 @@ if __name__ == "__main__":
     q, e = fit()
     p = fit_exp()
     t = fit_tanh()
-    for what, (worst, exact) in (("erf", check(q, e)), ("exp", check_exp(p)), ("tanh", check_tanh(t, p))):
+    for what, (worst, exact) in (("erf", check(q, e)), ("exp", check_exp(p)), ("exp2", check_exp2(p)),
+                                 ("tanh", check_tanh(t, p))):
         print(f"// {what}: max {worst} unit(s) from the rounded value, {exact:.1%} exact")
     print(f"// ln 2 = {np.format_float_scientific(LN2_F, unique=True)}f + {np.format_float_scientific(LN2_LO, unique=True)}f")
     for name, c in (("kErfSmall", q), ("kErfLarge", e), ("kExp", p), ("kTanhSmall", t)):

@@ -82,7 +82,7 @@ TEST(MathOps, FloatErfIsWithinOneUnitOfTheRoundedValue) {
 // float32 exp is a polynomial after a reduction by ln 2 where the target has FMA: within one
 // unit of the correctly rounded value over its whole range, into subnormal results, and at
 // the edges: signed zeros (exactly 1), the largest finite result and the first infinite one,
-// the last subnormal one and the first zero, infinities, NaN. Elsewhere it is LLVM's exp,
+// the last subnormal one and the first zero, infinities, NaN; exp2 too. Elsewhere it is LLVM's exp,
 // which the vectorizer makes libmvec's SSE expf: within 4 units.
 TEST(MathOps, FloatExpIsWithinOneUnitOfTheRoundedValue) {
   const int64_t units = LLVMJit::get().vector_unit().fma ? 1 : 4;
@@ -92,6 +92,11 @@ TEST(MathOps, FloatExpIsWithinOneUnitOfTheRoundedValue) {
                   -87.33654f, -87.33655f, -103.97207f, -103.9721f, -104.0f, -200.0f, 200.0f})
     x.push_back(v);
   expect_within_units(Op::Exp, x, [](double v) { return std::exp(v); }, units);
+  // exp2 likewise (its reduction x - round(x) is exact; integers give exact powers, see above)
+  std::vector<float> x2;
+  for (int i = -15500; i <= 13200; i++) x2.push_back(float(i) * 1e-2f + 3e-4f);
+  for (float v : {0.0f, -0.0f, 127.99999f, 128.0f, -149.0f, -149.5f, -150.0f, -151.0f, 0.5f, -0.5f}) x2.push_back(v);
+  expect_within_units(Op::Exp2, x2, [](double v) { return std::exp2(v); }, 1);
   auto special = to_vec<float>(from(std::vector<float>{0.0f, -0.0f, INFINITY, -INFINITY, NAN}, {5}).unary(Op::Exp));
   EXPECT_EQ(special[0], 1.0f);
   EXPECT_EQ(special[1], 1.0f);

@@ -1830,43 +1830,60 @@ class Builder {
     constexpr float kMid = 2.4596029f, kOne = 3.9192058f;
     llvm::Type* fty = a->getType();
     auto c = [&](float v) { return llvm::ConstantFP::get(fty, double(v)); };
-    auto fma = [&](Value* m, Value* f, Value* add) { return b_.CreateIntrinsic(llvm::Intrinsic::fma, {fty}, {m, f, add}); };
     auto poly = [&](const float* coef, size_t n, Value* t) {
       Value* r = c(coef[0]);
-      for (size_t i = 1; i < n; i++) r = fma(r, t, c(coef[i]));
+      for (size_t i = 1; i < n; i++) r = fma_f(r, t, c(coef[i]));
       return r;
     };
     Value* ax = call(llvm::Intrinsic::fabs, a);
-    Value* small = fma(ax, poly(kErfSmall, std::size(kErfSmall), b_.CreateFMul(ax, ax)), ax);
+    Value* small = fma_f(ax, poly(kErfSmall, std::size(kErfSmall), b_.CreateFMul(ax, ax)), ax);
     Value* large = b_.CreateFSub(c(1.0f), poly(kErfLarge, std::size(kErfLarge), b_.CreateFSub(ax, c(kMid))));
     Value* r = b_.CreateSelect(b_.CreateFCmpOGE(ax, c(kOne)), c(1.0f), large);  // NaN stays NaN
     r = b_.CreateSelect(b_.CreateFCmpOLT(ax, c(1.0f)), small, r);
     return call2(llvm::Intrinsic::copysign, r, a);
   }
 
-  // float32 exp in float lanes (scripts/fit_float_math.py fits p and checks every result
-  // within one unit of the correctly rounded value): n = round(x / ln 2), r = x - n ln 2 in
-  // two FMAs, exp(x) = 2^n (1 + (r + r^2 p(r))); 2^n as two normal factors, so that results
-  // below the normal range round once. x is clamped to [-104, 89], where exp is 0 and inf
-  // in float (NaN stays NaN). LLVM's exp was libmvec's 8-wide call: 0.88 ms over 2^21 floats,
-  // PyTorch 0.65; a sigmoid 2.0 ms, PyTorch 0.93.
+  // float32 exp and exp2 in float lanes (scripts/fit_float_math.py fits p and checks every
+  // result within one unit of the correctly rounded value): exp(x) = 2^n (1 + r + r^2 p(r))
+  // with n = round(x / ln 2), r = x - n ln 2 in two FMAs; exp2 with n = round(x), r = (x - n)
+  // ln 2 (x - n is exact, so integers give exact powers). x is clamped to where the result
+  // is 0 and inf in float (NaN stays NaN). LLVM's exp was libmvec's 8-wide call (0.88 ms over
+  // 2^21 floats, PyTorch 0.65; a sigmoid 2.0 ms, PyTorch 0.93), and exp2 through double exp
+  // made a kernel that also holds 16-lane float math call a scalar exp per element.
   Value* exp_f32(Value* a) {
+    auto c = [&](float v) { return llvm::ConstantFP::get(a->getType(), double(v)); };
+    Value* x = clamp_keeping_nan(a, -104.0f, 89.0f);
+    Value* n = call(llvm::Intrinsic::roundeven, b_.CreateFMul(x, c(1.442695e+00f)));
+    Value* r = fma_f(b_.CreateFNeg(n), c(kLn2), x);
+    return pow2_exp(n, fma_f(b_.CreateFNeg(n), c(kLn2Rest), r));
+  }
+  Value* exp2_f32(Value* a) {
+    auto c = [&](float v) { return llvm::ConstantFP::get(a->getType(), double(v)); };
+    Value* x = clamp_keeping_nan(a, -151.0f, 129.0f);
+    Value* n = call(llvm::Intrinsic::roundeven, x);
+    Value* r = b_.CreateFSub(x, n);
+    return pow2_exp(n, fma_f(r, c(kLn2), b_.CreateFMul(r, c(kLn2Rest))));
+  }
+  static constexpr float kLn2 = 6.931472e-01f, kLn2Rest = -1.9046542e-09f;  // ln 2 - kLn2
+  Value* fma_f(Value* m, Value* f, Value* add) { return b_.CreateIntrinsic(llvm::Intrinsic::fma, {m->getType()}, {m, f, add}); }
+  Value* clamp_keeping_nan(Value* a, float lo, float hi) {
+    auto c = [&](float v) { return llvm::ConstantFP::get(a->getType(), double(v)); };
+    Value* x = b_.CreateSelect(b_.CreateFCmpOGT(a, c(hi)), c(hi), a);
+    return b_.CreateSelect(b_.CreateFCmpOLT(x, c(lo)), c(lo), x);
+  }
+  // 2^n (1 + r + r^2 p(r)) for integral n in [-151, 129], 2^n as two normal factors 2^h 2^(n - h),
+  // h = n >> 1 (exponent fields (h + 127) << 23), so that results below the normal range
+  // round once. A NaN's n counts as 0: a plain conversion, which vectorizes where
+  // fptosi.sat did not, makes NaN poison.
+  Value* pow2_exp(Value* n, Value* r) {
     static const float kExp[] = {1.3814586e-03f, 8.362821e-03f, 4.166789e-02f, 1.666658e-01f, 4.9999997e-01f};
-    llvm::Type* fty = a->getType();
+    llvm::Type* fty = n->getType();
     llvm::Type* ity = b_.getInt32Ty();
     if (auto* v = llvm::dyn_cast<llvm::VectorType>(fty)) ity = llvm::VectorType::get(ity, v->getElementCount());
     auto c = [&](float v) { return llvm::ConstantFP::get(fty, double(v)); };
-    auto fma = [&](Value* m, Value* f, Value* add) { return b_.CreateIntrinsic(llvm::Intrinsic::fma, {fty}, {m, f, add}); };
-    Value* x = b_.CreateSelect(b_.CreateFCmpOGT(a, c(89.0f)), c(89.0f), a);
-    x = b_.CreateSelect(b_.CreateFCmpOLT(x, c(-104.0f)), c(-104.0f), x);
-    Value* n = call(llvm::Intrinsic::roundeven, b_.CreateFMul(x, c(1.442695e+00f)));
-    Value* r = fma(b_.CreateFNeg(n), c(6.931472e-01f), x);
-    r = fma(b_.CreateFNeg(n), c(-1.9046542e-09f), r);
     Value* p = c(kExp[0]);
-    for (size_t i = 1; i < std::size(kExp); i++) p = fma(p, r, c(kExp[i]));
-    Value* e = b_.CreateFAdd(c(1.0f), fma(b_.CreateFMul(r, r), p, r));
-    // 2^n = 2^h 2^(n - h), h = n >> 1: exponent fields (h + 127) << 23 (a NaN's n as 0: a
-    // plain conversion, which vectorizes where fptosi.sat did not, makes NaN poison)
+    for (size_t i = 1; i < std::size(kExp); i++) p = fma_f(p, r, c(kExp[i]));
+    Value* e = b_.CreateFAdd(c(1.0f), fma_f(b_.CreateFMul(r, r), p, r));
     Value* k = b_.CreateFPToSI(b_.CreateSelect(b_.CreateFCmpUNO(n, n), c(0.0f), n), ity);
     Value* h = b_.CreateAShr(k, llvm::ConstantInt::get(ity, 1));
     auto pow2 = [&](Value* m) {
@@ -1875,13 +1892,8 @@ class Builder {
     return b_.CreateFMul(b_.CreateFMul(e, pow2(h)), pow2(b_.CreateSub(k, h)));
   }
 
-  // Whether float32 exp2 goes through double: only with AVX. On an SSE-only
-  // target LLVM 14 maps a 4-wide double exp to libmvec's AVX2 entry (_ZGVdN4v_exp), whose
-  // ymm arguments an SSE caller does not pass (zeros came back).
-  bool double_math_pays(Value* a) const { return a->getType()->isFloatTy() && kLanes >= 8; }
-  // Whether float32 erf, exp and tanh are erf_f32's, exp_f32's and tanh_f32's polynomials:
-  // their coefficients were fitted for FMA rounding (without FMA, llvm.fma is a call to fmaf
-  // per element).
+  // Whether float32 erf, exp, exp2 and tanh are the polynomials above: their coefficients
+  // were fitted for FMA rounding (without FMA, llvm.fma is a call to fmaf per element).
   bool float_poly_pays(Value* a) const { return a->getType()->isFloatTy() && LLVMJit::get().vector_unit().fma; }
 
   // float32 tanh in float lanes (t fitted by scripts/fit_float_math.py, which checks every
@@ -1894,12 +1906,11 @@ class Builder {
                                        -5.3807173e-02f, 1.3330951e-01f, -3.3333197e-01f};
     llvm::Type* fty = a->getType();
     auto c = [&](float v) { return llvm::ConstantFP::get(fty, double(v)); };
-    auto fma = [&](Value* m, Value* f, Value* add) { return b_.CreateIntrinsic(llvm::Intrinsic::fma, {fty}, {m, f, add}); };
     Value* ax = call(llvm::Intrinsic::fabs, a);
     Value* z = b_.CreateFMul(ax, ax);
     Value* t = c(kTanhSmall[0]);
-    for (size_t i = 1; i < std::size(kTanhSmall); i++) t = fma(t, z, c(kTanhSmall[i]));
-    Value* small = fma(b_.CreateFMul(z, ax), t, ax);
+    for (size_t i = 1; i < std::size(kTanhSmall); i++) t = fma_f(t, z, c(kTanhSmall[i]));
+    Value* small = fma_f(b_.CreateFMul(z, ax), t, ax);
     Value* e = exp_f32(b_.CreateFAdd(ax, ax));
     Value* large = b_.CreateFSub(c(1.0f), b_.CreateFDiv(c(2.0f), b_.CreateFAdd(e, c(1.0f))));
     return call2(llvm::Intrinsic::copysign, b_.CreateSelect(b_.CreateFCmpOLT(ax, c(1.0f)), small, large), a);
@@ -1986,12 +1997,7 @@ class Builder {
       case Op::Log1p: return fp(libm("log1p", a));
       case Op::Erfinv: return fp(erfinv(a));
       case Op::Erfc: return fp(libm("erfc", a));
-      case Op::Exp2: {
-        if (!double_math_pays(a)) return fp(call(llvm::Intrinsic::exp2, a));
-        // exp(x ln 2) in double: vectorized, within 1e-14 relative (exp2f is a scalar call)
-        Value* x = b_.CreateFMul(b_.CreateFPExt(a, b_.getDoubleTy()), llvm::ConstantFP::get(b_.getDoubleTy(), M_LN2));
-        return fp(b_.CreateFPTrunc(call(llvm::Intrinsic::exp, x), a->getType()));
-      }
+      case Op::Exp2: return fp(float_poly_pays(a) ? exp2_f32(a) : call(llvm::Intrinsic::exp2, a));
       case Op::Log2: return fp(call(llvm::Intrinsic::log2, a));
       case Op::Log10: return fp(call(llvm::Intrinsic::log10, a));
       case Op::Lgamma: return fp(libm("lgamma", a));

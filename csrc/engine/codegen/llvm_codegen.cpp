@@ -1813,8 +1813,8 @@ class Builder {
     return r;
   }
 
-  // float32 erf in float lanes, two polynomials (fitted by scripts/fit_erf.py, which checks
-  // every result within one unit of the correctly rounded value on 2 million points):
+  // float32 erf in float lanes, two polynomials (fitted by scripts/fit_float_math.py, which
+  // checks every result within one unit of the correctly rounded value on 2 million points):
   // x + x q(x^2) below 1, 1 - erfc(|x|) above (a polynomial in |x| - mid, so its rounding
   // errors scale with erfc, at most 0.16), 1 from 3.9192058 (erfc under half a unit of 1).
   // About 30 vector instructions on 16 lanes, where its Taylor series in double took 64 on

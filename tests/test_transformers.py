@@ -64,12 +64,13 @@ def test_gpt2_training_matches_cpu_loss_for_loss():
         diff, moved = (pd.detach().cpu() - p.detach()).norm(), (p.detach() - p0).norm()
         assert diff <= 1e-2 * moved, f"{name}: |{DEV} - cpu| = {diff} vs |update| = {moved}"
     if kernels:
-        # Today 100 from the second step on (AdamW's state exists), in 3 realizes (a host check
-        # of the token ids, the loss's .item(), the rest): 47 are reduces (matmuls, layer-norm
-        # and softmax statistics) whose tiled kernels a fused reduce cannot loop over; the
-        # parameter updates mostly fuse with the gradients' last kernels.
+        # Today 98 from the second step on (AdamW's state exists), in 3 realizes (a host check
+        # of the token ids, the loss's .item(), the rest): 67 compute reduces (matmuls, layer-norm
+        # and softmax statistics), whose tiled kernels a fused reduce cannot loop over; the
+        # parameter updates mostly fuse with the gradients' last kernels. 100 before each MLP's
+        # GELU (its tanh realized alone) became its first linear layer's epilogue.
         assert kernels[2] == kernels[3]
-        assert kernels[3] <= 100
+        assert kernels[3] <= 98
 
 
 def test_gpt2_greedy_generate_matches_cpu():

@@ -11,7 +11,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
-#include <iterator>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -1812,6 +1811,13 @@ class Builder {
       r = b_.CreateFAdd(b_.CreateFMul(r, z), llvm::ConstantFP::get(z->getType(), *it));
     return r;
   }
+  // The same with fused multiply-adds and float coefficients (the fitted polynomials below).
+  template <size_t N>
+  Value* horner_fma(Value* z, const float (&coef)[N]) {
+    Value* r = llvm::ConstantFP::get(z->getType(), double(coef[0]));
+    for (size_t i = 1; i < N; i++) r = fma_f(r, z, llvm::ConstantFP::get(z->getType(), double(coef[i])));
+    return r;
+  }
 
   // float32 erf in float lanes, two polynomials (fitted by scripts/fit_float_math.py, which
   // checks every result within one unit of the correctly rounded value on 2 million points):
@@ -1830,14 +1836,9 @@ class Builder {
     constexpr float kMid = 2.4596029f, kOne = 3.9192058f;
     llvm::Type* fty = a->getType();
     auto c = [&](float v) { return llvm::ConstantFP::get(fty, double(v)); };
-    auto poly = [&](const float* coef, size_t n, Value* t) {
-      Value* r = c(coef[0]);
-      for (size_t i = 1; i < n; i++) r = fma_f(r, t, c(coef[i]));
-      return r;
-    };
     Value* ax = call(llvm::Intrinsic::fabs, a);
-    Value* small = fma_f(ax, poly(kErfSmall, std::size(kErfSmall), b_.CreateFMul(ax, ax)), ax);
-    Value* large = b_.CreateFSub(c(1.0f), poly(kErfLarge, std::size(kErfLarge), b_.CreateFSub(ax, c(kMid))));
+    Value* small = fma_f(ax, horner_fma(b_.CreateFMul(ax, ax), kErfSmall), ax);
+    Value* large = b_.CreateFSub(c(1.0f), horner_fma(b_.CreateFSub(ax, c(kMid)), kErfLarge));
     Value* r = b_.CreateSelect(b_.CreateFCmpOGE(ax, c(kOne)), c(1.0f), large);  // NaN stays NaN
     r = b_.CreateSelect(b_.CreateFCmpOLT(ax, c(1.0f)), small, r);
     return call2(llvm::Intrinsic::copysign, r, a);
@@ -1881,9 +1882,7 @@ class Builder {
     llvm::Type* ity = b_.getInt32Ty();
     if (auto* v = llvm::dyn_cast<llvm::VectorType>(fty)) ity = llvm::VectorType::get(ity, v->getElementCount());
     auto c = [&](float v) { return llvm::ConstantFP::get(fty, double(v)); };
-    Value* p = c(kExp[0]);
-    for (size_t i = 1; i < std::size(kExp); i++) p = fma_f(p, r, c(kExp[i]));
-    Value* e = b_.CreateFAdd(c(1.0f), fma_f(b_.CreateFMul(r, r), p, r));
+    Value* e = b_.CreateFAdd(c(1.0f), fma_f(b_.CreateFMul(r, r), horner_fma(r, kExp), r));
     Value* k = b_.CreateFPToSI(b_.CreateSelect(b_.CreateFCmpUNO(n, n), c(0.0f), n), ity);
     Value* h = b_.CreateAShr(k, llvm::ConstantInt::get(ity, 1));
     auto pow2 = [&](Value* m) {
@@ -1908,9 +1907,7 @@ class Builder {
     auto c = [&](float v) { return llvm::ConstantFP::get(fty, double(v)); };
     Value* ax = call(llvm::Intrinsic::fabs, a);
     Value* z = b_.CreateFMul(ax, ax);
-    Value* t = c(kTanhSmall[0]);
-    for (size_t i = 1; i < std::size(kTanhSmall); i++) t = fma_f(t, z, c(kTanhSmall[i]));
-    Value* small = fma_f(b_.CreateFMul(z, ax), t, ax);
+    Value* small = fma_f(b_.CreateFMul(z, ax), horner_fma(z, kTanhSmall), ax);
     Value* e = exp_f32(b_.CreateFAdd(ax, ax));
     Value* large = b_.CreateFSub(c(1.0f), b_.CreateFDiv(c(2.0f), b_.CreateFAdd(e, c(1.0f))));
     return call2(llvm::Intrinsic::copysign, b_.CreateSelect(b_.CreateFCmpOLT(ax, c(1.0f)), small, large), a);

@@ -429,9 +429,10 @@ void realize_repeated_reduces(Planner& p, const std::vector<const Node*>& order)
     for (auto* n : nested)
       if (!evals.count(n) || evals[n] <= double(std::max<int64_t>(1, n->numel())) * 1.0001) repeated.push_back(n);
     if (repeated.empty()) return;
+    auto realize_at = [&](const Node* n) { return chain_top.count(n) ? chain_top[n] : n; };  // reduces: n
     std::unordered_set<const Node*> rep(repeated.begin(), repeated.end()), tops;
     for (auto* n : repeated)
-      if (n->op != Op::Reduce) tops.insert(chain_top.count(n) ? chain_top[n] : n);
+      if (n->op != Op::Reduce) tops.insert(realize_at(n));
     for (auto* n : repeated) {
       bool inside = false;
       for (auto* outer : enclosing[n]) inside |= rep.count(outer) > 0;
@@ -441,10 +442,10 @@ void realize_repeated_reduces(Planner& p, const std::vector<const Node*>& order)
         double times = evals[n] / double(std::max<int64_t>(1, n->numel()));
         char count[32];  // 1.5x, 64x
         std::snprintf(count, sizeof count, times < 10 ? "%.1fx" : "%.0fx", times);
-        const Node* at = n->op == Op::Reduce ? n : chain_top.count(n) ? chain_top[n] : n;
-        p.roots[at] = nested.count(n) ? std::string("reduce inside another reduce's loop (its own kernel is tiled and threaded)") :
-                      std::string(n->op == Op::Reduce ? "reduce" : "expensive value") + " would be computed " + count +
-                      " per element if fused (read through a broadcast or by several kernels)";
+        p.roots[realize_at(n)] =
+            nested.count(n) ? std::string("reduce inside another reduce's loop (its own kernel is tiled and threaded)") :
+            std::string(n->op == Op::Reduce ? "reduce" : "expensive value") + " would be computed " + count +
+                " per element if fused (read through a broadcast or by several kernels)";
       }
     }
   }

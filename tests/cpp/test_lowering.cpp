@@ -430,3 +430,33 @@ TEST(Lowering, PoolingWindowsRunInLineAndWidenTheOutputLoop) {
         EXPECT_EQ(got[size_t((p * OH + oh) * OW + ow)], want) << p << " " << oh << " " << ow;
       }
 }
+
+// An embedding (or index_select, or x[idx, 3:23:2]) gathers whole runs: its flat index is a
+// row read at run time times the row length plus the column. The row is clamped once, to rows
+// whose whole run lies in the table, instead of each element's flat index on its own, so the
+// run's loads stay consecutive and vectorize (one element per compare and select before:
+// 3x PyTorch's time for a 50000 x 512 table).
+TEST(Lowering, GatheredRunsClampTheirRowOnce) {
+  const int64_t R = 100, C = 37, N = 6;
+  Tensor table = values({R, C});
+  Tensor rows = from(std::vector<int64_t>{0, 99, 5, 42, 99, 0}, {N, 1});
+  Tensor::realize_all({table, rows});
+  auto gathered = [&](int64_t start, int64_t step, int64_t n) {
+    Tensor row_starts = rows.binary(Op::Mul, Tensor::full({N, 1}, Scalar::from_int(C), DType::Int64)).expand({N, n});
+    Tensor cols = Tensor::arange(n, Scalar::from_int(start), Scalar::from_int(step), DType::Int64).reshape({1, n}).expand({N, n});
+    return table.reshape({R * C}).gather(row_starts.binary(Op::Add, cols));
+  };
+  std::vector<double> tv = to_doubles(table);
+  const std::vector<int64_t> row_list{0, 99, 5, 42, 99, 0};
+  for (auto [start, step, n] : {std::tuple<int64_t, int64_t, int64_t>{0, 1, C}, {3, 2, 10}}) {
+    Tensor g = gathered(start, step, n);
+    std::string ir = llvm_ir(only_kernel(g));
+    EXPECT_EQ(ir.find(std::to_string(R * C)), std::string::npos) << "no element's flat index is clamped";
+    EXPECT_NE(ir.find(", " + std::to_string(R) + "\n"), std::string::npos) << "the row is compared with the row count";
+    std::vector<double> got = to_doubles(g);
+    ASSERT_EQ(got.size(), size_t(N * n));
+    for (int64_t i = 0; i < N; i++)
+      for (int64_t j = 0; j < n; j++)
+        EXPECT_EQ(got[size_t(i * n + j)], tv[size_t(row_list[size_t(i)] * C + start + j * step)]) << i << ", " << j;
+  }
+}

@@ -388,11 +388,23 @@ class Builder {
     IndexWalker w;
     w.is_leaf = [&](const Node* n) { return k_.loads.count(n) > 0; };
     w.fresh_var = [&](int64_t size) { return placeholder_var(size); };
+    auto invariant = [&](const std::vector<Expr>& ix, const Expr& v) {
+      bool inv = !varies(v);
+      for (auto& e : ix) inv = inv && !varies(e);
+      return inv;
+    };
     w.visit = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
-      if (n->op == Op::Reduce || n->op == Op::Gather) return false;
-      bool invariant = !varies(v);
-      for (auto& e : ix) invariant = invariant && !varies(e);
-      if (!invariant) return true;
+      if (n->op == Op::Gather) {
+        // the parts of a gather's index its run does not change (an embedding's row, a load:
+        // LLVM cannot move it above the stores), as gather_run_index takes them apart
+        index_terms(n->src[1].get(), ix, v, [&](const Node* part, const std::vector<Expr>& pix, const Expr& pv) {
+          if (invariant(pix, pv) && part->op != Op::Const && !reads_written(part)) found.emplace_back(part, pix, pv);
+          return nullptr;
+        });
+        return false;
+      }
+      if (n->op == Op::Reduce) return false;
+      if (!invariant(ix, v)) return true;
       // a constant or a lone load costs nothing to leave in the loop
       if (n->op != Op::Const && !k_.loads.count(n) && !reads_written(n)) found.emplace_back(n, ix, v);
       return false;
@@ -686,6 +698,90 @@ class Builder {
   }
 
   // ---- expression evaluation
+  // An int64 index as opaque runtime values times constants plus an index expression (an
+  // arange seen through views, constants): the row an embedding or index_select reads,
+  // idx[i] * 512, plus its column j.
+  struct IndexTerms {
+    std::vector<std::pair<Value*, int64_t>> values;  // value x coefficient
+    Expr affine = cnst(0);
+  };
+  using OpaqueIndex = std::function<Value*(const Node*, const std::vector<Expr>&, const Expr&)>;
+  IndexTerms index_terms(const Node* n, const std::vector<Expr>& idx, const Expr& valid, const OpaqueIndex& opaque) {
+    IndexTerms t;
+    if (n->dtype != DType::Int64 || k_.loads.count(n)) {
+      t.values.push_back({opaque(n, idx, valid), 1});
+      return t;
+    }
+    switch (n->op) {
+      case Op::Const: t.affine = cnst(n->args.value.to_int()); return t;
+      case Op::Arange:
+        t.affine = add(cnst(n->args.value.to_int()), mul(row_major(idx, n->shape), n->args.value2.to_int()));
+        return t;
+      case Op::View: {
+        SourceIndex s = view_source_index(n, idx);
+        if (is_true(s.valid)) return index_terms(n->src[0].get(), s.idx, valid, opaque);
+        break;
+      }
+      case Op::Add: {
+        t = index_terms(n->src[0].get(), idx, valid, opaque);
+        IndexTerms o = index_terms(n->src[1].get(), idx, valid, opaque);
+        t.values.insert(t.values.end(), o.values.begin(), o.values.end());
+        t.affine = add(t.affine, o.affine);
+        return t;
+      }
+      case Op::Mul:
+        for (int side = 0; side < 2; side++) {
+          const Node* c = n->src[size_t(side)].get();
+          while (c->op == Op::View && !k_.loads.count(c)) c = c->src[0].get();  // a broadcast constant
+          if (c->op != Op::Const || k_.loads.count(c)) continue;
+          int64_t factor = c->args.value.to_int();
+          t = index_terms(n->src[size_t(1 - side)].get(), idx, valid, opaque);
+          for (auto& v : t.values) v.second *= factor;
+          t.affine = mul(t.affine, factor);
+          return t;
+        }
+        break;
+      default: break;
+    }
+    t.values.push_back({opaque(n, idx, valid), 1});
+    return t;
+  }
+
+  // A gather's flat index where it is one runtime value u times c plus an expression of the
+  // loop variables (an embedding's row u = idx[i] * 512, its column j): u is clamped to where
+  // the whole run c u + [min, max] of the expression lies in the source, rather than each
+  // element's index on its own, so the loads stay consecutive along j and vectorize (an
+  // embedding was one element per compare and select). Indices out of range are errors the
+  // torch layer raises first; the clamp only keeps a bad one's loads inside the buffer.
+  std::optional<Expr> gather_run_index(const Node* index, const std::vector<Expr>& idx, const Expr& valid,
+                                       int64_t count) {
+    IndexTerms t = index_terms(index, idx, valid, [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
+      return eval(n, ix, v);
+    });
+    if (t.affine->is_const() || t.values.empty()) return std::nullopt;
+    Value* u = nullptr;
+    int64_t c = 1;
+    if (t.values.size() == 1) {
+      u = t.values[0].first;
+      c = t.values[0].second;
+    } else {
+      for (auto& [v, f] : t.values) {
+        Value* term = b_.CreateMul(v, b_.getInt64(f));
+        u = u ? b_.CreateAdd(u, term) : term;
+      }
+    }
+    if (c <= 0) return std::nullopt;
+    // c u + affine in [0, count) for every u in [lo, hi)
+    auto floor_div = [](int64_t a, int64_t d) { return a / d - int64_t(a % d != 0 && a < 0); };
+    const int64_t lo = -floor_div(t.affine->vmin, c);  // ceil(-vmin / c)
+    const int64_t hi = floor_div(count - 1 - t.affine->vmax, c) + 1;
+    if (lo >= hi) return std::nullopt;
+    Value* ok = b_.CreateAnd(b_.CreateICmpSGE(u, b_.getInt64(lo)), b_.CreateICmpSLT(u, b_.getInt64(hi)));
+    Expr run = var_range(int(vars_.size()), lo, hi);
+    vars_.push_back(b_.CreateSelect(ok, u, b_.getInt64(lo)));
+    return add(mul(run, c), t.affine);
+  }
+
   Value* eval(const Node* n, const std::vector<Expr>& idx, const Expr& valid) {
     std::string key = context_key(n, idx, valid);
     if (Value* v = lookup(key)) return v;
@@ -731,6 +827,7 @@ class Builder {
         // the source evaluated at a runtime flat index (clamped into range)
         const Node* src = n->src[0].get();
         int64_t count = std::max<int64_t>(1, src->numel());
+        if (auto flat = gather_run_index(n->src[1].get(), idx, valid, count)) return eval(src, unflatten(*flat, src->shape), valid);
         Value* at = eval(n->src[1].get(), idx, valid);
         Value* ok = b_.CreateAnd(b_.CreateICmpSGE(at, b_.getInt64(0)), b_.CreateICmpSLT(at, b_.getInt64(count)));
         Expr flat = new_var(b_.CreateSelect(ok, at, b_.getInt64(0)), count);

@@ -484,6 +484,24 @@ TEST(Reduce, MatmulRowTiled) {
   // slice per thread, the threads taking them as they finish (a thread stalled by the VM's
   // host no longer holds the others up). Split by rows, each slice would pack all panels.
   if (thread_pool().size() <= 4) EXPECT_TRUE(cpu_program(create_schedule({wide.node()}).kernels[0])->fine_slices);
+  // ... but not where each slice packs the computed row operand (pack_a) for all rows: a
+  // LayerNorm feeding a linear layer would be evaluated per slice, 4 times per thread.
+  std::vector<float> rv(40 * 33);
+  for (size_t i = 0; i < rv.size(); i++) rv[i] = float(i * 7 % 11);
+  Tensor rows = from(rv, {40, 33});
+  Tensor centered = rows.binary(Op::Sub, rows.reduce(ReduceOp::Sum, {1}, true)
+                                             .binary(Op::Mul, Tensor::full({40, 1}, Scalar::from_double(0.25), DType::Float32))
+                                             .expand({40, 33}));
+  Tensor normalized = centered.matmul(from(y, {33, 256}));
+  auto packs_rows = cpu_program(create_schedule({normalized.node()}).kernels[0]);
+  EXPECT_FALSE(packs_rows->fine_slices);
+  std::vector<float> got = to_vec<float>(normalized);
+  for (int64_t i = 0; i < 40; i++) {
+    double sum = 0, want = 0;
+    for (int64_t p = 0; p < 33; p++) sum += rv[size_t(i * 33 + p)];
+    for (int64_t p = 0; p < 33; p++) want += (rv[size_t(i * 33 + p)] - sum * 0.25) * 0.25;
+    for (int64_t j = 0; j < 256; j++) ASSERT_NEAR(got[size_t(i * 256 + j)], want, 1e-3) << i << ", " << j;
+  }
   auto by_rows = cpu_program(create_schedule({narrow.node()}).kernels[0]);  // (by columns on SSE: 5 panels)
   if (by_rows->parallel_grain == 1) EXPECT_FALSE(by_rows->fine_slices);
   slices.clear();

@@ -67,6 +67,10 @@ class Builder {
       : k_(k), plan_(plan), ctx_(ctx), m_(m), b_(ctx), fn_name_(std::move(fn_name)),
         split_(plan.split ? &*plan.split : nullptr), part_(part) {}
 
+  // Whether the kernel packs its tile's `a` (pack_a): each slice of the threads does, for all
+  // of its rows.
+  bool packs_a = false;
+
   void build() {
     auto* i8pp = llvm::Type::getInt8PtrTy(ctx_)->getPointerTo();
     auto* i64 = b_.getInt64Ty();
@@ -1459,6 +1463,7 @@ class Builder {
     }, /*scalar=*/true);
     a_rows_ = buf;
     a_first_row_ = rlo;
+    packs_a = true;
     return raw;
   }
 
@@ -2376,14 +2381,16 @@ std::string function_name(const Kernel& k) {
 }
 
 std::unique_ptr<llvm::Module> build_module(const Kernel& k, const CpuPlan& plan, llvm::LLVMContext& ctx,
-                                           const std::string& fn) {
+                                           const std::string& fn, bool* packs_a = nullptr) {
   auto m = std::make_unique<llvm::Module>("kernel", ctx);
   LLVMJit::get().configure(*m);
   if (plan.split) {
     Builder(k, plan, ctx, *m, fn, Builder::Part::SplitPartials).build();
     Builder(k, plan, ctx, *m, fn + "_finish", Builder::Part::SplitFinish).build();
   } else {
-    Builder(k, plan, ctx, *m, fn).build();
+    Builder whole(k, plan, ctx, *m, fn);
+    whole.build();
+    if (packs_a) *packs_a = whole.packs_a;
   }
   std::string err;
   llvm::raw_string_ostream es(err);
@@ -2412,7 +2419,8 @@ std::unique_ptr<Program> compile_llvm(const Kernel& k) {
   std::string fn = function_name(k);
   const CpuPlan plan = lower_cpu(k, cpu_target());
   const auto& split = plan.split;
-  auto m = build_module(k, plan, *ctx, fn);
+  bool packs_a = false;
+  auto m = build_module(k, plan, *ctx, fn, &packs_a);
   std::vector<std::string> names{fn};
   if (split) names.push_back(fn + "_finish");
   auto addrs = LLVMJit::get().compile(std::move(m), std::move(ctx), names);
@@ -2433,7 +2441,9 @@ std::unique_ptr<Program> compile_llvm(const Kernel& k) {
   int64_t flops = k.flops();
   p->work_per_item = std::max<int64_t>(per, flops / std::max<int64_t>(1, p->parallel_size));
   // (a reduce hoisted above the parallel loop would be computed once per slice)
-  p->fine_slices = plan.channel ? plan.channel->j == par && !plan.blocks
+  // (not where every slice packs `a` for all rows: a LayerNorm feeding a linear layer was
+  // evaluated 8 times instead of twice, 3.4 -> 3.0 ms at 1024 x 512 x 512)
+  p->fine_slices = plan.channel ? plan.channel->j == par && !plan.blocks && !packs_a
                                  : !any_node(k, [](const Node* n) { return n->op == Op::Reduce; });
   return p;
 }

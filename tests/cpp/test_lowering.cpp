@@ -206,6 +206,29 @@ TEST(Lowering, ChannelsLastCopiesRunInTransposedBlocks) {
   }
 }
 
+// A matrix's transpose (x.t().contiguous()) has no dim after the parallel one to run along:
+// the run is the parallel dim itself, each thread's slice of it in whole blocks (its slices
+// start at multiples of the lanes). Element by element, the stores were 8 KB apart at 2048
+// columns: 18 -> 3.5 ms at 2048^2 (PyTorch's CPU: 13 ms).
+TEST(Lowering, MatrixTransposesRunInTransposedBlocks) {
+  const int64_t R = 96, C = 48;
+  Tensor x = values({R, C});
+  Tensor t = x.permute({1, 0}).contiguous();  // (48, 96)
+  for (const CpuTarget& target : {kAvx512, kAvx2, kSse}) {
+    CpuPlan p = lower_cpu(only_kernel(t), target);
+    ASSERT_TRUE(p.transpose) << target.lanes;
+    EXPECT_EQ(p.parallel_dim, 0);
+    EXPECT_EQ(p.transpose->run.from, 0);
+    EXPECT_EQ(p.transpose->run.last, 0);
+    EXPECT_EQ(p.transpose->dim, 1);
+    EXPECT_EQ(p.parallel_grain, target.lanes);
+  }
+  std::vector<double> xv = to_doubles(x), got = to_doubles(t);
+  ASSERT_EQ(got.size(), size_t(R * C));
+  for (int64_t c = 0; c < C; c++)
+    for (int64_t r = 0; r < R; r++) EXPECT_EQ(got[size_t(c * R + r)], xv[size_t(r * C + c)]) << c << ", " << r;
+}
+
 // Per-channel terms (a batch norm's 1/sqrt(var + eps)) are computed above the loops they do
 // not depend on, also where a padded copy's loops are split at the mask boundaries (the
 // middle segment, unmasked, no longer needs them guarded) and in a flat tail: the values

@@ -150,7 +150,9 @@ class Builder {
         return;
       }
       if (plan_.transpose && int(d) == plan_.transpose->run.from) {
-        transposed_blocks(idx, *plan_.transpose);
+        const bool sliced = int(d) == par;  // the run is this thread's slice (whole blocks)
+        transposed_blocks(idx, *plan_.transpose, sliced ? begin : b_.getInt64(0),
+                          sliced ? end : b_.getInt64(plan_.transpose->run.count));
         return;
       }
       if (plan_.flat_tail && int(d) == plan_.flat_tail->from) {  // the contiguous tail as one loop
@@ -1708,7 +1710,7 @@ class Builder {
   // TransposeTile: blocks of L run positions x L positions along the stored dim. Each
   // output's block is computed along the run into a buffer (the loads stream, the loop
   // vectorizes), then its L rows are transposed in registers and stored along the dim.
-  void transposed_blocks(std::vector<Expr> idx, const TransposeTile& tt) {
+  void transposed_blocks(std::vector<Expr> idx, const TransposeTile& tt, Value* run_lo, Value* run_hi) {
     const int64_t L = kLanes;
     const FlatTail& run = tt.run;
     const size_t sd = size_t(tt.dim);
@@ -1722,7 +1724,7 @@ class Builder {
     }
     emit_loop(b_.getInt64(0), b_.getInt64(k_.shape[sd] / L), [&](Value* sb) {
       Expr s0 = mul(new_var(sb, k_.shape[sd] / L), L);
-      emit_loop(b_.getInt64(0), b_.getInt64(run.count / L), [&](Value* rb) {
+      emit_loop(b_.CreateSDiv(run_lo, b_.getInt64(L)), b_.CreateSDiv(run_hi, b_.getInt64(L)), [&](Value* rb) {
         Expr r0 = mul(new_var(rb, run.count / L), L);
         emit_loop(b_.getInt64(0), b_.getInt64(L), [&](Value* c) {
           idx[sd] = add(s0, new_var(c, L));

@@ -179,6 +179,7 @@ class CpuLowering {
     p.channel = ct;
     if (!ct && !p.vector_tile && par >= 0 && !k_.serial) p.flat_tail = plan_flat_tail(idx, par);
     if (!ct && !p.vector_tile && !p.flat_tail && par >= 0 && !k_.serial) p.transpose = plan_transpose_tile(idx, par);
+    if (p.transpose && p.transpose->run.from == par) p.parallel_grain = kLanes;
     if (!ct && !p.vector_tile && !p.flat_tail && !p.transpose && par >= 0 && !k_.serial)
       p.inner_loop = plan_inner_loop(idx, par);
     p.num_vars = vars_.next;
@@ -272,11 +273,14 @@ class CpuLowering {
   }
 
   // ---- transposed blocks (TransposeTile)
+  // The run may be the parallel dim itself where it is the only dim before the stored one (a
+  // matrix's transpose, x.t().contiguous()): each thread's slice of it, whole blocks.
   std::optional<TransposeTile> plan_transpose_tile(const std::vector<Expr>& idx, int par) {
     const Shape& shape = k_.shape;
     std::vector<int> dims;  // non-unit dims after the parallel one: the run, then the stored dim
     for (int d = par + 1; d < int(shape.size()); d++)
       if (shape[size_t(d)] > 1) dims.push_back(d);
+    if (dims.size() == 1) dims.insert(dims.begin(), par);
     if (dims.size() < 2) return std::nullopt;
     const int s = dims.back();
     const int sid = int(idx[size_t(s)]->value);

@@ -25,7 +25,7 @@ T cum_value(const at::Tensor& self, int64_t dim, c10::ScalarType dt, bool prod) 
   int axis = wrap_dim(self, dim);
   tiny::DType out = to_engine(dt);
   T x = read(self).cast(out).cast(scan_acc_dtype(out));
-  return scan(x, axis, prod ? prod_rule() : sum_rule()).cast(out);
+  return scan(x, axis, prod ? prod_rule() : sum_rule(), out);
 }
 const char* cum_name(bool prod) { return prod ? "cumprod" : "cumsum"; }
 
@@ -96,7 +96,7 @@ T logcumsumexp_value(const at::Tensor& self, int64_t dim) {
                               self.scalar_type(), "'");
   int axis = wrap_dim(self, dim);
   tiny::DType dt = to_engine(self.scalar_type());
-  return scan(read(self).cast(scan_acc_dtype(dt)), axis, logaddexp_rule()).cast(dt);
+  return scan(read(self).cast(scan_acc_dtype(dt)), axis, logaddexp_rule(), dt);
 }
 at::Tensor logcumsumexp(const at::Tensor& self, int64_t dim) {
   TinyOp op("logcumsumexp");

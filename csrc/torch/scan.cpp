@@ -43,12 +43,16 @@ T direct_scan_last(const T& x, const ScanRule& rule) {
   return rule.reduce(xe, &mask, nd).reshape(s);
 }
 
-T scan_last(const T& x, const ScanRule& rule) {
+// `result`: the dtype the scan's result is cast to, before the blocks are flattened back: the
+// cast then reads the blocked value element for element, and its kernel iterates in the
+// blocked shape (a flat row's blocks would divide its index for every element).
+T scan_last(const T& x, const ScanRule& rule, std::optional<tiny::DType> result) {
+  auto to_result = [&](const T& v) { return result ? v.cast(*result) : v; };
   tiny::Shape s = x.shape();
   int nd = int(s.size());
   int64_t n = s.back();
-  if (n <= 1 || x.numel() == 0) return x;
-  if (n <= kScanDirect) return direct_scan_last(x, rule);
+  if (n <= 1 || x.numel() == 0) return to_result(x);
+  if (n <= kScanDirect) return to_result(direct_scan_last(x, rule));
   // a block size that divides n avoids the padded (masked) view in the hot kernel
   int64_t b = (n % kScanBlock != 0 && n % (kScanBlock / 2) == 0) ? kScanBlock / 2 : kScanBlock;
   int64_t blocks = (n + b - 1) / b;
@@ -65,7 +69,7 @@ T scan_last(const T& x, const ScanRule& rule) {
   tiny::Shape totals_shape = s;
   totals_shape.back() = blocks;
   T totals = rule.reduce(xb, nullptr, nd).reshape(totals_shape);  // (..., B)
-  T running = scan_last(totals, rule);
+  T running = scan_last(totals, rule, std::nullopt);
   // carry[k] = running[k - 1], the identity for block 0 (so `inner` is read
   // once and fuses into this kernel)
   tiny::Ranges shift(size_t(nd), {0, 0});
@@ -77,7 +81,7 @@ T scan_last(const T& x, const ScanRule& rule) {
   carry = select(first, rule.identity(carry), carry);
   tiny::Shape col = totals_shape;
   col.push_back(1);
-  T out = rule.combine(carry.reshape(col).expand(blocked), inner);
+  T out = to_result(rule.combine(carry.reshape(col).expand(blocked), inner));
   tiny::Shape flat = s;
   flat.back() = blocks * b;
   tiny::Ranges crop;
@@ -100,17 +104,17 @@ ScanRule logaddexp_rule() {
   return r;
 }
 
-T scan(const T& x, int axis, const ScanRule& rule) {
+T scan(const T& x, int axis, const ScanRule& rule, std::optional<tiny::DType> result) {
   int nd = x.ndim();
-  if (nd == 0) return x;
-  if (axis == nd - 1) return scan_last(x, rule);
+  if (nd == 0) return result ? x.cast(*result) : x;
+  if (axis == nd - 1) return scan_last(x, rule, result);
   std::vector<int> order;
   for (int i = 0; i < nd; i++)
     if (i != axis) order.push_back(i);
   order.push_back(axis);
   std::vector<int> inverse(static_cast<size_t>(nd));
   for (int i = 0; i < nd; i++) inverse[size_t(order[size_t(i)])] = i;
-  return scan_last(x.permute(order), rule).permute(inverse);
+  return scan_last(x.permute(order), rule, result).permute(inverse);
 }
 
 }  // namespace torch_tiny

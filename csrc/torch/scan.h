@@ -17,6 +17,7 @@
 // ~2x slower at n = 1e6) against the graph size the scheduler walks (b = 8
 // doubled the scheduling time of cummax / logcumsumexp).
 #pragma once
+#include <optional>
 #include <functional>
 
 #include "engine/tensor/tensor.h"
@@ -43,7 +44,7 @@ ScanRule max_rule();  // NaN-propagating
 ScanRule min_rule();
 ScanRule logaddexp_rule();
 
-// Inclusive scan of x along `axis`.
-tiny::Tensor scan(const tiny::Tensor& x, int axis, const ScanRule& rule);
+// Inclusive scan of x along `axis`, cast to `result` where given.
+tiny::Tensor scan(const tiny::Tensor& x, int axis, const ScanRule& rule, std::optional<tiny::DType> result = std::nullopt);
 
 }  // namespace torch_tiny

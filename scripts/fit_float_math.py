@@ -1,5 +1,6 @@
-"""Fits the coefficients of the CPU code generator's float32 erf, exp, exp2 and tanh
-(llvm_codegen.cpp: erf_f32, exp_f32 and tanh_f32), checks them and prints them as C++ initializers.
+"""Fits the coefficients of the CPU code generator's float32 erf, exp, exp2, tanh and log
+(llvm_codegen.cpp: erf_f32, exp_f32, tanh_f32 and log_f32), checks them and prints them as C++
+initializers.
 
 erf:
 
@@ -21,6 +22,11 @@ exp:
 tanh:
     |x| < 1:         tanh(x) = x + x^3 t(x^2)          t of degree 6
     |x| >= 1:        tanh(|x|) = 1 - 2 / (exp(2 |x|) + 1), with exp as above
+
+log:
+    x = 2^e m with m in [sqrt(1/2), sqrt(2)) (from the bits: subtracting sqrt(1/2)'s moves the
+    exponent where the mantissa passes it; subnormals scaled by 2^23 first), f = m - 1 (exact)
+    log(x) = e ln 2 + (f + f^2 l(f))                   l of degree 8 on [sqrt(1/2) - 1, sqrt(2) - 1]
 
 Least squares on Chebyshev nodes (near minimax), relative for q, p and t, absolute for e; then
 the float32 evaluation (FMA Horner) is checked against mpmath on 2 million points: every result
@@ -149,6 +155,36 @@ def check_tanh(t, p):
     return units_off(tanh32(x, t, p), x, mp.tanh)
 
 
+SQRT_HALF_BITS = 0x3F3504F3  # the float sqrt(1/2)'s bits
+
+
+def fit_log():
+    half = float(np.array([SQRT_HALF_BITS], np.uint32).view(f32)[0])
+    f = nodes(half - 1, 2 * half - 1, 6000)
+    f = f[np.abs(f) > 1e-6]
+    ratio = np.array([float((mp.log1p(v) - v) / mp.mpf(v) ** 2) for v in f])
+    return P.polyfit(f, ratio, 8, w=f * f / np.abs([float(mp.log1p(v)) for v in f])).astype(f32)  # relative to log
+
+
+def log32(x, q):
+    sub = x < f32(2.0 ** -126)
+    with np.errstate(over="ignore"):
+        bits = np.where(sub, x * f32(2.0 ** 23), x).astype(f32).view(np.uint32).astype(np.int64)
+    t = bits - SQRT_HALF_BITS
+    e = ((t >> 23) - np.where(sub, 23, 0)).astype(f32)
+    f = (((t & 0x7FFFFF) + SQRT_HALF_BITS).astype(np.uint32).view(f32) - f32(1)).astype(f32)
+    y = fma((f * f).astype(f32), horner(q, f), f)
+    return fma(e, np.full_like(e, LN2_F), fma(e, np.full_like(e, LN2_LO), y))
+
+
+def check_log(q):
+    rng = np.random.default_rng(0)
+    x = np.concatenate([np.exp(rng.uniform(-103, 88, 1_000_000)), rng.uniform(0.5, 2, 500_000),
+                        np.linspace(0.99, 1.01, 200_001), rng.uniform(1e-45, 1.2e-38, 100_000),
+                        rng.uniform(0.7, 0.72, 100_000), rng.uniform(1.41, 1.42, 100_000)]).astype(f32)
+    return units_off(log32(x[x > 0], q), x[x > 0], mp.log)
+
+
 def check(q, e):
     rng = np.random.default_rng(0)
     x = np.concatenate([rng.uniform(0, 4.2, 1_700_000), np.linspace(0.99, 1.01, 200_001),
@@ -160,10 +196,11 @@ if __name__ == "__main__":
     q, e = fit()
     p = fit_exp()
     t = fit_tanh()
+    l = fit_log()
     for what, (worst, exact) in (("erf", check(q, e)), ("exp", check_exp(p)), ("exp2", check_exp2(p)),
-                                 ("tanh", check_tanh(t, p))):
+                                 ("tanh", check_tanh(t, p)), ("log", check_log(l))):
         print(f"// {what}: max {worst} unit(s) from the rounded value, {exact:.1%} exact")
     print(f"// ln 2 = {np.format_float_scientific(LN2_F, unique=True)}f + {np.format_float_scientific(LN2_LO, unique=True)}f")
-    for name, c in (("kErfSmall", q), ("kErfLarge", e), ("kExp", p), ("kTanhSmall", t)):
+    for name, c in (("kErfSmall", q), ("kErfLarge", e), ("kExp", p), ("kTanhSmall", t), ("kLog", l)):
         print(f"static const float {name}[] = {{  // from the highest degree")
         print("    " + ", ".join(np.format_float_scientific(v, unique=True) + "f" for v in c[::-1]) + "};")

@@ -482,4 +482,18 @@ TEST(Lowering, GatheredRunsClampTheirRowOnce) {
       for (int64_t j = 0; j < n; j++)
         EXPECT_EQ(got[size_t(i * n + j)], tv[size_t(row_list[size_t(i)] * C + start + j * step)]) << i << ", " << j;
   }
+  // A row out of range (the torch layer raises first) reads inside the table all the same:
+  // the clamped row's run, not memory past the buffer.
+  Tensor bad = from(std::vector<int64_t>{-3, 100, int64_t(1) << 40, 7}, {4, 1});
+  Tensor::realize_all({bad});
+  Tensor g = table.reshape({R * C}).gather(bad.binary(Op::Mul, Tensor::full({4, 1}, Scalar::from_int(C), DType::Int64))
+                                               .expand({4, C})
+                                               .binary(Op::Add, Tensor::arange(C, Scalar::from_int(0), Scalar::from_int(1), DType::Int64)
+                                                                    .reshape({1, C})
+                                                                    .expand({4, C})));
+  std::vector<double> got = to_doubles(g);
+  for (int64_t j = 0; j < C; j++) {
+    for (int64_t i = 0; i < 3; i++) EXPECT_EQ(got[size_t(i * C + j)], tv[size_t(j)]) << "row " << i << " reads row 0";
+    EXPECT_EQ(got[size_t(3 * C + j)], tv[size_t(7 * C + j)]);
+  }
 }

@@ -21,7 +21,8 @@ exp:
 
 tanh:
     |x| < 1:         tanh(x) = x + x^3 t(x^2)          t of degree 6
-    |x| >= 1:        tanh(|x|) = 1 - 2 / (exp(2 |x|) + 1), with exp as above
+    |x| >= 1:        tanh(|x|) = 1 - 2 / (exp(min(2 |x|, 20)) + 1), with exp as above (from 20 the
+                                                        result rounds to 1)
 
 log:
     x = 2^e m with m in [sqrt(1/2), sqrt(2)) (from the bits: subtracting sqrt(1/2)'s moves the
@@ -144,7 +145,7 @@ def tanh32(x, t, p):
     ax = np.abs(x)
     small = fma((ax * ax * ax).astype(f32), horner(t, (ax * ax).astype(f32)), ax)
     with np.errstate(over="ignore"):
-        large = (f32(1) - (f32(2) / (exp32((ax + ax).astype(f32), p) + f32(1))).astype(f32)).astype(f32)
+        large = (f32(1) - (f32(2) / (exp32(np.minimum(ax + ax, f32(20)), p) + f32(1))).astype(f32)).astype(f32)
     return np.copysign(np.where(ax < 1, small, large), x)
 
 

@@ -1981,18 +1981,28 @@ class Builder {
   // round once. A NaN's n counts as 0: a plain conversion, which vectorizes where
   // fptosi.sat did not, makes NaN poison.
   Value* pow2_exp(Value* n, Value* r) {
-    static const float kExp[] = {1.3814586e-03f, 8.362821e-03f, 4.166789e-02f, 1.666658e-01f, 4.9999997e-01f};
     llvm::Type* fty = n->getType();
+    Value* k = b_.CreateFPToSI(b_.CreateSelect(b_.CreateFCmpUNO(n, n), llvm::ConstantFP::get(fty, 0.0), n), int_lanes(fty));
+    Value* h = b_.CreateAShr(k, llvm::ConstantInt::get(k->getType(), 1));
+    return b_.CreateFMul(b_.CreateFMul(exp_poly(r), pow2(h)), pow2(b_.CreateSub(k, h)));
+  }
+  // 1 + r + r^2 p(r), exp(r) for |r| <= ln 2 / 2
+  Value* exp_poly(Value* r) {
+    static const float kExp[] = {1.3814586e-03f, 8.362821e-03f, 4.166789e-02f, 1.666658e-01f, 4.9999997e-01f};
+    return b_.CreateFAdd(llvm::ConstantFP::get(r->getType(), 1.0), fma_f(b_.CreateFMul(r, r), horner_fma(r, kExp), r));
+  }
+  // The float 2^m for integral m in [-126, 127] (its exponent field (m + 127) << 23).
+  Value* pow2(Value* m) {
+    llvm::Type* ity = m->getType();
+    llvm::Type* fty = b_.getFloatTy();
+    if (auto* v = llvm::dyn_cast<llvm::VectorType>(ity)) fty = llvm::VectorType::get(fty, v->getElementCount());
+    return b_.CreateBitCast(b_.CreateShl(b_.CreateAdd(m, llvm::ConstantInt::get(ity, 127)), llvm::ConstantInt::get(ity, 23)), fty);
+  }
+  // int32 lanes as many as float type `fty` has
+  llvm::Type* int_lanes(llvm::Type* fty) {
     llvm::Type* ity = b_.getInt32Ty();
     if (auto* v = llvm::dyn_cast<llvm::VectorType>(fty)) ity = llvm::VectorType::get(ity, v->getElementCount());
-    auto c = [&](float v) { return llvm::ConstantFP::get(fty, double(v)); };
-    Value* e = b_.CreateFAdd(c(1.0f), fma_f(b_.CreateFMul(r, r), horner_fma(r, kExp), r));
-    Value* k = b_.CreateFPToSI(b_.CreateSelect(b_.CreateFCmpUNO(n, n), c(0.0f), n), ity);
-    Value* h = b_.CreateAShr(k, llvm::ConstantInt::get(ity, 1));
-    auto pow2 = [&](Value* m) {
-      return b_.CreateBitCast(b_.CreateShl(b_.CreateAdd(m, llvm::ConstantInt::get(ity, 127)), llvm::ConstantInt::get(ity, 23)), fty);
-    };
-    return b_.CreateFMul(b_.CreateFMul(e, pow2(h)), pow2(b_.CreateSub(k, h)));
+    return ity;
   }
 
   // Whether float32 erf, exp, exp2, tanh and log are the polynomials here: their coefficients
@@ -2012,9 +2022,15 @@ class Builder {
     Value* ax = call(llvm::Intrinsic::fabs, a);
     Value* z = b_.CreateFMul(ax, ax);
     Value* small = fma_f(b_.CreateFMul(z, ax), horner_fma(z, kTanhSmall), ax);
-    Value* e = exp_f32(b_.CreateFAdd(ax, ax));
+    // exp(2|x|) as exp_f32 for 2|x| in [0, 20] (from 20 the result rounds to 1): 2^n one normal
+    // factor, no clamp below, and minnum makes a NaN 20 (no poison n), its result then being
+    // `small`'s NaN; 8 of about 50 vector instructions less
+    Value* x2 = call2(llvm::Intrinsic::minnum, b_.CreateFAdd(ax, ax), c(20.0f));
+    Value* n = call(llvm::Intrinsic::roundeven, b_.CreateFMul(x2, c(1.442695e+00f)));
+    Value* r = fma_f(b_.CreateFNeg(n), c(kLn2Rest), fma_f(b_.CreateFNeg(n), c(kLn2), x2));
+    Value* e = b_.CreateFMul(exp_poly(r), pow2(b_.CreateFPToSI(n, int_lanes(fty))));
     Value* large = b_.CreateFSub(c(1.0f), b_.CreateFDiv(c(2.0f), b_.CreateFAdd(e, c(1.0f))));
-    return call2(llvm::Intrinsic::copysign, b_.CreateSelect(b_.CreateFCmpOLT(ax, c(1.0f)), small, large), a);
+    return call2(llvm::Intrinsic::copysign, b_.CreateSelect(b_.CreateFCmpULT(ax, c(1.0f)), small, large), a);
   }
 
   // float32 log in float lanes (l fitted by scripts/fit_float_math.py, which checks every

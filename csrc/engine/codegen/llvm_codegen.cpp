@@ -2044,8 +2044,7 @@ class Builder {
                                  2.0001175e-01f,  -2.5001577e-01f, 3.3333337e-01f,  -4.9999988e-01f};
     constexpr int32_t kSqrtHalfBits = 0x3f3504f3;
     llvm::Type* fty = a->getType();
-    llvm::Type* ity = b_.getInt32Ty();
-    if (auto* v = llvm::dyn_cast<llvm::VectorType>(fty)) ity = llvm::VectorType::get(ity, v->getElementCount());
+    llvm::Type* ity = int_lanes(fty);
     auto c = [&](float v) { return llvm::ConstantFP::get(fty, double(v)); };
     auto i = [&](int32_t v) { return llvm::ConstantInt::get(ity, uint64_t(uint32_t(v))); };
     Value* sub = b_.CreateFCmpOLT(a, c(0x1p-126f));

@@ -17,8 +17,8 @@
 // ~2x slower at n = 1e6) against the graph size the scheduler walks (b = 8
 // doubled the scheduling time of cummax / logcumsumexp).
 #pragma once
-#include <optional>
 #include <functional>
+#include <optional>
 
 #include "engine/tensor/tensor.h"
 

@@ -1956,11 +1956,14 @@ class Builder {
   // 2^21 floats, PyTorch 0.65; a sigmoid 2.0 ms, PyTorch 0.93), and exp2 through double exp
   // made a kernel that also holds 16-lane float math call a scalar exp per element.
   Value* exp_f32(Value* a) {
-    auto c = [&](float v) { return llvm::ConstantFP::get(a->getType(), double(v)); };
-    Value* x = clamp_keeping_nan(a, -104.0f, 89.0f);
+    auto [n, r] = exp_reduce(clamp_keeping_nan(a, -104.0f, 89.0f));
+    return pow2_exp(n, r);
+  }
+  // n = round(x / ln 2) and r = x - n ln 2 (two FMAs, ln 2 as kLn2 + kLn2Rest)
+  std::pair<Value*, Value*> exp_reduce(Value* x) {
+    auto c = [&](float v) { return llvm::ConstantFP::get(x->getType(), double(v)); };
     Value* n = call(llvm::Intrinsic::roundeven, b_.CreateFMul(x, c(1.442695e+00f)));
-    Value* r = fma_f(b_.CreateFNeg(n), c(kLn2), x);
-    return pow2_exp(n, fma_f(b_.CreateFNeg(n), c(kLn2Rest), r));
+    return {n, fma_f(b_.CreateFNeg(n), c(kLn2Rest), fma_f(b_.CreateFNeg(n), c(kLn2), x))};
   }
   Value* exp2_f32(Value* a) {
     auto c = [&](float v) { return llvm::ConstantFP::get(a->getType(), double(v)); };
@@ -2011,8 +2014,8 @@ class Builder {
 
   // float32 tanh in float lanes (t fitted by scripts/fit_float_math.py, which checks every
   // result within one unit of the correctly rounded value): x + x^3 t(x^2) below 1, else
-  // 1 - 2 / (exp(2|x|) + 1) through exp_f32 (an infinite exp gives 1, NaN stays NaN), the
-  // sign copied. tanhf is a scalar call, and tanh through double exp took 2.6 ms over 2^21
+  // 1 - 2 / (exp(2|x|) + 1) with exp_f32's reduction and polynomial (NaN takes the small
+  // branch), the sign copied. tanhf is a scalar call, and tanh through double exp took 2.6 ms over 2^21
   // floats (PyTorch 0.8).
   Value* tanh_f32(Value* a) {
     static const float kTanhSmall[] = {-3.138714e-04f, 2.135124e-03f,   -7.699351e-03f, 2.1301879e-02f,
@@ -2025,9 +2028,7 @@ class Builder {
     // exp(2|x|) as exp_f32 for 2|x| in [0, 20] (from 20 the result rounds to 1): 2^n one normal
     // factor, no clamp below, and minnum makes a NaN 20 (no poison n), its result then being
     // `small`'s NaN; 8 of about 50 vector instructions less
-    Value* x2 = call2(llvm::Intrinsic::minnum, b_.CreateFAdd(ax, ax), c(20.0f));
-    Value* n = call(llvm::Intrinsic::roundeven, b_.CreateFMul(x2, c(1.442695e+00f)));
-    Value* r = fma_f(b_.CreateFNeg(n), c(kLn2Rest), fma_f(b_.CreateFNeg(n), c(kLn2), x2));
+    auto [n, r] = exp_reduce(call2(llvm::Intrinsic::minnum, b_.CreateFAdd(ax, ax), c(20.0f)));
     Value* e = b_.CreateFMul(exp_poly(r), pow2(b_.CreateFPToSI(n, int_lanes(fty))));
     Value* large = b_.CreateFSub(c(1.0f), b_.CreateFDiv(c(2.0f), b_.CreateFAdd(e, c(1.0f))));
     return call2(llvm::Intrinsic::copysign, b_.CreateSelect(b_.CreateFCmpULT(ax, c(1.0f)), small, large), a);

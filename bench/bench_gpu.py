@@ -14,10 +14,11 @@ trace) beside its time per call. Every result is checked against the eager CUDA 
 The references run in a child process without tiny (see `Bench`), on the same seeded inputs.
 Printed figures only; nothing here is pass/fail.
 
-    python bench/bench_gpu.py [--rows chain,sum,...] [--reps 7] [--no-compile] [--ablate]
+    python bench/bench_gpu.py [--rows chain,sum,...] [--reps 7] [--no-compile] [--ablate [fma,...]]
 
 --ablate then runs tiny again, in a fresh process each, with each of its CUDA optimizations
-switched off (TINY_CUDA_OFF=lanes, mma, shared, tiles), against the same reference results.
+switched off (TINY_CUDA_OFF=fma, lanes, mma, shared, tiles), against the same reference results;
+`--ablate fma,shared` names some of them.
 """
 import argparse
 import copy
@@ -277,6 +278,9 @@ class Bench:
                         lambda p: torch.optim.SGD(p, lr=1e-2, momentum=0.9), inner=1)
 
 
+# TINY_CUDA_OFF's names: fused multiply-adds, vector lanes, tensor cores, shared-memory and register tiles
+ABLATIONS = ("fma", "lanes", "mma", "shared", "tiles")
+
 ROWS = {
     "chain": Bench.chain, "sum": Bench.total, "mm1024": lambda b: b.matmul(1024),
     "mm4096": lambda b: b.matmul(4096), "mm4096h": lambda b: b.matmul(4096, torch.float16),
@@ -290,9 +294,9 @@ def main():
     ap.add_argument("--rows", default=",".join(ROWS), help="comma-separated: " + ",".join(ROWS))
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
-    ap.add_argument("--ablate", action="store_true",
-                    help="also run tiny with each CUDA optimization off (vector lanes, tensor cores, "
-                         "shared-memory and register tiles)")
+    ap.add_argument("--ablate", nargs="?", const=",".join(ABLATIONS), metavar="fma,lanes,...",
+                    help="also run tiny with each CUDA optimization off in turn (default: all of "
+                         + ", ".join(ABLATIONS) + ")")
     ap.add_argument("--reference-out", help=argparse.SUPPRESS)  # internal: the reference process
     ap.add_argument("--reference-in", help=argparse.SUPPRESS)  # internal: an ablation run's reference
     args = ap.parse_args()
@@ -328,8 +332,9 @@ def main():
             except Exception as e:  # one failing row should not hide the others
                 print(f"{r}: failed: {type(e).__name__}: {str(e)[:300]}", flush=True)
         if args.ablate:
-            argv = [a for a in sys.argv[1:] if a != "--ablate"]
-            for off in ("lanes", "mma", "shared", "tiles"):
+            # the same rows again, without --ablate and its list of names
+            argv = [a for a in sys.argv[1:] if not a.startswith("--ablate") and a != args.ablate]
+            for off in args.ablate.split(","):
                 print(f"\n== tiny with TINY_CUDA_OFF={off} ==", flush=True)
                 subprocess.run([sys.executable, __file__, *argv, "--reference-in", out],
                                env=dict(os.environ, TINY_CUDA_OFF=off), check=False)

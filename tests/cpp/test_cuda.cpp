@@ -458,8 +458,10 @@ TEST(CudaEnv, OptimizationsSwitchedOffByName) {
   EXPECT_FALSE(o.vector_lanes);
   EXPECT_FALSE(o.shared_tiles);
   EXPECT_TRUE(o.register_tile);
-  setenv("TINY_CUDA_OFF", "tiles", 1);
+  EXPECT_TRUE(o.fused_multiply_add);
+  setenv("TINY_CUDA_OFF", "tiles,fma", 1);
   o = cuda_options_from_env();
+  EXPECT_FALSE(o.fused_multiply_add);
   EXPECT_TRUE(o.vector_lanes);
   EXPECT_FALSE(o.register_tile);
   EXPECT_FALSE(o.shared_tiles);
@@ -467,7 +469,7 @@ TEST(CudaEnv, OptimizationsSwitchedOffByName) {
   EXPECT_THROW(cuda_options_from_env(), std::invalid_argument);
   unsetenv("TINY_CUDA_OFF");
   o = cuda_options_from_env();
-  EXPECT_TRUE(o.vector_lanes && o.shared_tiles && o.register_tile);
+  EXPECT_TRUE(o.vector_lanes && o.shared_tiles && o.register_tile && o.fused_multiply_add);
 }
 
 TEST(CudaEnv, NvrtcReportsCompileErrors) {
@@ -1010,6 +1012,52 @@ TEST_F(Cuda, ReduceOfMaskedViewsAndMatmul) {
       .add(a.matmul(b), false)
       .add(i.matmul(i.permute({1, 0})), true)
       .run();
+}
+
+// A float sum adds a product of its own dtype as one fused multiply-add, as the CPU's generator
+// contracts the pair: -(1 + 2^-11) + (1 + 2^-12)^2 is 2^-24 fused, 0 with the product rounded
+// first (and likewise in float64). Per-block and tiled reduces accumulate the same way.
+TEST_F(Cuda, SumsOfProductsFuseTheirMultiplyAndAdd) {
+  Device* emu = cuda_emu_device();
+  ASSERT_NE(emu, nullptr) << cuda_emu_info().reason;
+  const float xf[] = {-(1.0f + 0x1p-11f), 1.0f + 0x1p-12f}, yf[] = {1.0f, 1.0f + 0x1p-12f};
+  const double xd[] = {-(1.0 + 0x1p-26), 1.0 + 0x1p-27}, yd[] = {1.0, 1.0 + 0x1p-27};
+  struct Case {
+    DType dt;
+    const void *x, *y;
+    double fused;
+  };
+  for (Case c : {Case{DType::Float32, xf, yf, 0x1p-24}, Case{DType::Float64, xd, yd, 0x1p-54}}) {
+    Tensor x = Tensor::from_host(c.x, {2}, c.dt), y = Tensor::from_host(c.y, {2}, c.dt);
+    Tensor s = x.binary(Op::Mul, y).reduce(ReduceOp::Sum, {0}, false);
+    Schedule sched = create_schedule({s.node()});
+    ASSERT_EQ(sched.kernels.size(), 1u);
+    const Buffer* out = nullptr;
+    for (auto& [node, buf] : sched.realized)
+      if (node == s.node()) out = buf->owner();
+    ASSERT_NE(out, nullptr);
+    Memory before = initial_memory(sched);
+    for (bool fused : {true, false}) {
+      CudaRenderOptions o;
+      o.block_reduce = 0;  // one thread adds both products (a block's threads would take one each)
+      o.fused_multiply_add = fused;
+      const char* fma = c.dt == DType::Float32 ? "fmaf(" : "fma(";
+      EXPECT_EQ(render_cuda(sched.kernels[0], o).kernel.find(fma) != std::string::npos, fused);
+      Memory got = run_on(*emu, sched, before, o);
+      EXPECT_EQ(element(got.at(out).data(), c.dt, 0), fused ? c.fused : 0.0)
+          << dtype_name(c.dt) << (fused ? ", fused" : ", rounded");
+      o.block_reduce = 1;
+      EXPECT_EQ(render_cuda(sched.kernels[0], o).kernel.find(fma) != std::string::npos, fused);
+    }
+  }
+  // a matmul's shared tile on an H100 accumulates with fmaf too
+  Tensor a = input(DType::Float32, {256, 64}, 161, false), b = input(DType::Float32, {64, 256}, 162, false);
+  Schedule mm = create_schedule({a.matmul(b).node()});
+  CudaRenderOptions h100;
+  h100.multiprocessors = 132;
+  CudaKernelSource src = render_cuda(mm.kernels.back(), h100);
+  EXPECT_TRUE(src.shared_tile);
+  EXPECT_NE(src.kernel.find("= fmaf(s"), std::string::npos) << src.kernel;
 }
 
 TEST_F(Cuda, RegisterTilesOfMatmulOutputs) {

@@ -457,7 +457,7 @@ class Renderer {
       }
     const Node* r = ctx[0].reduce;
     const Node* src = r->src[0].get();
-    DType dt = r->dtype, sdt = src->dtype;
+    DType dt = r->dtype;
     std::vector<int> axes;
     for (int a : r->args.axes)
       if (src->shape[size_t(a)] > 1) axes.push_back(a);
@@ -483,9 +483,7 @@ class Renderer {
             for (size_t t = 0; t < ctx.size(); t++) {
               std::vector<Expr> sub = ctx[t].idx;
               for (int a : axes) sub[size_t(a)] = kv[size_t(a)];
-              std::string v = eval(src, sub, ctx[t].valid);
-              if (sdt != dt) v = cast(v, sdt, dt);
-              line(acc[t] + " = " + combine(r->args.rop, acc[t], v, dt) + ";");
+              line(acc[t] + " = " + accumulate(r->args.rop, acc[t], src, sub, ctx[t].valid, dt) + ";");
             }
           },
           0, chunk);
@@ -635,7 +633,7 @@ class Renderer {
         outs.push_back(o);
       }
     const Node* r = find_tiled_reduce(k_, outs[0], -1, [&](int64_t size) { return new_var("", size); })->reduce;
-    DType dt = r->dtype, sdt = r->src[0]->dtype;
+    DType dt = r->dtype;
     std::vector<std::string> acc;
     for (size_t t = 0; t < outs.size(); t++) {
       acc.push_back(tmp("acc"));
@@ -685,9 +683,7 @@ class Renderer {
       auto [sub, valid] = shared_context(outs[t], kx);
       remember(context_key(plan_.row_factor.node, sub, valid), row_values[t / size_t(C)]);
       remember(context_key(plan_.col_factor.node, sub, valid), col_values[t % size_t(C)]);
-      std::string v = eval(r->src[0].get(), sub, valid);
-      if (sdt != dt) v = cast(v, sdt, dt);
-      line(acc[t] + " = " + combine(ReduceOp::Sum, acc[t], v, dt) + ";");
+      line(acc[t] + " = " + accumulate(ReduceOp::Sum, acc[t], r->src[0].get(), sub, valid, dt) + ";");
     }
     memo_.pop_back();
     indent_--;
@@ -1430,7 +1426,7 @@ class Renderer {
   // ---- reductions
   std::string reduce(const Node* n, const std::vector<Expr>& idx, const Expr& valid) {
     const Node* src = n->src[0].get();
-    DType dt = n->dtype, sdt = src->dtype;
+    DType dt = n->dtype;
     std::vector<int> axes;
     for (int a : n->args.axes) {
       if (src->shape[size_t(a)] == 0) return value(dt, identity(n->args.rop, dt));  // empty: nothing to combine
@@ -1439,11 +1435,7 @@ class Renderer {
     std::string acc = tmp("acc");
     line(std::string(reg_type(dt)) + " " + acc + " = " + identity(n->args.rop, dt) + ";");
     std::vector<Expr> sub = idx;
-    auto accumulate = [&]() {
-      std::string v = eval(src, sub, valid);
-      if (sdt != dt) v = cast(v, sdt, dt);
-      line(acc + " = " + combine(n->args.rop, acc, v, dt) + ";");
-    };
+    auto accumulate_one = [&]() { line(acc + " = " + accumulate(n->args.rop, acc, src, sub, valid, dt) + ";"); };
     // the loops' variables first, so reduces inside that do not depend on them are computed before
     int min_id = int(var_names_.size());
     std::vector<std::string> names;
@@ -1475,7 +1467,7 @@ class Renderer {
         vector_bytes_.clear();
         vectors = capture([&] {
           indent_++;
-          cooperative_loop(group_names, groups, [&] { for_each_lane(true, accumulate); });
+          cooperative_loop(group_names, groups, [&] { for_each_lane(true, accumulate_one); });
           indent_--;
         });
         aligned = aligned_test();
@@ -1488,7 +1480,7 @@ class Renderer {
         line("} else {");
         indent_++;
       }
-      cooperative_loop(names, sizes, accumulate);
+      cooperative_loop(names, sizes, accumulate_one);
       if (!aligned.empty()) {
         indent_--;
         line("}");
@@ -1502,7 +1494,7 @@ class Renderer {
         return round_to(acc, dt);
       }
     } else {
-      nested_loops(names, src->shape, axes, accumulate);
+      nested_loops(names, src->shape, axes, accumulate_one);
     }
     reduce_depth_--;
     return value(dt, round_to(acc, dt));
@@ -1698,6 +1690,23 @@ class Renderer {
   }
 
   // The combined value as an expression of two names.
+  // A reduce's running value `acc` combined with its source at `idx`. A float sum adds a
+  // product of its own dtype as one fused multiply-add, as the CPU's generator contracts the
+  // pair (its Mul and the sum's add allow it): one instruction per step of a matmul's or a
+  // convolution's inner loop, where a multiply and an add took two (NVRTC runs --fmad=false,
+  // so elementwise products stay rounded as on the CPU).
+  std::string accumulate(ReduceOp op, const std::string& acc, const Node* src, const std::vector<Expr>& idx,
+                         const Expr& valid, DType dt) {
+    bool product = opt_.fused_multiply_add && op == ReduceOp::Sum && src->op == Op::Mul && src->dtype == dt &&
+                   (dt == DType::Float32 || dt == DType::Float64) && !k_.loads.count(src);
+    if (product) {
+      std::string f = eval(src->src[0].get(), idx, valid), g = eval(src->src[1].get(), idx, valid);
+      return std::string(dt == DType::Float32 ? "fmaf(" : "fma(") + f + ", " + g + ", " + acc + ")";
+    }
+    std::string v = eval(src, idx, valid);
+    if (src->dtype != dt) v = cast(v, src->dtype, dt);
+    return combine(op, acc, v, dt);
+  }
   std::string combine(ReduceOp op, const std::string& a, const std::string& v, DType dt) {
     bool f = reg_is_float(dt);
     std::string t = reg_type(dt);

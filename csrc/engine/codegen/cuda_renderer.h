@@ -50,6 +50,7 @@ struct CudaRenderOptions {
   // 0 here: none, but cuda_programs fills in the device's.
   int arch = 0;
   bool tensor_cores = true;   // shared tiles of 16-bit (or allowed TF32) products may use mma.sync
+  bool fused_multiply_add = true;  // a float sum adds a product of its dtype as one fma (as the CPU contracts it)
 };
 
 struct CudaKernelSource {

@@ -44,6 +44,7 @@ TINY_LIBM1(acos) TINY_LIBM1(atan) TINY_LIBM1(sinh) TINY_LIBM1(cosh) TINY_LIBM1(a
 TINY_LIBM1(atanh) TINY_LIBM1(expm1) TINY_LIBM1(log1p) TINY_LIBM1(exp2) TINY_LIBM1(log2) TINY_LIBM1(log10)
 TINY_LIBM1(lgamma) TINY_LIBM1(fabs)
 TINY_LIBM2(fmod) TINY_LIBM2(pow) TINY_LIBM2(atan2) TINY_LIBM2(hypot) TINY_LIBM2(copysign)
+double fma(double, double, double) noexcept; float fmaf(float, float, float) noexcept;
 }
 #define memcpy __builtin_memcpy
 struct tiny_uint3 { unsigned x, y, z; };

@@ -17,7 +17,7 @@ Printed figures only; nothing here is pass/fail.
     python bench/bench_gpu.py [--rows chain,sum,...] [--reps 7] [--no-compile] [--ablate [fma,...]]
 
 --ablate then runs tiny again, in a fresh process each, with each of its CUDA optimizations
-switched off (TINY_CUDA_OFF=fma, lanes, mma, shared, tiles), against the same reference results;
+switched off (TINY_CUDA_OFF=fma, lanes, mma, occupancy, shared, tiles), against the same reference results;
 `--ablate fma,shared` names some of them.
 """
 import argparse
@@ -278,8 +278,9 @@ class Bench:
                         lambda p: torch.optim.SGD(p, lr=1e-2, momentum=0.9), inner=1)
 
 
-# TINY_CUDA_OFF's names: fused multiply-adds, vector lanes, tensor cores, shared-memory and register tiles
-ABLATIONS = ("fma", "lanes", "mma", "shared", "tiles")
+# TINY_CUDA_OFF's names: fused multiply-adds, vector lanes, tensor cores, the 8 x 8 tiles' register
+# cap, shared-memory and register tiles
+ABLATIONS = ("fma", "lanes", "mma", "occupancy", "shared", "tiles")
 
 ROWS = {
     "chain": Bench.chain, "sum": Bench.total, "mm1024": lambda b: b.matmul(1024),

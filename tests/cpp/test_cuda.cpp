@@ -459,9 +459,10 @@ TEST(CudaEnv, OptimizationsSwitchedOffByName) {
   EXPECT_FALSE(o.shared_tiles);
   EXPECT_TRUE(o.register_tile);
   EXPECT_TRUE(o.fused_multiply_add);
-  setenv("TINY_CUDA_OFF", "tiles,fma", 1);
+  setenv("TINY_CUDA_OFF", "tiles,fma,occupancy", 1);
   o = cuda_options_from_env();
   EXPECT_FALSE(o.fused_multiply_add);
+  EXPECT_FALSE(o.occupancy);
   EXPECT_TRUE(o.vector_lanes);
   EXPECT_FALSE(o.register_tile);
   EXPECT_FALSE(o.shared_tiles);
@@ -469,7 +470,7 @@ TEST(CudaEnv, OptimizationsSwitchedOffByName) {
   EXPECT_THROW(cuda_options_from_env(), std::invalid_argument);
   unsetenv("TINY_CUDA_OFF");
   o = cuda_options_from_env();
-  EXPECT_TRUE(o.vector_lanes && o.shared_tiles && o.register_tile && o.fused_multiply_add);
+  EXPECT_TRUE(o.vector_lanes && o.shared_tiles && o.register_tile && o.fused_multiply_add && o.occupancy);
 }
 
 TEST(CudaEnv, NvrtcReportsCompileErrors) {
@@ -1145,6 +1146,13 @@ TEST_F(Cuda, SharedMemoryTilesOfProducts) {
   EXPECT_TRUE(big_src.shared_tile);
   EXPECT_EQ(big_src.tile_rows * big_src.tile_cols, 64);
   EXPECT_EQ(big_src.outputs, 32 * 32);
+  // their ~200 registers capped at 128, so that two blocks of 256 threads share a multiprocessor
+  EXPECT_NE(big_src.kernel.find("__launch_bounds__(256, 2)"), std::string::npos) << big_src.kernel.substr(0, 300);
+  CudaRenderOptions h100_one_block = h100;
+  h100_one_block.occupancy = false;
+  EXPECT_NE(render_cuda(create_schedule({big.matmul(big_b).node()}).kernels.back(), h100_one_block)
+                .kernel.find("__launch_bounds__(256) "),
+            std::string::npos);
   EXPECT_EQ(render_cuda(mm.kernels[0], h100).tile_rows, 4);  // 68 x 72 outputs: 4 x 4 tiles
   // 8 columns: a block of 2 x 128 threads stages a chunk of b's 8 columns (128 values) with
   // half its threads

@@ -94,8 +94,16 @@ TEST(Lowering, CudaPlansFollowTheGpu) {
   Kernel sum = only_kernel(values({1 << 20}).reduce(ReduceOp::Sum, {0}, false));
   CudaPlan one = lower_cuda(sum, h100);
   EXPECT_TRUE(one.block_reduce);
-  EXPECT_GT(one.split, 1);
+  EXPECT_EQ(one.split, 8 * 8);  // 8 blocks per multiprocessor
   EXPECT_EQ(one.launch_outputs, 1);
+  EXPECT_EQ(one.min_blocks_per_sm, 0);
+  // float32 on 8 x 8 scalar tiles: at most 128 registers, two blocks per multiprocessor
+  Kernel mm32 = only_kernel(values({512, 256}).matmul(values({256, 512})));
+  CudaPlan f32 = lower_cuda(mm32, h100);
+  EXPECT_EQ(f32.tile_rows, 8);
+  EXPECT_EQ(f32.block_size, 256);
+  EXPECT_EQ(f32.min_blocks_per_sm, 2);
+  EXPECT_EQ(hp.min_blocks_per_sm, 0);  // tensor cores: not capped
 }
 
 // An elementwise kernel whose narrow trailing dims are read and written contiguously runs them

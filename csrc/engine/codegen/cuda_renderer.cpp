@@ -387,7 +387,8 @@ class Renderer {
     if (p.shared && p.split > 1) how += ", the reduce split across " + num(p.split) + " blocks, partials combined in order";
     if (plan_.view) how += ", seen as " + shape_str(k_.shape);
     src << "// tiny kernel " << given_.name() << " (" << how << ")\n// reason: " << k_.reason << "\n";
-    src << "extern \"C\" __global__ void __launch_bounds__(" << plan_.block_size << ") " << out.name << "(";
+    src << "extern \"C\" __global__ void __launch_bounds__(" << plan_.block_size
+        << (plan_.min_blocks_per_sm ? ", " + std::to_string(plan_.min_blocks_per_sm) : "") << ") " << out.name << "(";
     for (size_t i = 0; i < k_.buffers.size(); i++) {
       DType dt = k_.buffers[i]->dtype();
       src << (written[i] ? "" : "const ") << mem_type(dt) << "* b" << i << ", ";

@@ -51,6 +51,7 @@ struct CudaRenderOptions {
   int arch = 0;
   bool tensor_cores = true;   // shared tiles of 16-bit (or allowed TF32) products may use mma.sync
   bool fused_multiply_add = true;  // a float sum adds a product of its dtype as one fma (as the CPU contracts it)
+  bool occupancy = true;  // 8 x 8 shared tiles cap their registers so that two blocks share a multiprocessor
 };
 
 struct CudaKernelSource {

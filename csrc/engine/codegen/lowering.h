@@ -192,6 +192,7 @@ struct CudaPlan {
   bool split_threads = false;
   int64_t split_steps = 0;  // a split shared tile's reduce steps per slice (whole chunks)
   int block_size = 256;
+  int min_blocks_per_sm = 0;  // __launch_bounds__' second value: caps registers per thread (0: none)
   // register tile: tile_rows x tile_cols outputs per thread along dims tile_d2 (or none:
   // -1) and tile_d
   int tile_d = -1, tile_d2 = -1;

@@ -53,7 +53,7 @@ static tiny_uint3 blockDim, gridDim;
 #define __global__
 #define __device__
 #define __forceinline__ inline
-#define __launch_bounds__(n)
+#define __launch_bounds__(...)
 // The threads of a block run on one OS thread, its blocks one after another.
 #define __shared__ static thread_local
 static inline unsigned atomicAdd(unsigned* p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }

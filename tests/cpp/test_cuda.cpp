@@ -1289,6 +1289,9 @@ TEST_F(Cuda, TensorCoreTiles) {
   EXPECT_EQ(src.outputs, 2 * 2);  // 77 x 70 outputs: two blocks each way, the second partial
   EXPECT_NE(src.kernel.find("__shared__ u16 tiny_as[64][40]"), std::string::npos) << src.kernel;
   EXPECT_NE(src.kernel.find("tiny_mma_f16("), std::string::npos);
+  // the casts' 16-bit values are staged as stored, without converting to float and back
+  EXPECT_NE(src.kernel.find("u16 stage"), std::string::npos) << src.kernel;
+  EXPECT_EQ(src.kernel.find("float stage"), std::string::npos) << src.kernel;
   // not below compute capability 8.0, nor when switched off: then shared tiles of scalars,
   // 4 x 4 per thread (ragged at 77 x 70)
   CudaRenderOptions sm75 = sm80, off = sm80;

@@ -504,14 +504,17 @@ class Renderer {
   }
 
   // A thread-split tile's meeting point: every thread leaves its slice's partials in slots
-  // (gid * tile + t) * split + slice; the last of the tile's threads to take a ticket combines
-  // them in slice order (so the result does not depend on timing), resets the ticket and goes
-  // on into the block this opens (the others skip it).
+  // (slice * tile + t) * tiles + gid (neighbouring threads, neighbouring tiles: neighbouring
+  // slots); the last of the tile's threads to take a ticket combines them in slice order (so
+  // the result does not depend on timing), resets the ticket and goes on into the block this
+  // opens (the others skip it).
   void combine_thread_slices(const std::vector<std::string>& acc, ReduceOp op, DType dt) {
     const std::string t = reg_type(dt), s = std::to_string(plan_.split), tile = std::to_string(acc.size());
-    for (size_t i = 0; i < acc.size(); i++)
-      line("*(" + t + "*)(tiny_partials + (gid * " + tile + " + " + std::to_string(i) + ") * " + s + " + tiny_slice) = " +
-           acc[i] + ";");
+    auto slot = [&](size_t i, const std::string& q) {
+      return "tiny_partials + ((u64)" + q + " * " + tile + " + " + std::to_string(i) + ") * " +
+             std::to_string(plan_.launch_outputs) + " + gid";
+    };
+    for (size_t i = 0; i < acc.size(); i++) line("*(" + t + "*)(" + slot(i, "tiny_slice") + ") = " + acc[i] + ";");
     line("__threadfence();  // the partials are visible before the ticket is taken");
     line("if (atomicAdd(tiny_tickets + gid, 1u) == " + s + "u - 1u) {");
     indent_++;
@@ -520,8 +523,7 @@ class Renderer {
       line(acc[i] + " = " + identity(op, dt) + ";");
       line("for (unsigned q = 0; q < " + s + "u; q++) {");
       indent_++;
-      line("const " + t + " part = *(volatile " + t + "*)(tiny_partials + (gid * " + tile + " + " + std::to_string(i) +
-           ") * " + s + " + q);");
+      line("const " + t + " part = *(volatile " + t + "*)(" + slot(i, "q") + ");");
       line(acc[i] + " = " + combine(op, acc[i], "part", dt) + ";");
       indent_--;
       line("}");
@@ -531,14 +533,16 @@ class Renderer {
   }
 
   // A split shared tile's meeting point: every thread of a block leaves its slice's partials
-  // in slots ((gid * threads + thread) * n + i) * split + slice; the last of the block's slices
+  // in slots ((gid * split + slice) * n + i) * threads + thread (a warp's 32 values side by
+  // side; with the slice fastest, each of a warp's stores and loads touched 32 sectors); the
+  // last of the block's slices
   // to take a ticket combines them in slice order (so the result does not depend on timing),
   // resets the ticket and goes on to the stores; the others' blocks leave.
   void combine_block_slices(const std::vector<std::string>& acc, DType dt) {
     const std::string t = reg_type(dt), s = std::to_string(plan_.split), n = std::to_string(acc.size());
     auto slot = [&](size_t i, const std::string& q) {
-      return "tiny_partials + (((u64)gid * " + std::to_string(plan_.shared_threads()) + " + threadIdx.x) * " + n + " + " +
-             std::to_string(i) + ") * " + s + " + " + q;
+      return "tiny_partials + (((u64)gid * " + s + " + " + q + ") * " + n + " + " + std::to_string(i) + ") * " +
+             std::to_string(plan_.shared_threads()) + " + threadIdx.x";
     };
     for (size_t i = 0; i < acc.size(); i++) line("*(" + t + "*)(" + slot(i, "tiny_slice") + ") = " + acc[i] + ";");
     line("__threadfence();  // the partials are visible before the ticket is taken");
@@ -793,7 +797,29 @@ class Renderer {
     // converted by this function; else [chunk][extent] as it is
     std::string to_shared = {};
     std::string regs = {};
+    bool raw16 = false;  // the factor is a cast of 16-bit data read as it is: its bits are staged
   };
+  // Whether a tensor-core factor is a cast of `held`-typed values read straight from memory
+  // (through views): then its chunk is staged as the stored bits, without the conversions to
+  // float and back (with their NaN-payload handling: most of a float16 tile's instructions).
+  bool raw16_factor(const Node* n, DType held) {
+    bool cast = false;  // one cast of `held` values to float32, views above and below it
+    for (;; n = n->src[0].get()) {
+      if (k_.loads.count(n)) return cast && n->dtype == held;
+      if (n->op == Op::Cast && !cast && n->dtype == DType::Float32 && n->src[0]->dtype == held) cast = true;
+      else if (n->op != Op::View && n->op != Op::Contiguous) return false;
+    }
+  }
+  // The stored bits of such a value at `idx`; +0 where a view's mask is false (as eval's zero).
+  std::string raw16(const Node* n, const std::vector<Expr>& idx, const Expr& valid) {
+    auto load = k_.loads.find(n);
+    if (load != k_.loads.end()) return load_element(load->second, n->dtype, idx, n->shape, valid);
+    if (n->op == Op::Contiguous || n->op == Op::Cast) return raw16(n->src[0].get(), idx, valid);
+    auto [flat, v2] = n->args.st.index_valid(idx);
+    if (is_false(v2)) return "(u16)0";
+    std::string v = raw16(n->src[0].get(), unflatten(flat, n->src[0]->shape), land(valid, v2));
+    return is_true(v2) ? v : define("u16", condition(v2) + " ? " + v + " : (u16)0");
+  }
   static int64_t staged_per_thread(const Staging& s, int64_t threads) {
     return (s.extent * s.chunk + threads - 1) / threads;
   }
@@ -844,7 +870,7 @@ class Renderer {
     std::vector<Expr> o = base;
     o[size_t(s.rows ? plan_.tile_d2 : plan_.tile_d)] = new_var(at, s.size);
     auto [sub, valid] = shared_context(o, new_var(k, plan_.shared_k));
-    std::string v = eval(s.f.node, sub, valid);
+    std::string v = s.raw16 ? raw16(s.f.node, sub, valid) : eval(s.f.node, sub, valid);
     line(s.regs + "[" + e + "] = " + whole + row_ok + " && " + k_ok + " ? " + v + " : (" + s.type + ")0;");
     memo_.pop_back();
     indent_--;
@@ -894,9 +920,15 @@ class Renderer {
     const std::string to_shared = tf32 ? "tiny_to_tf32" : plan_.mma == CudaMma::F16 ? "tiny_float_to_half" : "tiny_float_to_bf16";
     Staging sa{plan_.row_factor, "tiny_as", "float", true, bm, BM, M, kMmaK, to_shared},
         sb{plan_.col_factor, "tiny_bs", "float", false, bn, BN, N, kMmaK, to_shared};
+    const DType held16 = plan_.mma == CudaMma::F16 ? DType::Float16 : DType::BFloat16;
     for (Staging* s : {&sa, &sb}) {
+      if (!tf32 && raw16_factor(s->f.node, held16)) {
+        s->raw16 = true;
+        s->type = "u16";
+        s->to_shared = "(u16)";
+      }
       s->regs = tmp("stage");
-      line("float " + s->regs + "[" + str(staged_per_thread(*s, T)) + "];");
+      line(s->type + " " + s->regs + "[" + str(staged_per_thread(*s, T)) + "];");
     }
     for (Staging* s : {&sa, &sb}) stage_load(*s, base, T, k_begin_);
     line("for (int k0 = " + k_begin_ + "; k0 < " + k_end_ + "; k0 += " + str(kMmaK) + ") {");

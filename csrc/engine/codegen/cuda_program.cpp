@@ -149,7 +149,8 @@ std::vector<std::shared_ptr<Program>> cuda_programs(Device& device, const std::v
   std::string tag = device.name() + "|" + std::to_string(o.block_reduce) + "," + std::to_string(o.block_size) + "," +
                     std::to_string(o.multiprocessors) + "," + std::to_string(o.register_tile) + "," +
                     std::to_string(o.vector_lanes) + "," + std::to_string(o.shared_tiles) + "," + std::to_string(o.arch) +
-                    "," + std::to_string(o.tensor_cores) + "," + std::to_string(o.fused_multiply_add) + "," + std::to_string(o.occupancy) + "|";
+                    "," + std::to_string(o.tensor_cores) + "," + std::to_string(o.fused_multiply_add) + "," +
+                    std::to_string(o.occupancy) + "|";
   std::vector<std::string> keys;
   std::vector<CudaKernelSource> fresh;  // distinct kernels not compiled before
   std::unordered_map<std::string, size_t> fresh_index;

@@ -535,9 +535,9 @@ class Renderer {
   // A split shared tile's meeting point: every thread of a block leaves its slice's partials
   // in slots ((gid * split + slice) * n + i) * threads + thread (a warp's 32 values side by
   // side; with the slice fastest, each of a warp's stores and loads touched 32 sectors); the
-  // last of the block's slices
-  // to take a ticket combines them in slice order (so the result does not depend on timing),
-  // resets the ticket and goes on to the stores; the others' blocks leave.
+  // last of the block's slices to take a ticket combines them in slice order (so the result
+  // does not depend on timing), resets the ticket and goes on to the stores; the others'
+  // blocks leave.
   void combine_block_slices(const std::vector<std::string>& acc, DType dt) {
     const std::string t = reg_type(dt), s = std::to_string(plan_.split), n = std::to_string(acc.size());
     auto slot = [&](size_t i, const std::string& q) {
@@ -1722,7 +1722,6 @@ class Renderer {
     }
   }
 
-  // The combined value as an expression of two names.
   // A reduce's running value `acc` combined with its source at `idx`. A float sum adds a
   // product of its own dtype as one fused multiply-add, as the CPU's generator contracts the
   // pair (its Mul and the sum's add allow it): one instruction per step of a matmul's or a
@@ -1740,6 +1739,7 @@ class Renderer {
     if (src->dtype != dt) v = cast(v, src->dtype, dt);
     return combine(op, acc, v, dt);
   }
+  // The combined value as an expression of two names.
   std::string combine(ReduceOp op, const std::string& a, const std::string& v, DType dt) {
     bool f = reg_is_float(dt);
     std::string t = reg_type(dt);

@@ -1248,7 +1248,19 @@ TEST_F(Cuda, ConvolutionsRunAsMatrixProducts) {
     EXPECT_TRUE(src.shared_tile) << src.kernel.substr(0, 300);
     EXPECT_EQ(src.tile_rows * src.tile_cols, 16);
   }
+  // grouped (2 groups of 8 channels) and strided (2): the groups become a batch dim
+  const int64_t G = 2, Cg = 8, OCg = 16, Hs = 8, Ps = Hs + 2, Ho = (Ps - 3) / 2 + 1;
+  Tensor xs = positive(DType::Float32, {N, G * Cg, Hs, Hs}, 442), ws = input(DType::Float32, {G * OCg, Cg, 3, 3}, 443, false);
+  Tensor grouped = xs.pad({{0, 0}, {0, 0}, {1, 1}, {1, 1}})
+                       .as_strided({N, G, 1, Ho, Ho, Cg, 3, 3}, {G * Cg * Ps * Ps, Cg * Ps * Ps, 0, 2 * Ps, 2, Ps * Ps, Ps, 1}, 0)
+                       .expand({N, G, OCg, Ho, Ho, Cg, 3, 3})
+                       .binary(Op::Mul, ws.reshape({1, G, OCg, 1, 1, Cg, 3, 3}).expand({N, G, OCg, Ho, Ho, Cg, 3, 3}))
+                       .reduce(ReduceOp::Sum, {5, 6, 7}, false);
+  CudaKernelSource gsrc = render_cuda(create_schedule({grouped.node()}).kernels.back(), per_thread);
+  EXPECT_TRUE(gsrc.shared_tile) << gsrc.kernel.substr(0, 300);
+  EXPECT_NE(gsrc.kernel.find("seen as (2, 16, 64)"), std::string::npos) << gsrc.kernel.substr(0, 300);
   CudaCheck()
+      .add(grouped, false, "grouped, stride 2")
       .add(wgrad3, false, "weight gradient, 27 rows")
       .add(ra.matmul(rb), false, "37 x 30")
       .add(ra.matmul(rb).binary(Op::Add, input(DType::Float32, {37, 30}, 441, false)), false, "37 x 30 + residual")

@@ -3,7 +3,8 @@
 #   1. builds tiny there (scripts/gpu_setup.sh: no LLVM, no GoogleTest on those machines);
 #   2. bench/bench_gpu.py: the kernel rows against eager CUDA and torch.compile, the model rows
 #      against eager CUDA;
-#   3. a part of pytest on the GPU, then bench_gpu's ablation of the tiled rows.
+#   3. a traced resnet18 step at batch 64 (top kernels and an HTML report), a part of pytest on the
+#      GPU, then bench_gpu's ablation of the tiled rows.
 # Logs go to $1 (default gpu_out/), one per step; the steps share TINY_GPU_SECONDS (default 540).
 # (The engine's GoogleTests need the CPU JIT for their reference results; a test binary built
 # on a Debian machine with LLVM 14 and carried to the lent H100 crashed inside ORC's lookup
@@ -40,9 +41,12 @@ step() {
 step setup 240 env TINY_BUILD_JOBS="$(nproc)" bash scripts/gpu_setup.sh
 step bench 150 $PY bench/bench_gpu.py --rows chain,sum,mm1024,mm4096,mm4096h,mm4096tf32,conv --reps 5
 step bench_models 150 $PY bench/bench_gpu.py --rows r18,r18b64,mnist,r18train --reps 5 --no-compile
+# where a resnet18 step's kernel time goes (the trace's summary: top kernels, by module) and the report
+step profile 60 $PY examples/resnet18.py --batch 64 --size 224 --steps 2 --report "$out/resnet18.html"
 step pytest 120 env TINY_DEVICE=cuda TINY_STRICT=1 $PY -m pytest -q -p no:cacheprovider \
   tests/test_device.py tests/test_linalg.py tests/test_conv.py
 step ablate 150 $PY bench/bench_gpu.py --rows mm4096,mm4096h,conv --reps 3 --no-compile --ablate
+[ -f "$out/profile.log" ] && grep -A 12 "^top [0-9]* kernels by time" "$out/profile.log"
 for f in bench bench_models ablate; do
   [ -f "$out/$f.log" ] && { echo "---- $f"; grep -v "^  (\|[Ww]arn" "$out/$f.log"; }
 done

@@ -56,6 +56,11 @@ if [ -z "${TINY_DEVICE:-}" ] && [ $# -eq 0 ]; then
     tests/test_debug_trace.py \
     -k "not (densenet or efficientnet or mobilenet or vgg or resnet50 or sgd_training or (var_std and 16))"
   emu_rc=$?
+  # and with an H100's 132 multiprocessors, so that kernels are planned as for that GPU: 8 x 8
+  # shared tiles with their register cap, reduces split across blocks and threads, their partials
+  echo "== pytest (torch) on the emulated CUDA device planned as an H100 (TINY_EMU_MULTIPROCESSORS=132) =="
+  TINY_DEVICE=cuda-emu TINY_EMU_MULTIPROCESSORS=132 TINY_STRICT=1 $PY -m pytest -q -p no:cacheprovider "${workers[@]}" \
+    tests/test_conv.py tests/test_batchnorm.py tests/test_linalg.py tests/test_reductions.py || emu_rc=1
 fi
 
 [ $gtest_rc -eq 0 ] && [ $pytest_rc -eq 0 ] && [ $emu_rc -eq 0 ]

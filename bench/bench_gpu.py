@@ -17,8 +17,8 @@ Printed figures only; nothing here is pass/fail.
     python bench/bench_gpu.py [--rows chain,sum,...] [--reps 7] [--no-compile] [--ablate [fma,...]]
 
 --ablate then runs tiny again, in a fresh process each, with each of its CUDA optimizations
-switched off (TINY_CUDA_OFF=fma, lanes, mma, occupancy, shared, tiles), against the same reference results;
-`--ablate fma,shared` names some of them.
+switched off (TINY_CUDA_OFF=fma, lanes, mma, occupancy, shared, tiles), against the same
+reference results; `--ablate fma,shared` names some of them.
 """
 import argparse
 import copy

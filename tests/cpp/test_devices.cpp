@@ -179,6 +179,27 @@ TEST(Devices, MemoryStatisticsFollowTheBuffers) {
   }
 }
 
+TEST(Devices, LargeCpuBlocksAreWholeHugePages) {
+  Device* d = cpu_device();
+  d->empty_cache();
+  constexpr int64_t kHuge = int64_t(2) << 20;
+  MemoryStats s0 = d->memory_stats();
+  {
+    Buffer large(d, DType::Float32, (5 << 20) / 4 + 1);  // 5 MiB and 4 bytes: three huge pages
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(large.ptr()) % kHuge, 0u);
+    EXPECT_EQ(d->memory_stats().allocated, s0.allocated + 3 * kHuge);
+    Buffer below(d, DType::Float32, (4 << 20) / 4 - 16);  // under 4 MiB: 64-byte blocks
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(below.ptr()) % 64, 0u);
+    EXPECT_EQ(d->memory_stats().allocated, s0.allocated + 3 * kHuge + (4 << 20) - 64);
+  }
+  {
+    Buffer reuse(d, DType::Float32, (6 << 20) / 4);  // the same three pages: the cached block
+    reuse.ptr();
+    EXPECT_EQ(d->memory_stats().device_allocations, s0.device_allocations + 2);
+  }
+  d->empty_cache();
+}
+
 TEST(Devices, OutOfMemoryIsAnErrorTheDeviceSurvives) {
   for (Device* d : {cpu_device(), &emu()}) {
     SCOPED_TRACE(d->name());

@@ -1,5 +1,6 @@
 // The CPU device: aligned host memory under the caching allocator, kernel
 // launches split across the thread pool.
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -98,11 +99,21 @@ class CpuDevice final : public Device {
   }
 
  protected:
+  // Large blocks live on 2 MiB pages (transparent huge pages, where the kernel allows them
+  // for madvised memory): a kernel streaming through tens of MiB on 4 KiB pages misses the
+  // TLB every 4 KiB, which on a virtual machine's nested page tables costs up to half the
+  // bandwidth (a sum over 64 MiB on one core of an AMD EPYC VM: 4.3 ms, 2.3 on huge pages).
+  // From 4 MiB up, blocks round to whole huge pages, so the waste stays under a third.
+  static constexpr size_t kHugePage = size_t(2) << 20;
+  size_t granularity(size_t nbytes) const override { return nbytes >= 2 * kHugePage ? kHugePage : 64; }
   void* raw_alloc(size_t nbytes) override {
     // Linux overcommits: a block bigger than the memory available would be
     // granted and then kill the process when touched. Refuse it here instead.
     if (nbytes >= (size_t(256) << 20) && int64_t(nbytes) > host_memory().first) return nullptr;
-    return std::aligned_alloc(64, nbytes);
+    if (nbytes < 2 * kHugePage) return std::aligned_alloc(64, nbytes);
+    void* p = std::aligned_alloc(kHugePage, nbytes);  // nbytes is a multiple (granularity)
+    if (p) madvise(p, nbytes, MADV_HUGEPAGE);          // advice only: failure leaves 4 KiB pages
+    return p;
   }
   void raw_free(void* ptr, size_t) override { std::free(ptr); }
 };

@@ -297,7 +297,7 @@ class CudaDevice final : public Device {
     d_.bind();
     d_.api.MemFreeHost(p);
   }
-  size_t granularity() const override { return 512; }
+  size_t granularity(size_t) const override { return 512; }
   size_t max_cached_bytes() const override { return size_t(8) << 30; }
 
  private:

@@ -44,8 +44,8 @@ std::atomic<OutOfMemoryHandler> oom_handler{nullptr};
 void set_out_of_memory_handler(OutOfMemoryHandler handler) { oom_handler = handler; }
 
 size_t Device::round_up(size_t n) const {
-  size_t g = granularity();
   if (n == 0) n = 1;
+  size_t g = granularity(n);
   return (n + g - 1) / g * g;
 }
 

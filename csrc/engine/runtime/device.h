@@ -140,7 +140,8 @@ class Device {
   // Host memory for host_alloc (nullptr when refused); the default is page-aligned malloc.
   virtual void* raw_host_alloc(size_t nbytes);
   virtual void raw_host_free(void* p);
-  virtual size_t granularity() const { return 64; }
+  // What a block of `nbytes` is rounded up to (the cache reuses blocks of equal rounded size).
+  virtual size_t granularity(size_t /*nbytes*/) const { return 64; }
   virtual size_t max_cached_bytes() const { return size_t(4) << 30; }
 
  private:

@@ -505,3 +505,49 @@ TEST(Lowering, GatheredRunsClampTheirRowOnce) {
     EXPECT_EQ(got[size_t(3 * C + j)], tv[size_t(7 * C + j)]);
   }
 }
+
+// A 3x3 convolution over 2x2 maps (resnet18's layer4 at 64x64 images), padding stored as the
+// torch layer stores it or fused as a mask: the channel tile's rows are the images at one
+// position (row_fastest), tiles dividing the batch, so its reduce skips the taps that read
+// padding. The results match a direct sum, whatever the batch's divisors.
+TEST(Lowering, SmallConvolutionMapsSkipTheirPaddingTaps) {
+  const int64_t C = 64, OC = 128, H = 2, P = H + 2;  // channels enough for the threads to split them
+  for (int64_t N : {16, 10, 3}) {
+    for (bool stored : {true, false}) {
+      SCOPED_TRACE("N " + std::to_string(N) + (stored ? " stored" : " fused"));
+      std::vector<float> xv(size_t(N * C * H * H)), wv(size_t(OC * C * 9));
+      for (size_t i = 0; i < xv.size(); i++) xv[i] = float(int(i * 7 % 13) - 6) * 0.25f;
+      for (size_t i = 0; i < wv.size(); i++) wv[i] = float(int(i * 5 % 11) - 5) * 0.125f;
+      Tensor x = from(xv, {N, C, H, H}), w = from(wv, {OC, C, 3, 3});
+      Tensor xp = x.pad({{0, 0}, {0, 0}, {1, 1}, {1, 1}});
+      if (stored) xp = xp.contiguous();
+      Tensor win = xp.as_strided({N, 1, 1, H, H, C, 3, 3}, {C * P * P, C * P * P, 0, P, 1, P * P, P, 1}, 0)
+                       .expand({N, 1, OC, H, H, C, 3, 3});
+      Tensor conv = win.binary(Op::Mul, w.reshape({1, 1, OC, 1, 1, C, 3, 3}).expand({N, 1, OC, H, H, C, 3, 3}))
+                        .reduce(ReduceOp::Sum, {5, 6, 7}, false);
+      Schedule s = create_schedule({conv.node()});
+      CpuPlan plan = lower_cpu(s.kernels.back(), kAvx512);
+      ASSERT_TRUE(plan.channel);
+      if (N >= 7) {  // the rows are the images: tiles of a divisor of N
+        EXPECT_EQ(plan.channel->row_fastest, 0);
+        EXPECT_EQ(plan.channel->row_dims().back(), 0);
+        EXPECT_EQ(N % plan.channel->rows, 0);
+      }
+      std::vector<float> got = to_vec<float>(conv);
+      for (int64_t n = 0; n < N; n++)
+        for (int64_t o = 0; o < OC; o++)
+          for (int64_t y = 0; y < H; y++)
+            for (int64_t z = 0; z < H; z++) {
+              double want = 0;
+              for (int64_t c = 0; c < C; c++)
+                for (int64_t ky = 0; ky < 3; ky++)
+                  for (int64_t kz = 0; kz < 3; kz++) {
+                    int64_t iy = y + ky - 1, iz = z + kz - 1;
+                    if (iy < 0 || iy >= H || iz < 0 || iz >= H) continue;
+                    want += double(xv[size_t(((n * C + c) * H + iy) * H + iz)]) * wv[size_t((o * C + c) * 9 + ky * 3 + kz)];
+                  }
+              ASSERT_NEAR(got[size_t(((n * OC + o) * H + y) * H + z)], want, 1e-3) << n << " " << o << " " << y << " " << z;
+            }
+    }
+  }
+}

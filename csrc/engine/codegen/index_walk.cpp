@@ -9,6 +9,36 @@ SourceIndex view_source_index(const Node* view, const std::vector<Expr>& idx) {
   return {unflatten(flat, view->src[0]->shape), valid};
 }
 
+namespace {
+// The comparisons a 0/1 expression requires (the conjuncts that are comparisons).
+void conjuncts(const Expr& e, std::vector<MaskAtom>& out) {
+  if (e->op == EOp::And) {
+    for (auto& s : e->src) conjuncts(s, out);
+  } else if (e->op == EOp::Lt) {
+    out.push_back({e->src[0], e->value, false});
+  } else if (e->op == EOp::Add && e->src.size() == 2) {  // ge(x, c) is 1 - lt(x, c)
+    for (size_t k = 0; k < 2; k++) {
+      const Expr& one = e->src[k];
+      const Expr& neg = e->src[1 - k];
+      if (one->op == EOp::Const && one->value == 1 && neg->op == EOp::Mul && neg->value == -1 &&
+          neg->src[0]->op == EOp::Lt)
+        out.push_back({neg->src[0]->src[0], neg->src[0]->value, true});
+    }
+  }
+}
+}  // namespace
+
+std::vector<MaskAtom> zero_masks(const Node* n, std::vector<Expr> idx) {
+  std::vector<MaskAtom> atoms;
+  for (; n->op == Op::View || n->op == Op::Contiguous; n = n->src[0].get()) {
+    if (n->op == Op::Contiguous) continue;
+    SourceIndex s = view_source_index(n, idx);
+    conjuncts(s.valid, atoms);
+    idx = std::move(s.idx);
+  }
+  return atoms;
+}
+
 std::string context_key(const Node* n, const std::vector<Expr>& idx, const Expr& valid) {
   std::ostringstream key;
   key << n;

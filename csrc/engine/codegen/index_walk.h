@@ -18,6 +18,17 @@ struct SourceIndex {
 };
 SourceIndex view_source_index(const Node* view, const std::vector<Expr>& idx);
 
+// One comparison a mask requires: holds iff (ge ? x >= c : x < c).
+struct MaskAtom {
+  Expr x;
+  int64_t c;
+  bool ge;
+};
+// The masks of the views `n` is read through at `idx`, down to the first node that is neither
+// a view nor a stored copy (a convolution's padded operand, stored by the scheduler, still
+// names the pad it holds), as the comparisons they require: where one fails, `n` is zero.
+std::vector<MaskAtom> zero_masks(const Node* n, std::vector<Expr> idx);
+
 // A key naming one evaluation: node and index context.
 std::string context_key(const Node* n, const std::vector<Expr>& idx, const Expr& valid);
 

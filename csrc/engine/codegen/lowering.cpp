@@ -493,10 +493,37 @@ class CpuLowering {
         for (size_t r = first_row; r < q; r++) all *= shape[size_t(nu[r])];
         ct->rows = tile_rows(all);
         if (ct->pack_inner) ct->par_hint = ct->row_outer.front();
+        // Where `a` has padding taps, the images go innermost, in tiles that divide them: a
+        // tile's rows are then one position of several images, and its reduce skips the taps
+        // that position reads from the padding (a 2x2 output's 3x3 taps: 4 of 9 are not).
+        const int images = ct->row_outer.front();
+        if (!ct->pack_inner && images != par && has_padding_taps(*ct, idx))
+          for (int64_t r = kChanMaxRows; r >= kChanMaxRows / 2; r--)
+            if (shape[size_t(images)] % r == 0) {
+              ct->row_fastest = images;
+              ct->rows = r;
+              break;
+            }
       }
       return ct;
     }
     return std::nullopt;
+  }
+
+  // Whether the channel tile's `a` is read through a mask that moves with a reduce loop (a
+  // convolution's padding: zero_masks).
+  bool has_padding_taps(const ChannelTile& ct, const std::vector<Expr>& idx) {
+    auto cand = find_tiled_reduce(idx, ct.jvar);
+    if (!cand || cand->reduce != ct.reduce) return false;
+    const Node* src = ct.reduce->src[0].get();
+    std::vector<Expr> sub = cand->idx;
+    size_t k = 0;
+    for (int a : ct.reduce->args.axes)
+      if (src->shape[a] > 1) sub[size_t(a)] = ct.kvars[k++];
+    for (const MaskAtom& at : zero_masks(ct.a, sub))
+      for (auto& kv : ct.kvars)
+        if (uses_vars(at.x, int(kv->value), int(kv->value) + 1)) return true;
+    return false;
   }
 
   // The single reduce depending on dim j must be a float32 SUM of a product
@@ -1235,6 +1262,15 @@ int64_t ChannelTile::row_count(const Shape& shape) const {
   int64_t w = shape[size_t(i)];
   for (int d : row_outer) w *= shape[size_t(d)];
   return w;
+}
+
+std::vector<int> ChannelTile::row_dims() const {
+  std::vector<int> dims;
+  for (int d : row_outer)
+    if (d != row_fastest) dims.push_back(d);
+  dims.push_back(i);
+  if (row_fastest >= 0) dims.push_back(row_fastest);
+  return dims;
 }
 
 Expr ChannelTile::kflat(const std::vector<Expr>& kv) const {

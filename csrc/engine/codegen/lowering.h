@@ -69,6 +69,12 @@ struct ChannelTile {
   // loads one weight vector per 2 FMAs). The outermost may be the parallel dim: a
   // thread's rows are then its slice of that dim times the rows inside it.
   std::vector<int> row_outer;
+  // One of row_outer flattened innermost instead (the images of a 2x2 convolution output):
+  // a tile's rows then share their position, so the reduce skips the padding taps of that
+  // position alone (see tap_ranges in llvm_codegen.cpp).
+  int row_fastest = -1;
+  // The row dims as flattened, outermost first: (row_outer..., i), row_fastest moved last.
+  std::vector<int> row_dims() const;
   int first_dim() const { return std::min({i, j, row_outer.empty() ? i : row_outer.front()}); }  // where the tiles begin
   int64_t cols = 0;              // channels per tile: kChanVecs vectors
   const Node* reduce = nullptr;

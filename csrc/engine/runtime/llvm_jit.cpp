@@ -9,10 +9,12 @@
 #include <sstream>
 
 #include <llvm/Analysis/TargetLibraryInfo.h>
+#include <llvm/ExecutionEngine/JITEventListener.h>
 #include <llvm/ExecutionEngine/Orc/CompileUtils.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/Orc/RTDyldObjectLinkingLayer.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
@@ -178,6 +180,12 @@ LLVMJit::LLVMJit() : impl_(new Impl) {
         return std::make_unique<CachingCompiler>(std::move(b), (*tm)->Options, dir);
       });
   impl_->jit = llvm::cantFail(builder.create());
+  // TINY_PERF_JIT=1: kernels named in perf's profiles (jitdump files for `perf inject --jit`;
+  // see docs/architecture.md). LLJIT links ELF objects with RuntimeDyld on x86-64.
+  if (const char* p = std::getenv("TINY_PERF_JIT"); p && *p == '1')
+    if (auto* rtdyld = llvm::dyn_cast<llvm::orc::RTDyldObjectLinkingLayer>(&impl_->jit->getObjLinkingLayer()))
+      if (llvm::JITEventListener* perf = llvm::JITEventListener::createPerfJITEventListener())
+        rtdyld->registerJITEventListener(*perf);
   impl_->jit->getMainJITDylib().addGenerator(llvm::cantFail(
       llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(dl.getGlobalPrefix())));
   // Without F16C (TINY_CPU_TARGET=x86-64) LLVM converts half precision through

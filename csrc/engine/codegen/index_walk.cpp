@@ -30,11 +30,15 @@ void conjuncts(const Expr& e, std::vector<MaskAtom>& out) {
 
 std::vector<MaskAtom> zero_masks(const Node* n, std::vector<Expr> idx) {
   std::vector<MaskAtom> atoms;
+  // (a node realized by an earlier schedule has dropped its sources; its own mask still holds)
   for (; n->op == Op::View || n->op == Op::Contiguous; n = n->src[0].get()) {
-    if (n->op == Op::Contiguous) continue;
-    SourceIndex s = view_source_index(n, idx);
-    conjuncts(s.valid, atoms);
-    idx = std::move(s.idx);
+    if (n->op == Op::View) {
+      auto [flat, valid] = n->args.st.index_valid(idx);
+      conjuncts(valid, atoms);
+      if (n->src.empty()) break;
+      idx = unflatten(flat, n->src[0]->shape);
+    }
+    if (n->src.empty()) break;
   }
   return atoms;
 }

@@ -1517,7 +1517,7 @@ class Builder {
   // that only ever meets padding then stays out of the sum, there as here). Per reduce
   // axis: the steps at which some row of the tile passes every mask atom that involves that
   // axis alone among the reduce variables, computed once per tile. In resnet18's layer4 at
-  // 64x64 images (2x2 maps) 6 of the 9 taps run instead of 9.
+  // 64x64 images (2x2 maps, the images as a tile's rows: row_fastest) 4 of the 9 taps run.
 
   // Affine `e` (constants, variables bound to values, sums, products by constants) with
   // variable `zero` at 0; null when it is not affine or a variable is unbound.

@@ -1487,21 +1487,28 @@ class Builder {
     return std::max<int64_t>(run, 1);
   }
 
-  // Whether a loaded `a` moves through its storage by a division or modulo of a reduce step.
-  bool a_steps_unevenly(const ChannelTile& ct, std::vector<Expr> o) {
+  // The flat index of a loaded `a`'s leaf at output index `o` (dim j at a fresh variable), the
+  // reduce's steps as fresh variables (their ids in `steps`); null where `o` is not the tile's.
+  Expr a_leaf_flat(const ChannelTile& ct, std::vector<Expr> o, std::vector<int>& steps) {
     o[size_t(ct.j)] = placeholder_var(k_.shape[size_t(ct.j)]);
     auto cc = find_tiled_reduce(o, int(o[size_t(ct.j)]->value));
-    if (!cc || cc->reduce != ct.reduce) return false;
+    if (!cc || cc->reduce != ct.reduce) return nullptr;
     const Node* src = ct.reduce->src[0].get();
     std::vector<Expr> sub = cc->idx;
-    std::vector<int> ids;
     for (int a : ct.reduce->args.axes)
       if (src->shape[a] > 1) {
         sub[size_t(a)] = placeholder_var(src->shape[size_t(a)]);
-        ids.push_back(int(sub[size_t(a)]->value));
+        steps.push_back(int(sub[size_t(a)]->value));
       }
-    Expr flat = leaf_flat(ct.a, sub);
-    for (int id : ids)
+    return leaf_flat(ct.a, sub);
+  }
+
+  // Whether a loaded `a` moves through its storage by a division or modulo of a reduce step.
+  bool a_steps_unevenly(const ChannelTile& ct, const std::vector<Expr>& o) {
+    std::vector<int> steps;
+    Expr flat = a_leaf_flat(ct, o, steps);
+    if (!flat) return false;
+    for (int id : steps)
       if (!linear_coefficient(flat, id)) return true;
     return false;
   }
@@ -1512,18 +1519,14 @@ class Builder {
   // AMD EPYC, at 218 with K = 1000; packed rows (pack_a) a cache line apart do not alias.
   // (Not for rows over the images, row_fastest: a small map's convolution, its packing dearer
   // than the misses: resnet18's layer4 at 64x64 went from 11-13 to 17-19 ms in an SGD step.)
-  bool a_rows_alias(const ChannelTile& ct, std::vector<Expr> o) {
+  bool a_rows_alias(const ChannelTile& ct, const std::vector<Expr>& o) {
     if (ct.row_fastest >= 0) return false;
-    o[size_t(ct.j)] = placeholder_var(k_.shape[size_t(ct.j)]);
-    auto cc = find_tiled_reduce(o, int(o[size_t(ct.j)]->value));
-    if (!cc || cc->reduce != ct.reduce) return false;
-    const Node* src = ct.reduce->src[0].get();
-    std::vector<Expr> sub = cc->idx;
-    for (int a : ct.reduce->args.axes)
-      if (src->shape[a] > 1) sub[size_t(a)] = placeholder_var(src->shape[size_t(a)]);
+    std::vector<int> steps;
+    Expr flat = a_leaf_flat(ct, o, steps);
+    if (!flat) return false;
     const Node* leaf = ct.a;
     while (!k_.loads.count(leaf)) leaf = leaf->src[0].get();
-    auto stride = linear_coefficient(leaf_flat(ct.a, sub), int(o[size_t(ct.row_dims().back())]->value));
+    auto stride = linear_coefficient(flat, int(o[size_t(ct.row_dims().back())]->value));
     const int64_t bytes = stride ? std::abs(*stride) * int64_t(itemsize(leaf->dtype)) : 0;
     return bytes > 0 && bytes % 2048 == 0;
   }

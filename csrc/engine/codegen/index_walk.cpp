@@ -32,13 +32,12 @@ std::vector<MaskAtom> zero_masks(const Node* n, std::vector<Expr> idx) {
   std::vector<MaskAtom> atoms;
   // (a node realized by an earlier schedule has dropped its sources; its own mask still holds)
   for (; n->op == Op::View || n->op == Op::Contiguous; n = n->src[0].get()) {
-    if (n->op == Op::View) {
-      auto [flat, valid] = n->args.st.index_valid(idx);
-      conjuncts(valid, atoms);
-      if (n->src.empty()) break;
-      idx = unflatten(flat, n->src[0]->shape);
-    }
     if (n->src.empty()) break;
+    if (n->op == Op::View) {
+      SourceIndex s = view_source_index(n, idx);
+      conjuncts(s.valid, atoms);
+      idx = std::move(s.idx);
+    }
   }
   return atoms;
 }

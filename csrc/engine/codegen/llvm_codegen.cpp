@@ -465,9 +465,15 @@ class Builder {
     int64_t q = a / b;
     return (a % b != 0 && a < 0) ? q - 1 : q;
   }
-  Value* clamp_to(Value* v, Value* lo, Value* hi) {
-    v = b_.CreateSelect(b_.CreateICmpSLT(v, lo), lo, v);
-    return b_.CreateSelect(b_.CreateICmpSGT(v, hi), hi, v);
+  Value* smin(Value* a, Value* b) { return b_.CreateSelect(b_.CreateICmpSLT(a, b), a, b); }
+  Value* smax(Value* a, Value* b) { return b_.CreateSelect(b_.CreateICmpSGT(a, b), a, b); }
+  Value* clamp_to(Value* v, Value* lo, Value* hi) { return smin(smax(v, lo), hi); }
+  // floor(a / d), d > 0; a plain unsigned division where a is known not to be negative
+  Value* floor_div(Value* a, int64_t d, bool nonnegative = false) {
+    if (nonnegative) return b_.CreateUDiv(a, b_.getInt64(d));
+    Value* q = b_.CreateSDiv(a, b_.getInt64(d));
+    Value* fix = b_.CreateAnd(b_.CreateICmpNE(b_.CreateMul(q, b_.getInt64(d)), a), b_.CreateICmpSLT(a, b_.getInt64(0)));
+    return b_.CreateSub(q, b_.CreateZExt(fix, b_.getInt64Ty()));
   }
   static void collect_lts(const Expr& e, std::vector<Expr>& out) {
     if (e->op == EOp::Lt) out.push_back(e);
@@ -583,18 +589,7 @@ class Builder {
         break;
       }
       case EOp::Mul: r = b_.CreateMul(index(e->src[0]), b_.getInt64(e->value), "", false, true); break;
-      case EOp::Div: {
-        Value* a = index(e->src[0]);
-        if (e->src[0]->vmin >= 0) {
-          r = b_.CreateUDiv(a, b_.getInt64(e->value));
-        } else {  // floor division
-          Value* q = b_.CreateSDiv(a, b_.getInt64(e->value));
-          Value* fix = b_.CreateAnd(b_.CreateICmpNE(b_.CreateMul(q, b_.getInt64(e->value)), a),
-                                    b_.CreateICmpSLT(a, b_.getInt64(0)));
-          r = b_.CreateSub(q, b_.CreateZExt(fix, b_.getInt64Ty()));
-        }
-        break;
-      }
+      case EOp::Div: r = floor_div(index(e->src[0]), e->value, e->src[0]->vmin >= 0); break;
       case EOp::Mod: {
         Value* a = index(e->src[0]);
         if (e->src[0]->vmin >= 0) {
@@ -778,9 +773,8 @@ class Builder {
     }
     if (c <= 0) return std::nullopt;
     // c u + affine in [0, count) for every u in [lo, hi)
-    auto floor_div = [](int64_t a, int64_t d) { return a / d - int64_t(a % d != 0 && a < 0); };
-    const int64_t lo = -floor_div(t.affine->vmin, c);  // ceil(-vmin / c)
-    const int64_t hi = floor_div(count - 1 - t.affine->vmax, c) + 1;
+    const int64_t lo = -floordiv_i(t.affine->vmin, c);  // ceil(-vmin / c)
+    const int64_t hi = floordiv_i(count - 1 - t.affine->vmax, c) + 1;
     if (lo >= hi) return std::nullopt;
     Value* ok = b_.CreateAnd(b_.CreateICmpSGE(u, b_.getInt64(lo)), b_.CreateICmpSLT(u, b_.getInt64(hi)));
     Expr run = var_range(int(vars_.size()), lo, hi);
@@ -1571,13 +1565,6 @@ class Builder {
       default: return nullptr;
     }
   }
-  Value* floordiv_v(Value* n, int64_t d) {  // d > 0
-    if (d == 1) return n;
-    return b_.CreateSDiv(b_.CreateSelect(b_.CreateICmpSLT(n, b_.getInt64(0)), b_.CreateSub(n, b_.getInt64(d - 1)), n),
-                         b_.getInt64(d));
-  }
-  Value* smin(Value* a, Value* b) { return b_.CreateSelect(b_.CreateICmpSLT(a, b), a, b); }
-  Value* smax(Value* a, Value* b) { return b_.CreateSelect(b_.CreateICmpSGT(a, b), a, b); }
   // [lo, hi) per reduce axis (kv: their variables, unbound) over the tile's rows (ctx: per
   // row and column); null where the masks do not narrow the axis.
   std::vector<std::pair<Value*, Value*>> tap_ranges(const ChannelTile& ct, const std::vector<TiledReduce>& ctx,
@@ -1610,13 +1597,13 @@ class Builder {
           Value* m_minus_c = b_.CreateSub(m, b_.getInt64(at.c));
           const int64_t mag = std::abs(*a);
           if (!at.ge && *a > 0)  // a k < c - m
-            row_hi = smin(row_hi, b_.CreateAdd(floordiv_v(b_.CreateSub(c_minus_m, b_.getInt64(1)), mag), b_.getInt64(1)));
+            row_hi = smin(row_hi, b_.CreateAdd(floor_div(b_.CreateSub(c_minus_m, b_.getInt64(1)), mag), b_.getInt64(1)));
           else if (!at.ge)  // |a| k > m - c
-            row_lo = smax(row_lo, b_.CreateAdd(floordiv_v(m_minus_c, mag), b_.getInt64(1)));
+            row_lo = smax(row_lo, b_.CreateAdd(floor_div(m_minus_c, mag), b_.getInt64(1)));
           else if (*a > 0)  // a k >= c - m
-            row_lo = smax(row_lo, b_.CreateNeg(floordiv_v(m_minus_c, mag)));
+            row_lo = smax(row_lo, b_.CreateNeg(floor_div(m_minus_c, mag)));
           else  // |a| k <= m - c
-            row_hi = smin(row_hi, b_.CreateAdd(floordiv_v(m_minus_c, mag), b_.getInt64(1)));
+            row_hi = smin(row_hi, b_.CreateAdd(floor_div(m_minus_c, mag), b_.getInt64(1)));
           narrowed = true;
         }
         if (!narrowed) {  // this row runs every step of the axis

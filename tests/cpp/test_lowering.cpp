@@ -4,6 +4,7 @@
 
 #include "engine/codegen/llvm_codegen.h"
 #include "engine/codegen/lowering.h"
+#include "engine/schedule/schedule_cache.h"
 #include "engine/schedule/scheduler.h"
 #include "test_helpers.h"
 
@@ -530,8 +531,8 @@ TEST(Lowering, SmallConvolutionMapsSkipTheirPaddingTaps) {
       Schedule s = create_schedule({conv.node()});
       CpuPlan plan = lower_cpu(s.kernels.back(), kAvx512);
       ASSERT_TRUE(plan.channel);
-      if (N >= 7 && mode != 1) {  // the rows are the images: tiles of a divisor of N (a copy stored
-                                  // earlier no longer says it is padded: a plain operand)
+      if (N >= 7) {  // the rows are the images: tiles of a divisor of N (a copy stored earlier
+                     // still says where its padding is: realized_box)
         EXPECT_EQ(plan.channel->row_fastest, 0);
         EXPECT_EQ(plan.channel->row_dims().back(), 0);
         EXPECT_EQ(N % plan.channel->rows, 0);
@@ -578,4 +579,56 @@ TEST(Lowering, MatmulRowsThatWouldAliasInL1AreCopiedApart) {
         ASSERT_NEAR(got[size_t(m * N + n)], want, 1e-3) << m << ", " << n;
       }
   }
+}
+
+// A kernel that skips the padding taps of a padded copy computes something else than the same
+// loops over a plain buffer of that shape (its border not zero): their keys differ, so the
+// second does not run the first's program. A padded copy stored by an earlier schedule keeps
+// its box (realized_box), in its node and in the keys of the graphs that read it.
+TEST(Lowering, PaddedCopiesKeepTheirPaddingAndTheirOwnPrograms) {
+  const int64_t N = 16, C = 64, OC = 128, H = 2, P = H + 2;  // channels enough to skip taps
+  std::vector<float> xv(size_t(N * C * H * H)), bv(size_t(N * C * P * P)), wv(size_t(OC * C * 9));
+  for (size_t i = 0; i < xv.size(); i++) xv[i] = float(int(i * 7 % 13) - 6) * 0.25f;
+  for (size_t i = 0; i < bv.size(); i++) bv[i] = float(int(i * 3 % 7) + 1) * 0.5f;  // no zeros
+  for (size_t i = 0; i < wv.size(); i++) wv[i] = float(int(i * 5 % 11) - 5) * 0.125f;
+  Tensor x = from(xv, {N, C, H, H}), plain = from(bv, {N, C, P, P}), w = from(wv, {OC, C, 3, 3});
+  auto conv = [&](const Tensor& xp) {
+    Tensor win = xp.as_strided({N, 1, 1, H, H, C, 3, 3}, {C * P * P, C * P * P, 0, P, 1, P * P, P, 1}, 0)
+                     .expand({N, 1, OC, H, H, C, 3, 3});
+    return win.binary(Op::Mul, w.reshape({1, 1, OC, 1, 1, C, 3, 3}).expand({N, 1, OC, H, H, C, 3, 3}))
+        .reduce(ReduceOp::Sum, {5, 6, 7}, false);
+  };
+  auto check = [&](const Tensor& y, const std::vector<float>& in, int64_t pad) {
+    std::vector<float> got = to_vec<float>(y);
+    const int64_t S = H + 2 - 2 * pad;  // the input's size
+    for (int64_t n = 0; n < N; n++)
+      for (int64_t o = 0; o < OC; o++)
+        for (int64_t r = 0; r < H; r++)
+          for (int64_t c = 0; c < H; c++) {
+            double want = 0;
+            for (int64_t ci = 0; ci < C; ci++)
+              for (int64_t ky = 0; ky < 3; ky++)
+                for (int64_t kx = 0; kx < 3; kx++) {
+                  int64_t iy = r + ky - pad, ix = c + kx - pad;
+                  if (iy < 0 || iy >= S || ix < 0 || ix >= S) continue;
+                  want += double(in[size_t(((n * C + ci) * S + iy) * S + ix)]) * wv[size_t((o * C + ci) * 9 + ky * 3 + kx)];
+                }
+            ASSERT_NEAR(got[size_t(((n * OC + o) * H + r) * H + c)], want, 1e-3) << n << " " << o << " " << r << " " << c;
+          }
+  };
+  Tensor::realize_all({x, plain, w});
+  Tensor padded = x.pad({{0, 0}, {0, 0}, {1, 1}, {1, 1}}).contiguous();
+  Schedule s = create_schedule({conv(padded).node()});
+  std::string padded_key = s.kernels.back().key();
+  check(conv(padded), xv, 1);
+  EXPECT_NE(padded_key, only_kernel(conv(plain)).key());
+  check(conv(plain), bv, 0);  // after the padded one's program was built
+
+  Tensor stored = x.pad({{0, 0}, {0, 0}, {1, 1}, {1, 1}}).contiguous();
+  Tensor::realize_all({stored});
+  EXPECT_EQ(stored.node()->realized_box(), (Box{{0, N}, {0, C}, {1, 3}, {1, 3}}));
+  EXPECT_TRUE(plain.node()->realized_box().empty());
+  EXPECT_EQ(only_kernel(conv(stored)).key(), padded_key);
+  EXPECT_NE(graph_shape({conv(stored).node()}).key, graph_shape({conv(plain).node()}).key);
+  check(conv(stored), xv, 1);
 }

@@ -30,16 +30,53 @@ void conjuncts(const Expr& e, std::vector<MaskAtom>& out) {
 
 std::vector<MaskAtom> zero_masks(const Node* n, std::vector<Expr> idx) {
   std::vector<MaskAtom> atoms;
-  // (a node realized by an earlier schedule has dropped its sources; its own mask still holds)
-  for (; n->op == Op::View || n->op == Op::Contiguous; n = n->src[0].get()) {
-    if (n->src.empty()) break;
+  for (; (n->op == Op::View || n->op == Op::Contiguous) && !n->src.empty(); n = n->src[0].get()) {
     if (n->op == Op::View) {
       SourceIndex s = view_source_index(n, idx);
       conjuncts(s.valid, atoms);
       idx = std::move(s.idx);
     }
   }
+  // a node realized by an earlier schedule has dropped its sources; its box still holds
+  const Box& box = n->realized_box();
+  for (size_t d = 0; d < box.size(); d++) {
+    if (box[d].first > 0) atoms.push_back({idx[d], box[d].first, true});
+    if (box[d].second < n->shape[d]) atoms.push_back({idx[d], box[d].second, false});
+  }
   return atoms;
+}
+
+namespace {
+std::vector<Expr> own_index(const Node* n) {
+  std::vector<Expr> idx;
+  for (size_t d = 0; d < n->shape.size(); d++) idx.push_back(var(int(d), n->shape[d]));
+  return idx;
+}
+}  // namespace
+
+Box nonzero_box(const Node* n) {
+  if (n->op != Op::View && n->op != Op::Contiguous) return n->realized_box();
+  Box box;
+  for (int64_t s : n->shape) box.push_back({0, s});
+  bool narrowed = false;
+  for (const MaskAtom& at : zero_masks(n, own_index(n))) {
+    const Expr* x = &at.x;
+    while ((*x)->op == EOp::Bounded) x = &(*x)->src[0];
+    // the others are dropped: fewer zeros known, none wrong
+    if ((*x)->op != EOp::Var || size_t((*x)->value) >= box.size()) continue;
+    auto& [lo, hi] = box[size_t((*x)->value)];
+    if (at.ge) lo = std::max(lo, at.c);
+    else hi = std::min(hi, at.c);
+    narrowed = true;
+  }
+  return narrowed ? box : Box{};
+}
+
+std::string zero_masks_key(const Node* n) {
+  std::string key;
+  for (const MaskAtom& at : zero_masks(n, own_index(n)))
+    key += (at.ge ? "[" : "<") + to_string(at.x) + "," + std::to_string(at.c);
+  return key;
 }
 
 std::string context_key(const Node* n, const std::vector<Expr>& idx, const Expr& valid) {

@@ -26,8 +26,15 @@ struct MaskAtom {
 };
 // The masks of the views `n` is read through at `idx`, down to the first node that is neither
 // a view nor a stored copy (a convolution's padded operand, stored by the scheduler, still
-// names the pad it holds), as the comparisons they require: where one fails, `n` is zero.
+// names the pad it holds, and so does its realized_box once stored), as the comparisons they
+// require: where one fails, `n` is zero.
 std::vector<MaskAtom> zero_masks(const Node* n, std::vector<Expr> idx);
+// Per dim, the [lo, hi) that the atoms of zero_masks at `n`'s own index bound it to (a padded
+// copy's interior); empty where they bound no dim. Kept on the node when it is realized.
+Box nonzero_box(const Node* n);
+// zero_masks at `n`'s own index as text: a kernel that skips what they zero differs by it
+// from one reading a plain buffer (Kernel::key).
+std::string zero_masks_key(const Node* n);
 
 // A key naming one evaluation: node and index context.
 std::string context_key(const Node* n, const std::vector<Expr>& idx, const Expr& valid);

@@ -6,6 +6,8 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "engine/codegen/index_walk.h"
+
 namespace tiny {
 namespace {
 
@@ -38,7 +40,7 @@ std::string Kernel::key() const {
     os << id << "=";
     if (load) {
       int b = loads.at(n);
-      os << "L" << b << ":" << dtype_name(buffers[b]->dtype()) << shape_str(n->shape) << ";";
+      os << "L" << b << ":" << dtype_name(buffers[b]->dtype()) << shape_str(n->shape) << zero_masks_key(n) << ";";
       return;
     }
     if (is_launch_param(n))

@@ -92,8 +92,9 @@ BufferRef Node::realized() const {
   return realized_;
 }
 
-void Node::set_realized(BufferRef b) const {
+void Node::set_realized(BufferRef b, Box box) const {
   realized_ = std::move(b);
+  realized_box_ = std::move(box);
   src.clear();  // the value is known; its history can be freed
 }
 

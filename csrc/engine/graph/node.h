@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/dtype/dtype.h"
@@ -16,6 +17,7 @@
 namespace tiny {
 
 struct Node;
+using Box = std::vector<std::pair<int64_t, int64_t>>;
 using NodeRef = std::shared_ptr<const Node>;
 
 struct NodeArgs {
@@ -49,7 +51,11 @@ struct Node {
   // Once a schedule has computed this value, it lives here and the sources
   // are dropped. The value never changes; this only caches where it is.
   BufferRef realized() const;
-  void set_realized(BufferRef b) const;
+  // `box` (see nonzero_box in codegen/index_walk.h) is kept: a padded copy still says where
+  // its padding is once its sources are gone.
+  void set_realized(BufferRef b, Box box = {}) const;
+  // Per dim, the [lo, hi) outside of which a realized value is zero; empty: not known.
+  const Box& realized_box() const { return realized_box_; }
   const std::vector<NodeRef>& sources() const { return src; }
 
   int64_t numel() const { return tiny::numel(shape); }
@@ -59,6 +65,7 @@ struct Node {
 
  private:
   mutable BufferRef realized_;
+  mutable Box realized_box_;
   friend NodeRef make_node(Op, DType, Shape, std::vector<NodeRef>, NodeArgs);
 };
 

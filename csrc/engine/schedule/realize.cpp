@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/codegen/index_walk.h"
 #include "engine/codegen/program_cache.h"
 #include "engine/runtime/counters.h"
 #include "engine/schedule/schedule_cache.h"
@@ -105,7 +106,7 @@ void realize_nodes(const std::vector<NodeRef>& nodes, Device& device) {
   counters().kernel_ns += kernel_ns;
   if (cache->size() > 4096) cache->clear();  // bound the memory of programs that change every time
   if (auto c = CachedSchedule::record(shape, sched, programs, infos)) cache->emplace(shape.key, c);
-  for (auto& [node, buf] : sched.realized) node->set_realized(buf);
+  for (auto& [node, buf] : sched.realized) node->set_realized(buf, nonzero_box(node.get()));
   for (auto& n : todo)
     if (!n->realized()) throw std::logic_error("tiny engine: schedule left a target unrealized: " + n->str());
   if (level >= 1) {

@@ -5,6 +5,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "engine/codegen/index_walk.h"
 #include "engine/dtype/text_out.h"
 #include "engine/runtime/counters.h"
 
@@ -31,6 +32,8 @@ GraphShape graph_shape(const std::vector<NodeRef>& targets) {
     }
     os << " i" << in->second << ":" << dtype_name(s->dtype);
     print_shape(os, s->shape);
+    // a padded copy's box decides which taps its kernels skip
+    for (auto [lo, hi] : s->realized_box()) os << "[" << lo << "," << hi << ")";
   };
   for (const Node* n : g.order) {
     if (is_launch_param(n)) {
@@ -157,7 +160,10 @@ int64_t CachedSchedule::replay(const GraphShape& g, Device& device, int trace) {
     counters().kernels++;
     counters().flops += step.info->flops;
   }
-  for (auto& [p, slot] : realized_) g.order[size_t(p)]->set_realized(bufs[size_t(slot)]);
+  for (auto& [p, slot] : realized_) {
+    const Node* n = g.order[size_t(p)];
+    n->set_realized(bufs[size_t(slot)], nonzero_box(n));
+  }
   return total;
 }
 

@@ -1328,21 +1328,7 @@ class Builder {
           Value* p = b_.CreateGEP(f32, base, b_.CreateAdd(k0, b_.getInt64((cb + c) * row)));
           r.push_back(b_.CreateAlignedLoad(vty, b_.CreateBitCast(p, vty->getPointerTo()), llvm::Align(4)));
         }
-        // butterfly: at stride s, rows i and i + s swap the off-diagonal s x s blocks
-        for (int64_t s = kLanes / 2; s >= 1; s /= 2) {
-          std::vector<int> lo_mask, hi_mask;
-          for (int64_t l = 0; l < kLanes; l++) {
-            lo_mask.push_back(int(l & s ? kLanes + l - s : l));
-            hi_mask.push_back(int(l & s ? kLanes + l : l + s));
-          }
-          for (int64_t i = 0; i < kLanes; i++)
-            if (!(i & s)) {
-              Value* a = r[size_t(i)];
-              Value* b = r[size_t(i + s)];
-              r[size_t(i)] = b_.CreateShuffleVector(a, b, lo_mask, "panel.transpose");
-              r[size_t(i + s)] = b_.CreateShuffleVector(a, b, hi_mask, "panel.transpose");
-            }
-        }
+        transpose_square(r, "panel.transpose");
         for (int64_t k = 0; k < kLanes; k++) {  // r[k]: step k0 + k of channels cb..
           Value* at = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(k0, b_.getInt64(k)), b_.getInt64(ct.cols)), b_.getInt64(cb));
           b_.CreateAlignedStore(r[size_t(k)], b_.CreateBitCast(b_.CreateGEP(f32, panel, at), vty->getPointerTo()),
@@ -1861,8 +1847,8 @@ class Builder {
   }
 
   // The L x L matrix whose rows are the L vectors `m` (L lanes each), transposed in place:
-  // log2(L) rounds of two-vector shuffles.
-  void transpose_square(std::vector<Value*>& m) {
+  // log2(L) rounds of two-vector shuffles (named `name` in the IR).
+  void transpose_square(std::vector<Value*>& m, const char* name = "") {
     const int64_t L = int64_t(m.size());
     for (int64_t half = 1; half < L; half *= 2)
       for (int64_t q = 0; q < L; q++) {
@@ -1874,8 +1860,8 @@ class Builder {
         }
         Value* a = m[size_t(q)];
         Value* b = m[size_t(q + half)];
-        m[size_t(q)] = b_.CreateShuffleVector(a, b, lo);
-        m[size_t(q + half)] = b_.CreateShuffleVector(a, b, hi);
+        m[size_t(q)] = b_.CreateShuffleVector(a, b, lo, name);
+        m[size_t(q + half)] = b_.CreateShuffleVector(a, b, hi, name);
       }
   }
 

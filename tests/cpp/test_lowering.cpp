@@ -634,32 +634,37 @@ TEST(Lowering, PaddedCopiesKeepTheirPaddingAndTheirOwnPrograms) {
 }
 
 // A convolution's weight (OC, C, 3, 3) is copied into its panels by blocks of a vector's
-// lanes of channels and steps, transposed in registers, where its C * 9 steps divide into
-// such blocks; else element by element. The values match a direct sum either way.
+// lanes of channels and steps, transposed in registers: where its C * 9 steps divide into
+// such blocks, else per run of 9 taps, ascending or (flipped, as an input gradient reads the
+// weight) descending in memory. The values match a direct sum in each case.
 TEST(Lowering, WeightPanelsAreCopiedByTransposedBlocks) {
-  for (int64_t C : {32, 5}) {
-    SCOPED_TRACE("C " + std::to_string(C));
-    const int64_t N = 2, OC = 40, H = 6, P = H + 2;  // 40 channels: a partial panel too
-    Tensor x = values({N, C, P, P}), w = values({OC, C, 3, 3});
-    Tensor::realize_all({x, w});
-    Tensor win = x.as_strided({N, 1, 1, H, H, C, 3, 3}, {C * P * P, C * P * P, 0, P, 1, P * P, P, 1}, 0)
-                     .expand({N, 1, OC, H, H, C, 3, 3});
-    Tensor conv = win.binary(Op::Mul, w.reshape({1, 1, OC, 1, 1, C, 3, 3}).expand({N, 1, OC, H, H, C, 3, 3}))
-                      .reduce(ReduceOp::Sum, {5, 6, 7}, false);
-    Kernel k = only_kernel(conv);
-    ASSERT_TRUE(lower_cpu(k, kAvx512).channel);
-    EXPECT_EQ(llvm_ir(k).find("panel.transpose") != std::string::npos, C * 9 % 16 == 0);
-    std::vector<double> xv = to_doubles(x), wv = to_doubles(w), got = to_doubles(conv);
-    for (int64_t n = 0; n < N; n++)
-      for (int64_t o = 0; o < OC; o++)
-        for (int64_t r = 0; r < H; r++)
-          for (int64_t c = 0; c < H; c++) {
-            double want = 0;
-            for (int64_t ci = 0; ci < C; ci++)
-              for (int64_t ky = 0; ky < 3; ky++)
-                for (int64_t kx = 0; kx < 3; kx++)
-                  want += xv[size_t(((n * C + ci) * P + r + ky) * P + c + kx)] * wv[size_t((o * C + ci) * 9 + ky * 3 + kx)];
-            ASSERT_NEAR(got[size_t(((n * OC + o) * H + r) * H + c)], want, 1e-3) << n << " " << o << " " << r << " " << c;
-          }
-  }
+  for (int64_t C : {32, 5})
+    for (bool flipped : {false, true}) {
+      SCOPED_TRACE("C " + std::to_string(C) + (flipped ? " flipped" : ""));
+      const int64_t N = 2, OC = 40, H = 6, P = H + 2;  // 40 channels: a partial panel too
+      Tensor x = values({N, C, P, P}), w = values({OC, C, 3, 3});
+      Tensor::realize_all({x, w});
+      Tensor wk = flipped ? w.flip({false, false, true, true}) : w;
+      Tensor win = x.as_strided({N, 1, 1, H, H, C, 3, 3}, {C * P * P, C * P * P, 0, P, 1, P * P, P, 1}, 0)
+                       .expand({N, 1, OC, H, H, C, 3, 3});
+      Tensor conv = win.binary(Op::Mul, wk.reshape({1, 1, OC, 1, 1, C, 3, 3}).expand({N, 1, OC, H, H, C, 3, 3}))
+                        .reduce(ReduceOp::Sum, {5, 6, 7}, false);
+      Kernel k = only_kernel(conv);
+      ASSERT_TRUE(lower_cpu(k, kAvx512).channel);
+      EXPECT_NE(llvm_ir(k).find("panel.transpose"), std::string::npos);
+      std::vector<double> xv = to_doubles(x), wv = to_doubles(w), got = to_doubles(conv);
+      for (int64_t n = 0; n < N; n++)
+        for (int64_t o = 0; o < OC; o++)
+          for (int64_t r = 0; r < H; r++)
+            for (int64_t c = 0; c < H; c++) {
+              double want = 0;
+              for (int64_t ci = 0; ci < C; ci++)
+                for (int64_t ky = 0; ky < 3; ky++)
+                  for (int64_t kx = 0; kx < 3; kx++) {
+                    int64_t wy = flipped ? 2 - ky : ky, wx = flipped ? 2 - kx : kx;
+                    want += xv[size_t(((n * C + ci) * P + r + ky) * P + c + kx)] * wv[size_t((o * C + ci) * 9 + wy * 3 + wx)];
+                  }
+              ASSERT_NEAR(got[size_t(((n * OC + o) * H + r) * H + c)], want, 1e-3) << n << " " << o << " " << r << " " << c;
+            }
+    }
 }

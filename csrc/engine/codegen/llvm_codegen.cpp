@@ -1281,10 +1281,10 @@ class Builder {
           }
         }, /*scalar=*/true);
       });
-    } else if (auto row = packed_row_stride(ct)) {
+    } else if (auto runs = panel_runs(ct)) {
       emit_loop(b_.getInt64(0), b_.CreateUDiv(n, b_.getInt64(ct.cols)), [&](Value* t) {
         pack_panel_transposed(ct, b_.CreateAdd(lo, b_.CreateMul(t, b_.getInt64(ct.cols))),
-                              b_.CreateGEP(f32, pack_buf_, b_.CreateMul(t, b_.getInt64(ct.ck * ct.cols))), *row);
+                              b_.CreateGEP(f32, pack_buf_, b_.CreateMul(t, b_.getInt64(ct.ck * ct.cols))), *runs);
       });
     } else {
       emit_loop(b_.getInt64(0), b_.CreateUDiv(n, b_.getInt64(ct.cols)), pack_panel);
@@ -1296,46 +1296,120 @@ class Builder {
     return raw;
   }
 
-  // Where each channel's reduce steps lie in order in the packed leaf (a convolution's weight
-  // (OC, C, K...) or a transposed matmul operand): the leaf's stride along the channels, the
-  // panel then the transpose of a (channels x steps) block of rows.
-  std::optional<int64_t> packed_row_stride(const ChannelTile& ct) {
-    if (ct.computed || ct.ck % kLanes != 0 || ct.cols % kLanes != 0) return std::nullopt;
+  // How each channel's reduce steps lie in the packed leaf, where the panel is then the
+  // transpose of (channels x steps) blocks: `run` consecutive steps at consecutive elements
+  // (descending where `reversed`: a transposed convolution's flipped taps), over the steps of
+  // the first `outer` reduce variables; a run of all ck steps is copied kLanes steps at a time.
+  struct PanelRuns {
+    int64_t row = 0;  // the leaf's stride along the channels
+    size_t outer = 0;
+    int64_t run = 0;
+    bool reversed = false;
+  };
+  std::optional<PanelRuns> panel_runs(const ChannelTile& ct) {
+    if (ct.computed || ct.cols % kLanes != 0 || ct.kvars.empty()) return std::nullopt;
+    auto row = linear_coefficient(ct.packed_flat, ct.jvar);
+    if (!row) return std::nullopt;
+    bool in_order = ct.ck % kLanes == 0;  // every step one element after the last
     for (size_t q = 0; q < ct.kvars.size(); q++)
-      if (linear_coefficient(ct.packed_flat, int(ct.kvars[q]->value)) != ct.kstrides[q]) return std::nullopt;
-    auto stride = linear_coefficient(ct.packed_flat, ct.jvar);
-    if (!stride || *stride < ct.ck) return std::nullopt;
-    return stride;
+      in_order &= linear_coefficient(ct.packed_flat, int(ct.kvars[q]->value)) == ct.kstrides[q];
+    if (in_order) return PanelRuns{*row, 0, ct.ck, false};
+    // else the innermost reduce variables whose steps, flattened, fill a vector at most; the
+    // leaf's index a sum of terms over them and terms over the others (flipped taps read as
+    // (2 k + 2) % 3: probed, not matched)
+    size_t first = ct.kvars.size();
+    int64_t run = 1;
+    while (first > 0 && run * ct.kext[first - 1] <= kLanes) run *= ct.kext[--first];
+    if (run < 2) return std::nullopt;
+    const int lo_id = int(ct.kvars[first]->value), hi_id = int(ct.kvars.back()->value) + 1;
+    for (int q = int(first); q < int(ct.kvars.size()); q++)  // the run's variables: consecutive ids
+      if (int(ct.kvars[size_t(q)]->value) != lo_id + q - int(first)) return std::nullopt;
+    const std::vector<Expr> terms = ct.packed_flat->op == EOp::Add ? ct.packed_flat->src : std::vector<Expr>{ct.packed_flat};
+    Expr inner = cnst(0);
+    for (auto& t : terms) {
+      std::vector<int> ids;
+      collect_vars(t, ids);
+      bool in_run = false, other = false;
+      for (int id : ids) (id >= lo_id && id < hi_id ? in_run : other) = true;
+      if (in_run && other) return std::nullopt;
+      if (in_run) inner = add(inner, t);
+    }
+    std::vector<int64_t> at;  // the run's element offsets, step by step
+    for (int64_t e = 0; e < run; e++) {
+      std::unordered_map<int, int64_t> value;
+      for (int64_t q = int64_t(ct.kvars.size()), rest = e; q-- > int64_t(first);) {
+        value[int(ct.kvars[size_t(q)]->value)] = rest % ct.kext[size_t(q)];
+        rest /= ct.kext[size_t(q)];
+      }
+      auto v = evaluate(inner, value);
+      if (!v) return std::nullopt;
+      at.push_back(*v);
+    }
+    const int64_t dir = at[1] - at[0];
+    for (int64_t e = 0; e < run; e++)
+      if (at[size_t(e)] != at[0] + dir * e || (dir != 1 && dir != -1)) return std::nullopt;
+    return PanelRuns{*row, first, run, dir < 0};
   }
 
-  // One panel, [k][c] = leaf[(j0 + c) * row + k] (the leaf's index at step 0 plus that):
-  // per kLanes steps and kLanes channels, kLanes vector loads along the steps, a transpose
-  // in registers, kLanes vector stores along the channels. Element by element, the copy of
-  // the weights took 57 % of a batch-1 resnet18 layer4 convolution's time.
-  void pack_panel_transposed(const ChannelTile& ct, Value* j0, Value* panel, int64_t row) {
+  // One panel, [k][c] = the leaf at channel j0 + c, step k, by blocks of kLanes channels and
+  // kLanes steps (or one run): a vector load along each channel's steps, a transpose in
+  // registers, a vector store along the channels per step. Element by element, the copy of
+  // the weights took 57 % of a batch-1 resnet18 layer4 convolution's time, half of a batch-16
+  // layer4 input gradient's (flipped taps, runs of 9).
+  void pack_panel_transposed(const ChannelTile& ct, Value* j0, Value* panel, const PanelRuns& pr) {
     llvm::Type* f32 = b_.getFloatTy();
     auto* vty = llvm::FixedVectorType::get(f32, unsigned(kLanes));
-    memo_.emplace_back();
-    vars_[size_t(ct.jvar)] = j0;
-    for (auto& kv : ct.kvars) vars_[size_t(kv->value)] = b_.getInt64(0);
-    Value* base = b_.CreateGEP(f32, buf_ptrs_[k_.loads.at(ct.packed)], index(ct.packed_flat));
-    memo_.pop_back();
-    emit_loop(b_.getInt64(0), b_.getInt64(ct.ck / kLanes), [&](Value* kb) {
-      Value* k0 = b_.CreateMul(kb, b_.getInt64(kLanes));
+    const bool whole = pr.run == ct.ck;  // one run: blocks of kLanes steps
+    const int64_t n = whole ? kLanes : pr.run;
+    std::vector<llvm::Constant*> lanes;
+    for (int64_t l = 0; l < kLanes; l++) lanes.push_back(b_.getInt1(l < n));
+    Value* mask = llvm::ConstantVector::get(lanes);
+    // rows of `n` steps from the leaf at `first` (the run's lowest element for channel j0) into
+    // the panel from step `k0`
+    auto blocks = [&](Value* first, Value* k0) {
       for (int64_t cb = 0; cb < ct.cols; cb += kLanes) {
-        std::vector<Value*> r;  // r[c]: channel cb + c at steps k0..
+        std::vector<Value*> r;  // r[c]: channel cb + c
         for (int64_t c = 0; c < kLanes; c++) {
-          Value* p = b_.CreateGEP(f32, base, b_.CreateAdd(k0, b_.getInt64((cb + c) * row)));
-          r.push_back(b_.CreateAlignedLoad(vty, b_.CreateBitCast(p, vty->getPointerTo()), llvm::Align(4)));
+          Value* p = b_.CreateBitCast(b_.CreateGEP(f32, first, b_.getInt64((cb + c) * pr.row)), vty->getPointerTo());
+          r.push_back(whole ? (Value*)b_.CreateAlignedLoad(vty, p, llvm::Align(4))
+                            : b_.CreateMaskedLoad(vty, p, llvm::Align(4), mask, llvm::ConstantFP::get(vty, 0.0)));
         }
         transpose_square(r, "panel.transpose");
-        for (int64_t k = 0; k < kLanes; k++) {  // r[k]: step k0 + k of channels cb..
-          Value* at = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(k0, b_.getInt64(k)), b_.getInt64(ct.cols)), b_.getInt64(cb));
-          b_.CreateAlignedStore(r[size_t(k)], b_.CreateBitCast(b_.CreateGEP(f32, panel, at), vty->getPointerTo()),
+        for (int64_t e = 0; e < n; e++) {  // r[e]: element e of the run, step e or n - 1 - e
+          Value* k = b_.CreateAdd(k0, b_.getInt64(pr.reversed ? n - 1 - e : e));
+          Value* at = b_.CreateAdd(b_.CreateMul(k, b_.getInt64(ct.cols)), b_.getInt64(cb));
+          b_.CreateAlignedStore(r[size_t(e)], b_.CreateBitCast(b_.CreateGEP(f32, panel, at), vty->getPointerTo()),
                                 llvm::Align(4));
         }
       }
-    }, /*scalar=*/true);
+    };
+    Value* leaf = buf_ptrs_[k_.loads.at(ct.packed)];
+    vars_[size_t(ct.jvar)] = j0;
+    if (whole) {
+      memo_.emplace_back();
+      for (auto& kv : ct.kvars) vars_[size_t(kv->value)] = b_.getInt64(0);
+      Value* base = b_.CreateGEP(f32, leaf, index(ct.packed_flat));
+      memo_.pop_back();
+      emit_loop(b_.getInt64(0), b_.getInt64(ct.ck / kLanes), [&](Value* kb) {
+        Value* k0 = b_.CreateMul(kb, b_.getInt64(kLanes));
+        blocks(b_.CreateGEP(f32, base, k0), k0);
+      }, /*scalar=*/true);
+      return;
+    }
+    std::vector<Expr> outer(ct.kvars.begin(), ct.kvars.begin() + long(pr.outer));
+    each_reduce_step(ct, outer, [&] {
+      memo_.emplace_back();
+      for (size_t q = pr.outer; q < ct.kvars.size(); q++) vars_[size_t(ct.kvars[q]->value)] = b_.getInt64(0);
+      Value* k0 = index(ct.kflat(ct.kvars));
+      memo_.pop_back();  // (the memo holds the variables' values: a new scope for new ones)
+      memo_.emplace_back();
+      if (pr.reversed)  // the run's lowest element is its last step's
+        for (size_t q = pr.outer; q < ct.kvars.size(); q++)
+          vars_[size_t(ct.kvars[q]->value)] = b_.getInt64(ct.kext[q] - 1);
+      Value* first = b_.CreateGEP(f32, leaf, index(ct.packed_flat));
+      memo_.pop_back();
+      blocks(first, k0);
+    });
   }
 
   // Channels left after the whole tiles that get a zero-padded partial panel (and tile).

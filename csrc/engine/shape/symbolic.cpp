@@ -276,6 +276,37 @@ std::optional<int64_t> linear_coefficient(const Expr& e, int id) {
   }
 }
 
+std::optional<int64_t> evaluate(const Expr& e, const std::unordered_map<int, int64_t>& value) {
+  switch (e->op) {
+    case EOp::Const: return e->value;
+    case EOp::Var: {
+      auto it = value.find(int(e->value));
+      if (it == value.end()) return std::nullopt;
+      return it->second;
+    }
+    case EOp::Bounded: return evaluate(e->src[0], value);
+    case EOp::Add: {
+      int64_t sum = 0;
+      for (auto& t : e->src) {
+        auto v = evaluate(t, value);
+        if (!v) return std::nullopt;
+        sum += *v;
+      }
+      return sum;
+    }
+    case EOp::Mul:
+    case EOp::Div:
+    case EOp::Mod: {
+      auto v = evaluate(e->src[0], value);
+      if (!v) return std::nullopt;
+      if (e->op == EOp::Mul) return *v * e->value;
+      if (e->op == EOp::Div) return floordiv_i(*v, e->value);
+      return *v - floordiv_i(*v, e->value) * e->value;
+    }
+    default: return std::nullopt;
+  }
+}
+
 void collect_vars(const Expr& e, std::vector<int>& ids) {
   if (e->op == EOp::Var) ids.push_back(int(e->value));
   for (auto& s : e->src) collect_vars(s, ids);

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace tiny {
@@ -53,6 +54,9 @@ std::optional<int64_t> linear_coefficient(const Expr& e, int id);
 // Whether `e` is provably a multiple of `m` > 0 wherever it is used (constants,
 // products by a multiple, sums of multiples).
 bool multiple_of(const Expr& e, int64_t m);
+// `e` at the variables' values (id -> value; every variable of `e` given), or nothing where a
+// variable is missing or `e` compares.
+std::optional<int64_t> evaluate(const Expr& e, const std::unordered_map<int, int64_t>& value);
 // Ids of the variables in `e` (appended, possibly repeated).
 void collect_vars(const Expr& e, std::vector<int>& ids);
 std::string to_string(const Expr& e);

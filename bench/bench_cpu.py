@@ -22,6 +22,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import torch
@@ -37,21 +38,32 @@ from bench_training import mnist_steps, timed  # noqa: E402
 ratios = []
 
 
+def settle(fn, seconds=0.01):
+    """Untimed calls of `fn` for `seconds`, one at least."""
+    end = time.perf_counter() + seconds
+    fn()
+    while time.perf_counter() < end:
+        fn()
+
+
 def paired(tiny_fn, cpu_fn, warmup, reps, rounds=3):
     """The median over the rounds of each one's block median, and of the rounds' ratios.
     The two run in turns, a block of `reps` calls each, the first of each round alternating:
     on a shared VM a slow phase lasts seconds, and timing all of one's calls before the
     other's gave either side the slow phase (the same row moved by 30 %). Each block starts
-    with an untimed call, while the other's threads may still be spinning (PyTorch's OpenMP
-    threads spin for milliseconds after a parallel region; a sleep instead would time a cold
-    VM: a 20 ms pause doubled the time of a 3 ms call on either side)."""
+    with untimed calls for 10 ms at least, while the other's threads may still be spinning:
+    PyTorch's OpenMP threads spin for milliseconds after a parallel region (libgomp's
+    GOMP_SPINCOUNT), and tiny's x.sum() took 2.3 ms in a block after PyTorch's with one
+    untimed call, 1.7 ms alone. (A sleep instead would time a cold VM: a 20 ms pause doubled
+    the time of a 3 ms call on either side.)"""
     for _ in range(warmup):
         tiny_fn()
         cpu_fn()
     t_tiny, t_cpu = [], []
     for r in range(rounds):
         for fn, times in ((tiny_fn, t_tiny), (cpu_fn, t_cpu))[:: 1 if r % 2 == 0 else -1]:
-            times.append(timed(fn, 1, reps))
+            settle(fn)
+            times.append(timed(fn, 0, reps))
     ratio = statistics.median(a / b for a, b in zip(t_tiny, t_cpu))
     return statistics.median(t_tiny), statistics.median(t_cpu), ratio
 

@@ -28,6 +28,27 @@ Kernel only_kernel(const Tensor& t) {
   return s.kernels.back();
 }
 
+// A 3x3 convolution summed directly: x (N, C, S, S) read at an offset of -pad (zero outside),
+// w (OC, C, 3, 3) (its taps reversed where flipped), outputs (N, OC, H, H).
+void expect_conv3x3(const std::vector<double>& got, const std::vector<double>& x, const std::vector<double>& w,
+                    int64_t N, int64_t C, int64_t OC, int64_t S, int64_t H, int64_t pad, bool flipped = false) {
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t o = 0; o < OC; o++)
+      for (int64_t r = 0; r < H; r++)
+        for (int64_t c = 0; c < H; c++) {
+          double want = 0;
+          for (int64_t ci = 0; ci < C; ci++)
+            for (int64_t ky = 0; ky < 3; ky++)
+              for (int64_t kx = 0; kx < 3; kx++) {
+                int64_t iy = r + ky - pad, ix = c + kx - pad;
+                if (iy < 0 || iy >= S || ix < 0 || ix >= S) continue;
+                int64_t wy = flipped ? 2 - ky : ky, wx = flipped ? 2 - kx : kx;
+                want += x[size_t(((n * C + ci) * S + iy) * S + ix)] * w[size_t((o * C + ci) * 9 + wy * 3 + wx)];
+              }
+          ASSERT_NEAR(got[size_t(((n * OC + o) * H + r) * H + c)], want, 1e-3) << n << " " << o << " " << r << " " << c;
+        }
+}
+
 }  // namespace
 
 // A matmul takes channel tiles of two vectors of its columns by as many rows as the vector
@@ -537,21 +558,8 @@ TEST(Lowering, SmallConvolutionMapsSkipTheirPaddingTaps) {
         EXPECT_EQ(plan.channel->row_dims().back(), 0);
         EXPECT_EQ(N % plan.channel->rows, 0);
       }
-      std::vector<float> got = to_vec<float>(conv);
-      for (int64_t n = 0; n < N; n++)
-        for (int64_t o = 0; o < OC; o++)
-          for (int64_t y = 0; y < H; y++)
-            for (int64_t z = 0; z < H; z++) {
-              double want = 0;
-              for (int64_t c = 0; c < C; c++)
-                for (int64_t ky = 0; ky < 3; ky++)
-                  for (int64_t kz = 0; kz < 3; kz++) {
-                    int64_t iy = y + ky - 1, iz = z + kz - 1;
-                    if (iy < 0 || iy >= H || iz < 0 || iz >= H) continue;
-                    want += double(xv[size_t(((n * C + c) * H + iy) * H + iz)]) * wv[size_t((o * C + c) * 9 + ky * 3 + kz)];
-                  }
-              ASSERT_NEAR(got[size_t(((n * OC + o) * H + y) * H + z)], want, 1e-3) << n << " " << o << " " << y << " " << z;
-            }
+      expect_conv3x3(to_doubles(conv), std::vector<double>(xv.begin(), xv.end()),
+                     std::vector<double>(wv.begin(), wv.end()), N, C, OC, H, H, 1);
     }
   }
 }
@@ -599,22 +607,8 @@ TEST(Lowering, PaddedCopiesKeepTheirPaddingAndTheirOwnPrograms) {
         .reduce(ReduceOp::Sum, {5, 6, 7}, false);
   };
   auto check = [&](const Tensor& y, const std::vector<float>& in, int64_t pad) {
-    std::vector<float> got = to_vec<float>(y);
-    const int64_t S = H + 2 - 2 * pad;  // the input's size
-    for (int64_t n = 0; n < N; n++)
-      for (int64_t o = 0; o < OC; o++)
-        for (int64_t r = 0; r < H; r++)
-          for (int64_t c = 0; c < H; c++) {
-            double want = 0;
-            for (int64_t ci = 0; ci < C; ci++)
-              for (int64_t ky = 0; ky < 3; ky++)
-                for (int64_t kx = 0; kx < 3; kx++) {
-                  int64_t iy = r + ky - pad, ix = c + kx - pad;
-                  if (iy < 0 || iy >= S || ix < 0 || ix >= S) continue;
-                  want += double(in[size_t(((n * C + ci) * S + iy) * S + ix)]) * wv[size_t((o * C + ci) * 9 + ky * 3 + kx)];
-                }
-            ASSERT_NEAR(got[size_t(((n * OC + o) * H + r) * H + c)], want, 1e-3) << n << " " << o << " " << r << " " << c;
-          }
+    expect_conv3x3(to_doubles(y), std::vector<double>(in.begin(), in.end()), std::vector<double>(wv.begin(), wv.end()),
+                   N, C, OC, H + 2 - 2 * pad, H, pad);
   };
   Tensor::realize_all({x, plain, w});
   Tensor padded = x.pad({{0, 0}, {0, 0}, {1, 1}, {1, 1}}).contiguous();
@@ -652,19 +646,6 @@ TEST(Lowering, WeightPanelsAreCopiedByTransposedBlocks) {
       Kernel k = only_kernel(conv);
       ASSERT_TRUE(lower_cpu(k, kAvx512).channel);
       EXPECT_NE(llvm_ir(k).find("panel.transpose"), std::string::npos);
-      std::vector<double> xv = to_doubles(x), wv = to_doubles(w), got = to_doubles(conv);
-      for (int64_t n = 0; n < N; n++)
-        for (int64_t o = 0; o < OC; o++)
-          for (int64_t r = 0; r < H; r++)
-            for (int64_t c = 0; c < H; c++) {
-              double want = 0;
-              for (int64_t ci = 0; ci < C; ci++)
-                for (int64_t ky = 0; ky < 3; ky++)
-                  for (int64_t kx = 0; kx < 3; kx++) {
-                    int64_t wy = flipped ? 2 - ky : ky, wx = flipped ? 2 - kx : kx;
-                    want += xv[size_t(((n * C + ci) * P + r + ky) * P + c + kx)] * wv[size_t((o * C + ci) * 9 + wy * 3 + wx)];
-                  }
-              ASSERT_NEAR(got[size_t(((n * OC + o) * H + r) * H + c)], want, 1e-3) << n << " " << o << " " << r << " " << c;
-            }
+      expect_conv3x3(to_doubles(conv), to_doubles(x), to_doubles(w), N, C, OC, P, H, 0, flipped);
     }
 }

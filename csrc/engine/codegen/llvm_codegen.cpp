@@ -1346,8 +1346,9 @@ class Builder {
       at.push_back(*v);
     }
     const int64_t dir = at[1] - at[0];
+    if (dir != 1 && dir != -1) return std::nullopt;
     for (int64_t e = 0; e < run; e++)
-      if (at[size_t(e)] != at[0] + dir * e || (dir != 1 && dir != -1)) return std::nullopt;
+      if (at[size_t(e)] != at[0] + dir * e) return std::nullopt;
     return PanelRuns{*row, first, run, dir < 0};
   }
 

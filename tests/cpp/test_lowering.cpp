@@ -4,6 +4,7 @@
 
 #include "engine/codegen/llvm_codegen.h"
 #include "engine/codegen/lowering.h"
+#include "engine/runtime/llvm_jit.h"
 #include "engine/schedule/schedule_cache.h"
 #include "engine/schedule/scheduler.h"
 #include "test_helpers.h"
@@ -560,6 +561,94 @@ TEST(Lowering, SmallConvolutionMapsSkipTheirPaddingTaps) {
       }
       expect_conv3x3(to_doubles(conv), std::vector<double>(xv.begin(), xv.end()),
                      std::vector<double>(wv.begin(), wv.end()), N, C, OC, H, H, 1);
+    }
+  }
+}
+
+// Static taps: a 4x4 map's convolution (its 16 positions a few tiles of rows) and a 2x2 map's
+// weight gradient (its 9 taps one tile of rows, grad_output channels-last) unroll their
+// innermost reduce loops, so a row that reads only padding at a step has no FMA there (as
+// many vector FMAs in the IR as (row, step) pairs read x, two vectors of channels each); the
+// same loops over a plain buffer of the padded shape (its border not zero) skip nothing, and
+// each computes its direct sum.
+TEST(Lowering, StaticTapsDropTheRowsThatReadPadding) {
+  const bool avx512 = LLVMJit::get().vector_unit().registers >= 32;
+  auto count_fmas = [](const Tensor& t) {
+    std::string ir = llvm_ir(only_kernel(t));
+    size_t n = 0;
+    for (size_t at = ir.find("call <"); at != std::string::npos; at = ir.find("call <", at + 1))
+      n += ir.compare(ir.find('@', at), 15, "@llvm.fmuladd.v") == 0;
+    return n;
+  };
+  auto fill = [](int64_t n, int mul, int mod, double scale, int shift) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (size_t i = 0; i < v.size(); i++) v[i] = float((int(i * size_t(mul) % size_t(mod)) + shift) * scale);
+    return v;
+  };
+  {  // forward, 4x4 outputs
+    const int64_t N = 3, C = 64, OC = 64, H = 4, P = H + 2;
+    std::vector<float> xv = fill(N * C * H * H, 7, 13, 0.25, -6), wv = fill(OC * C * 9, 5, 11, 0.125, -5);
+    std::vector<float> bv = fill(N * C * P * P, 3, 7, 0.5, 1);  // no zeros
+    Tensor x = from(xv, {N, C, H, H}), w = from(wv, {OC, C, 3, 3}), plain = from(bv, {N, C, P, P});
+    Tensor xp = x.pad({{0, 0}, {0, 0}, {1, 1}, {1, 1}}).contiguous();
+    Tensor::realize_all({xp});
+    auto conv = [&](const Tensor& in) {
+      return in.as_strided({N, 1, 1, H, H, C, 3, 3}, {C * P * P, C * P * P, 0, P, 1, P * P, P, 1}, 0)
+          .expand({N, 1, OC, H, H, C, 3, 3})
+          .binary(Op::Mul, w.reshape({1, 1, OC, 1, 1, C, 3, 3}).expand({N, 1, OC, H, H, C, 3, 3}))
+          .reduce(ReduceOp::Sum, {5, 6, 7}, false);
+    };
+    Tensor padded = conv(xp), over_plain = conv(plain);
+    CpuPlan plan = lower_cpu(only_kernel(padded), kAvx512);
+    ASSERT_TRUE(plan.channel);
+    EXPECT_TRUE(plan.channel->padding_taps);
+    EXPECT_FALSE(lower_cpu(only_kernel(over_plain), kAvx512).channel->padding_taps);
+    // 10 x 10 of the 12 x 12 (position, tap) pairs along the two dims read x, two vectors of
+    // channels each; with 16 registers a tile is one row of 4 positions, at a row from an outer
+    // loop, whose taps along y run from their range at run time: 3 x 10 pairs
+    EXPECT_EQ(count_fmas(padded), avx512 ? 2u * 100u : 2u * 30u);
+    expect_conv3x3(to_doubles(padded), std::vector<double>(xv.begin(), xv.end()),
+                   std::vector<double>(wv.begin(), wv.end()), N, C, OC, H, H, 1);
+    expect_conv3x3(to_doubles(over_plain), std::vector<double>(bv.begin(), bv.end()),
+                   std::vector<double>(wv.begin(), wv.end()), N, C, OC, P, H, 0);
+  }
+  {  // weight gradient, 2x2 outputs: gw[c, ky, kx, o] = sum_{n, y, x} xp[n, c, y + ky, x + kx] g[n, y, x, o]
+    const int64_t N = 16, C = 32, OC = 64, H = 2, P = H + 2;
+    std::vector<float> xv = fill(N * C * H * H, 7, 13, 0.25, -6), gv = fill(N * H * H * OC, 5, 11, 0.125, -5);
+    std::vector<float> bv = fill(N * C * P * P, 3, 7, 0.5, 1);
+    Tensor x = from(xv, {N, C, H, H}), g = from(gv, {N, H, H, OC}), plain = from(bv, {N, C, P, P});
+    Tensor xp = x.pad({{0, 0}, {0, 0}, {1, 1}, {1, 1}}).contiguous();
+    Tensor::realize_all({xp});
+    const Shape full{C, 3, 3, OC, N, H, H};
+    auto wgrad = [&](const Tensor& in) {
+      return in.as_strided(full, {P * P, P, 1, 0, C * P * P, P, 1}, 0)
+          .binary(Op::Mul, g.as_strided(full, {0, 0, 0, 1, H * H * OC, H * OC, OC}, 0))
+          .reduce(ReduceOp::Sum, {4, 5, 6}, false);
+    };
+    Tensor padded = wgrad(xp), over_plain = wgrad(plain);
+    CpuPlan plan = lower_cpu(only_kernel(padded), kAvx512);
+    ASSERT_TRUE(plan.channel);
+    EXPECT_TRUE(plan.channel->padding_taps);
+    // 4 x 4 of the 6 x 6 (tap, position) pairs; with 16 registers a tile is the 3 taps along x
+    // at a tap along y from an outer loop: 4 of 6 pairs along x, times both positions along y
+    EXPECT_EQ(count_fmas(padded), avx512 ? 2u * 16u : 2u * 8u);
+    for (auto [t, in, pad] : {std::tuple{padded, xv, int64_t(1)}, std::tuple{over_plain, bv, int64_t(0)}}) {
+      const int64_t S = pad ? H : P;
+      std::vector<double> got = to_doubles(t);
+      for (int64_t c = 0; c < C; c++)
+        for (int64_t ky = 0; ky < 3; ky++)
+          for (int64_t kx = 0; kx < 3; kx++)
+            for (int64_t o = 0; o < OC; o++) {
+              double want = 0;
+              for (int64_t n = 0; n < N; n++)
+                for (int64_t y = 0; y < H; y++)
+                  for (int64_t xx = 0; xx < H; xx++) {
+                    int64_t iy = y + ky - pad, ix = xx + kx - pad;
+                    if (iy < 0 || iy >= S || ix < 0 || ix >= S) continue;
+                    want += double(in[size_t(((n * C + c) * S + iy) * S + ix)]) * gv[size_t(((n * H + y) * H + xx) * OC + o)];
+                  }
+              ASSERT_NEAR(got[size_t(((c * 3 + ky) * 3 + kx) * OC + o)], want, 1e-3) << c << " " << ky << " " << kx << " " << o;
+            }
     }
   }
 }

@@ -1469,9 +1469,13 @@ class Builder {
       Value* panel = ct.unit ? nullptr : b_.CreateGEP(b_.getFloatTy(), pack_buf_, b_.CreateMul(jt, b_.getInt64(ct.ck * T)));
       loops(tile_mid, [&]() {
         if (llvm::isa<llvm::Constant>(lo_i) && llvm::isa<llvm::Constant>(hi_i)) {  // all W rows
-          emit_loop(b_.getInt64(0), b_.getInt64(W / R), [&](Value* it) {
-            channel_block(ct, idx, b_.CreateMul(it, b_.getInt64(R)), R, j0, panel, ncols);
-          }, /*scalar=*/true);
+          if (ct.padding_taps && W / R <= kMaxStaticTiles) {  // at constant rows (static_taps)
+            for (int64_t it = 0; it < W / R; it++) channel_block(ct, idx, b_.getInt64(it * R), R, j0, panel, ncols);
+          } else {
+            emit_loop(b_.getInt64(0), b_.getInt64(W / R), [&](Value* it) {
+              channel_block(ct, idx, b_.CreateMul(it, b_.getInt64(R)), R, j0, panel, ncols);
+            }, /*scalar=*/true);
+          }
           if (W % R) channel_block(ct, idx, b_.getInt64(W / R * R), W % R, j0, panel, ncols);
           return;
         }
@@ -1740,6 +1744,23 @@ class Builder {
     return ranges;
   }
 
+  // Static taps: where a tile's rows are constants (a 4x4 map's 16 positions as 2 tiles, a 3x3
+  // weight gradient's 9 taps as one), its innermost reduce loops, up to kMaxStaticSteps steps,
+  // are unrolled, so that at each step the masks of each row's `a` fold to constants; a row
+  // whose `a` is padding there has no FMA (a 2x2 map's weight gradient: 5 of every 9).
+  static constexpr int64_t kMaxStaticTiles = 4, kMaxStaticSteps = 16;
+
+  // Whether a row's `a` (its masks `atoms`, at the variables' current values) is zero for
+  // certain: a mask folds to false.
+  bool statically_padding(const std::vector<MaskAtom>& atoms) {
+    for (const MaskAtom& at : atoms) {
+      Value* x = index(at.x);
+      Value* ok = at.ge ? b_.CreateICmpSGE(x, b_.getInt64(at.c)) : b_.CreateICmpSLT(x, b_.getInt64(at.c));
+      if (auto* c = llvm::dyn_cast<llvm::ConstantInt>(ok); c && c->isZero()) return true;
+    }
+    return false;
+  }
+
   // One tile: rows [i0, i0 + nrows) x channels [j0, j0 + kChanCols).
   void channel_block(const ChannelTile& ct, const std::vector<Expr>& idx, Value* i0, int64_t nrows, Value* j0,
                      Value* panel, int64_t ncols) {
@@ -1794,7 +1815,35 @@ class Builder {
       hoist_reduces({ct.a}, sub, c0.valid, int(kv[0]->value));
     }
     const std::vector<std::pair<Value*, Value*>> taps = tap_ranges(ct, ctx, nrows, ncols, axes, kv);
+    // static taps: the reduce axes from `unrolled` on, each step at constant values
+    size_t unrolled = axes.size();
+    std::vector<std::vector<MaskAtom>> row_masks;
+    if (ct.padding_taps && llvm::isa<llvm::Constant>(i0)) {
+      int64_t steps = 1;
+      while (unrolled > (blocks_ ? 1u : 0u) && steps * src->shape[size_t(axes[unrolled - 1])] <= kMaxStaticSteps)
+        steps *= src->shape[size_t(axes[--unrolled])];
+      for (int64_t row = 0; row < nrows && unrolled < axes.size(); row++) {
+        std::vector<Expr> sub = ctx[size_t(row * ncols)].idx;
+        for (size_t k = 0; k < axes.size(); k++) sub[size_t(axes[k])] = kv[k];
+        row_masks.push_back(zero_masks(ct.a, sub));
+      }
+    }
     std::function<void(size_t)> nest = [&](size_t q) {
+      if (q >= unrolled && q < axes.size()) {
+        for (int64_t k = 0; k < src->shape[size_t(axes[q])]; k++) {
+          Value* step = b_.getInt64(k);
+          vars_[size_t(kv[q]->value)] = step;
+          memo_.emplace_back();
+          // the rows' range, where it is not a constant (rows along an outer loop's dim)
+          Value* in = taps[q].first ? b_.CreateAnd(b_.CreateICmpSGE(step, taps[q].first),
+                                                   b_.CreateICmpSLT(step, taps[q].second))
+                                    : b_.getTrue();
+          if (!llvm::isa<llvm::Constant>(in)) emit_if(in, [&] { nest(q + 1); });
+          else if (!llvm::cast<llvm::Constant>(in)->isZeroValue()) nest(q + 1);
+          memo_.pop_back();
+        }
+        return;
+      }
       if (q == axes.size()) {
         auto vload = [&](Value* base, Value* at) {
           Value* p = b_.CreateGEP(b_.getFloatTy(), base, at);
@@ -1806,6 +1855,7 @@ class Builder {
           for (int64_t v = 0; v < nvecs; v++) wv.push_back(vload(panel, b_.CreateAdd(at, b_.getInt64(v * kLanes))));
         }
         for (int64_t row = 0; row < nrows; row++) {
+          if (!row_masks.empty() && statically_padding(row_masks[size_t(row)])) continue;
           if (ct.unit) {  // b in place: 16 channels from each vector's first column
             wv.clear();
             for (int64_t v = 0; v < nvecs; v++) {

@@ -176,6 +176,7 @@ class CpuLowering {
     } else if (tile_outer < shape.size()) {  // the channel tile comes first where there is one
       p.vector_tile = plan_vector_tile(idx, int(tile_outer), tile_outer != last ? int(tile_outer) : -1, int(last));
     }
+    if (ct) ct->padding_taps = has_padding_taps(*ct, idx);
     p.channel = ct;
     if (!ct && !p.vector_tile && par >= 0 && !k_.serial) p.flat_tail = plan_flat_tail(idx, par);
     if (!ct && !p.vector_tile && !p.flat_tail && par >= 0 && !k_.serial) p.transpose = plan_transpose_tile(idx, par);

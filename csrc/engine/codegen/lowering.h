@@ -73,6 +73,10 @@ struct ChannelTile {
   // a tile's rows then share their position, so the reduce skips the padding taps of that
   // position alone (see tap_ranges in llvm_codegen.cpp).
   int row_fastest = -1;
+  // `a` is read through a mask that moves with a reduce loop (a convolution's padding): the
+  // code generator skips the steps where a tile's rows read only padding (see static_taps in
+  // llvm_codegen.cpp).
+  bool padding_taps = false;
   // The row dims as flattened, outermost first: (row_outer..., i), row_fastest moved last.
   std::vector<int> row_dims() const;
   int first_dim() const { return std::min({i, j, row_outer.empty() ? i : row_outer.front()}); }  // where the tiles begin

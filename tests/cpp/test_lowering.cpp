@@ -565,12 +565,12 @@ TEST(Lowering, SmallConvolutionMapsSkipTheirPaddingTaps) {
   }
 }
 
-// Static taps: a 4x4 map's convolution (its 16 positions a few tiles of rows) and a 2x2 map's
-// weight gradient (its 9 taps one tile of rows, grad_output channels-last) unroll their
-// innermost reduce loops, so a row that reads only padding at a step has no FMA there (as
-// many vector FMAs in the IR as (row, step) pairs read x, two vectors of channels each); the
-// same loops over a plain buffer of the padded shape (its border not zero) skip nothing, and
-// each computes its direct sum.
+// Static taps: a 4x4 map's convolution (its 16 positions a few tiles of rows), an 8x8 map's (a
+// tile per row of the map, its positions constants) and a 2x2 map's weight gradient (its 9
+// taps one tile of rows, grad_output channels-last) unroll their innermost reduce loops, so a
+// row that reads only padding at a step has no FMA there (as many vector FMAs in the IR as
+// (row, step) pairs read x, two vectors of channels each); the same loops over a plain buffer
+// of the padded shape (its border not zero) skip nothing, and each computes its direct sum.
 TEST(Lowering, StaticTapsDropTheRowsThatReadPadding) {
   const bool avx512 = LLVMJit::get().vector_unit().registers >= 32;
   auto count_fmas = [](const Tensor& t) {
@@ -585,8 +585,9 @@ TEST(Lowering, StaticTapsDropTheRowsThatReadPadding) {
     for (size_t i = 0; i < v.size(); i++) v[i] = float((int(i * size_t(mul) % size_t(mod)) + shift) * scale);
     return v;
   };
-  {  // forward, 4x4 outputs
-    const int64_t N = 3, C = 64, OC = 64, H = 4, P = H + 2;
+  for (int64_t H : {4, 8}) {  // forward
+    SCOPED_TRACE("H " + std::to_string(H));
+    const int64_t N = 3, C = 64, OC = 64, P = H + 2;
     std::vector<float> xv = fill(N * C * H * H, 7, 13, 0.25, -6), wv = fill(OC * C * 9, 5, 11, 0.125, -5);
     std::vector<float> bv = fill(N * C * P * P, 3, 7, 0.5, 1);  // no zeros
     Tensor x = from(xv, {N, C, H, H}), w = from(wv, {OC, C, 3, 3}), plain = from(bv, {N, C, P, P});
@@ -603,10 +604,11 @@ TEST(Lowering, StaticTapsDropTheRowsThatReadPadding) {
     ASSERT_TRUE(plan.channel);
     EXPECT_TRUE(plan.channel->padding_taps);
     EXPECT_FALSE(lower_cpu(only_kernel(over_plain), kAvx512).channel->padding_taps);
-    // 10 x 10 of the 12 x 12 (position, tap) pairs along the two dims read x, two vectors of
-    // channels each; with 16 registers a tile is one row of 4 positions, at a row from an outer
-    // loop, whose taps along y run from their range at run time: 3 x 10 pairs
-    EXPECT_EQ(count_fmas(padded), avx512 ? 2u * 100u : 2u * 30u);
+    // 4x4: 10 x 10 of the 12 x 12 (position, tap) pairs along the two dims read x, two vectors
+    // of channels each; with 16 registers a tile is one row of 4 positions, at a row from an
+    // outer loop, whose taps along y run from their range at run time: 3 x 10 pairs. 8x8: a
+    // tile is one row of 8 positions (the loop over the rows aligned to them): 3 x 22 pairs.
+    EXPECT_EQ(count_fmas(padded), H == 8 ? 2u * 66u : avx512 ? 2u * 100u : 2u * 30u);
     expect_conv3x3(to_doubles(padded), std::vector<double>(xv.begin(), xv.end()),
                    std::vector<double>(wv.begin(), wv.end()), N, C, OC, H, H, 1);
     expect_conv3x3(to_doubles(over_plain), std::vector<double>(bv.begin(), bv.end()),

@@ -1050,6 +1050,7 @@ class Builder {
   // columns, and rows enough for the accumulators to fill half the registers
   // (AVX-512: 8 x 32 in 16 of 32 zmm; AVX2: 4 x 16 in 8 of 16 ymm).
   const int64_t kLanes = LLVMJit::get().vector_unit().lanes;  // float32 lanes of a vector register
+  const int64_t kRegisters = LLVMJit::get().vector_unit().registers;
 
   std::optional<TiledReduce> find_tiled_reduce(const std::vector<Expr>& idx, int jid) {
     return tiny::find_tiled_reduce(k_, idx, jid, [&](int64_t size) { return placeholder_var(size); });
@@ -1473,7 +1474,7 @@ class Builder {
             for (int64_t it = 0; it < W / R; it++) channel_block(ct, idx, b_.getInt64(it * R), R, j0, panel, ncols);
           } else {
             emit_loop(b_.getInt64(0), b_.getInt64(W / R), [&](Value* it) {
-              channel_block(ct, idx, b_.CreateMul(it, b_.getInt64(R)), R, j0, panel, ncols, /*aligned=*/true);
+              channel_block(ct, idx, b_.CreateMul(it, b_.getInt64(R)), R, j0, panel, ncols);
             }, /*scalar=*/true);
           }
           if (W % R) channel_block(ct, idx, b_.getInt64(W / R * R), W % R, j0, panel, ncols);
@@ -1745,13 +1746,13 @@ class Builder {
   }
 
   // Static taps: where a tile's rows are constants (a 4x4 map's 16 positions as 2 tiles, a 3x3
-  // weight gradient's 9 taps as one), or their innermost coordinate is (a row of an 8x8 map),
-  // its innermost reduce loops, up to kMaxStaticSteps steps, are unrolled, so that at each step
-  // the masks of each row's `a` fold to constants where they involve those; a row whose `a` is
-  // padding there has no FMA (a 2x2 map's weight gradient: 5 of every 9). The other masks
-  // bound the unrolled steps at run time (tap_ranges). Standalone, 16 images, 2 threads (AMD
-  // EPYC): 2x2 weight gradient 1.7-3.4 -> 0.74-0.81 ms, 4x4 one 2.65 -> 0.93, 4x4 forward
-  // 1.37 -> 0.99, 8x8 forward 1.25 -> 1.12.
+  // weight gradient's 9 taps as one), its innermost reduce loops, up to kMaxStaticSteps steps,
+  // are unrolled, so that at each step the masks of each row's `a` fold to constants; a row
+  // whose `a` is padding there has no FMA (a 2x2 map's weight gradient: 5 of every 9). Axes
+  // whose range over the rows is known at run time only stay loops over it (tap_ranges).
+  // Standalone, 16 images, 2 threads (AMD EPYC): 2x2 weight gradient 1.7-3.4 -> 0.74-0.81 ms,
+  // 4x4 one 2.65 -> 0.93, 4x4 forward 1.37 -> 0.99. (A tile per row of a larger map, its
+  // positions constants, ran an 8x8 map 9 % faster but a 7x7 one 1.8x slower.)
   static constexpr int64_t kMaxStaticTiles = 4, kMaxStaticSteps = 16;
 
   // Whether a row's `a` (its masks `atoms`, at the variables' current values) is zero for
@@ -1765,28 +1766,9 @@ class Builder {
     return false;
   }
 
-  // The coordinates of rows i0 .. i0 + nrows - 1. Where i0 is a multiple of nrows (`aligned`)
-  // and the tile is the whole innermost row dim (a row of an 8x8 map), that dim's coordinate
-  // of row q is the constant q (static_taps).
-  std::vector<std::vector<std::pair<int, Value*>>> tile_row_coords(const ChannelTile& ct, Value* i0, int64_t nrows,
-                                                                     bool aligned) {
-    std::vector<std::vector<std::pair<int, Value*>>> rows;
-    const int inner = ct.row_dims().back();
-    for (int64_t q = 0; q < nrows; q++) {
-      if (!aligned || k_.shape[size_t(inner)] != nrows) {
-        rows.push_back(row_coords(ct, b_.CreateAdd(i0, b_.getInt64(q))));
-        continue;
-      }
-      rows.push_back(q ? rows.front() : row_coords(ct, i0));
-      for (auto& [d, v] : rows.back())
-        if (d == inner) v = b_.getInt64(q);
-    }
-    return rows;
-  }
-
   // One tile: rows [i0, i0 + nrows) x channels [j0, j0 + kChanCols).
   void channel_block(const ChannelTile& ct, const std::vector<Expr>& idx, Value* i0, int64_t nrows, Value* j0,
-                     Value* panel, int64_t ncols, bool aligned = false) {
+                     Value* panel, int64_t ncols) {
     // a partial tile (ncols < kChanCols: the last channels, from a
     // zero-padded panel) computes the vectors it needs, stores its channels
     const int64_t nvecs = (ncols + kLanes - 1) / kLanes;
@@ -1795,14 +1777,9 @@ class Builder {
     auto* vty = llvm::FixedVectorType::get(b_.getFloatTy(), unsigned(kLanes));
     std::vector<std::vector<Expr>> out_idx;
     std::vector<TiledReduce> ctx;  // per (row, column)
-    const auto coords = tile_row_coords(ct, i0, nrows, aligned);
-    bool some_constant = false;  // a coordinate of the rows (static_taps)
     for (int64_t q = 0; q < nrows; q++) {
       std::vector<Expr> row = idx;
-      for (auto [d, v] : coords[size_t(q)]) {
-        row[size_t(d)] = new_var(v, k_.shape[size_t(d)]);
-        some_constant |= llvm::isa<llvm::Constant>(v) && k_.shape[size_t(d)] > 1;
-      }
+      for (auto [d, v] : row_coords(ct, b_.CreateAdd(i0, b_.getInt64(q)))) row[size_t(d)] = new_var(v, k_.shape[size_t(d)]);
       for (int64_t c = 0; c < ncols; c++) {
         std::vector<Expr> o = row;
         o[size_t(ct.j)] = new_var(b_.CreateAdd(j0, b_.getInt64(c)), k_.shape[size_t(ct.j)]);
@@ -1846,9 +1823,18 @@ class Builder {
     // static taps: the reduce axes from `unrolled` on, each step at constant values
     size_t unrolled = axes.size();
     std::vector<std::vector<MaskAtom>> row_masks;
-    if (ct.padding_taps && some_constant) {
+    // (Not for tiles whose accumulators take more than 5/8 of the vector registers: LLVM keeps
+    // the broadcasts that neighbouring unrolled steps share, and with 28 accumulators it spilled
+    // them: a 14x14 map's convolution, rows of 14, ran 1.3x slower.)
+    if (ct.padding_taps && llvm::isa<llvm::Constant>(i0) && nrows * nvecs * 8 <= kRegisters * 5) {
+      // (not an axis whose range is known at run time only: branches around the steps made
+      // LLVM spill the accumulators, a 14x14 map's convolution ran 1.7x slower)
+      auto constant_range = [&](size_t q) {
+        return !taps[q].first || (llvm::isa<llvm::ConstantInt>(taps[q].first) && llvm::isa<llvm::ConstantInt>(taps[q].second));
+      };
       int64_t steps = 1;
-      while (unrolled > (blocks_ ? 1u : 0u) && steps * src->shape[size_t(axes[unrolled - 1])] <= kMaxStaticSteps)
+      while (unrolled > (blocks_ ? 1u : 0u) && steps * src->shape[size_t(axes[unrolled - 1])] <= kMaxStaticSteps &&
+             constant_range(unrolled - 1))
         steps *= src->shape[size_t(axes[--unrolled])];
       for (int64_t row = 0; row < nrows && unrolled < axes.size(); row++) {
         std::vector<Expr> sub = ctx[size_t(row * ncols)].idx;
@@ -1858,16 +1844,15 @@ class Builder {
     }
     std::function<void(size_t)> nest = [&](size_t q) {
       if (q >= unrolled && q < axes.size()) {
-        for (int64_t k = 0; k < src->shape[size_t(axes[q])]; k++) {
-          Value* step = b_.getInt64(k);
-          vars_[size_t(kv[q]->value)] = step;
+        int64_t lo = 0, hi = src->shape[size_t(axes[q])];
+        if (taps[q].first) {  // the rows' range, a constant here
+          lo = llvm::cast<llvm::ConstantInt>(taps[q].first)->getSExtValue();
+          hi = llvm::cast<llvm::ConstantInt>(taps[q].second)->getSExtValue();
+        }
+        for (int64_t k = lo; k < hi; k++) {
+          vars_[size_t(kv[q]->value)] = b_.getInt64(k);
           memo_.emplace_back();
-          // the rows' range, where it is not a constant (rows along an outer loop's dim)
-          Value* in = taps[q].first ? b_.CreateAnd(b_.CreateICmpSGE(step, taps[q].first),
-                                                   b_.CreateICmpSLT(step, taps[q].second))
-                                    : b_.getTrue();
-          if (!llvm::isa<llvm::Constant>(in)) emit_if(in, [&] { nest(q + 1); });
-          else if (!llvm::cast<llvm::Constant>(in)->isZeroValue()) nest(q + 1);
+          nest(q + 1);
           memo_.pop_back();
         }
         return;

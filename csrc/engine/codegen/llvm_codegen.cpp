@@ -1752,7 +1752,8 @@ class Builder {
   // whose range over the rows is known at run time only stay loops over it (tap_ranges).
   // Standalone, 16 images, 2 threads (AMD EPYC): 2x2 weight gradient 1.7-3.4 -> 0.74-0.81 ms,
   // 4x4 one 2.65 -> 0.93, 4x4 forward 1.37 -> 0.99. (A tile per row of a larger map, its
-  // positions constants, ran an 8x8 map 9 % faster but a 7x7 one 1.8x slower.)
+  // positions constants, ran an 8x8 map 9 % faster; with tiles of 14 rows, two of a 7x7 map,
+  // it spilled as below, 1.8x slower. Not in.)
   static constexpr int64_t kMaxStaticTiles = 4, kMaxStaticSteps = 16;
 
   // Whether a row's `a` (its masks `atoms`, at the variables' current values) is zero for
@@ -1820,15 +1821,14 @@ class Builder {
       hoist_reduces({ct.a}, sub, c0.valid, int(kv[0]->value));
     }
     const std::vector<std::pair<Value*, Value*>> taps = tap_ranges(ct, ctx, nrows, ncols, axes, kv);
-    // static taps: the reduce axes from `unrolled` on, each step at constant values
+    // static taps: the reduce axes from `unrolled` on, each step at constant values. Not for
+    // tiles whose accumulators take more than 5/8 of the vector registers (LLVM keeps the
+    // broadcasts that neighbouring unrolled steps share: with 28 accumulators it spilled them,
+    // a 14x14 map's convolution ran 1.3x slower), nor over an axis whose range is known at run
+    // time only (branches around the steps spilled them too: 1.7x slower).
     size_t unrolled = axes.size();
     std::vector<std::vector<MaskAtom>> row_masks;
-    // (Not for tiles whose accumulators take more than 5/8 of the vector registers: LLVM keeps
-    // the broadcasts that neighbouring unrolled steps share, and with 28 accumulators it spilled
-    // them: a 14x14 map's convolution, rows of 14, ran 1.3x slower.)
     if (ct.padding_taps && llvm::isa<llvm::Constant>(i0) && nrows * nvecs * 8 <= kRegisters * 5) {
-      // (not an axis whose range is known at run time only: branches around the steps made
-      // LLVM spill the accumulators, a 14x14 map's convolution ran 1.7x slower)
       auto constant_range = [&](size_t q) {
         return !taps[q].first || (llvm::isa<llvm::ConstantInt>(taps[q].first) && llvm::isa<llvm::ConstantInt>(taps[q].second));
       };

@@ -1474,7 +1474,7 @@ class Builder {
             for (int64_t it = 0; it < W / R; it++) channel_block(ct, idx, b_.getInt64(it * R), R, j0, panel, ncols);
           } else {
             emit_loop(b_.getInt64(0), b_.getInt64(W / R), [&](Value* it) {
-              channel_block(ct, idx, b_.CreateMul(it, b_.getInt64(R)), R, j0, panel, ncols);
+              channel_block(ct, idx, b_.CreateMul(it, b_.getInt64(R)), R, j0, panel, ncols, /*aligned=*/true);
             }, /*scalar=*/true);
           }
           if (W % R) channel_block(ct, idx, b_.getInt64(W / R * R), W % R, j0, panel, ncols);
@@ -1746,14 +1746,13 @@ class Builder {
   }
 
   // Static taps: where a tile's rows are constants (a 4x4 map's 16 positions as 2 tiles, a 3x3
-  // weight gradient's 9 taps as one), its innermost reduce loops, up to kMaxStaticSteps steps,
-  // are unrolled, so that at each step the masks of each row's `a` fold to constants; a row
-  // whose `a` is padding there has no FMA (a 2x2 map's weight gradient: 5 of every 9). Axes
+  // weight gradient's 9 taps as one) or their innermost coordinate is (a tile per row of an 8x8
+  // map), its innermost reduce loops, up to kMaxStaticSteps steps, are unrolled, so that at
+  // each step the masks of each row's `a` fold to constants where they involve only those; a
+  // row whose `a` is padding there has no FMA (a 2x2 map's weight gradient: 5 of every 9). Axes
   // whose range over the rows is known at run time only stay loops over it (tap_ranges).
   // Standalone, 16 images, 2 threads (AMD EPYC): 2x2 weight gradient 1.7-3.4 -> 0.74-0.81 ms,
-  // 4x4 one 2.65 -> 0.93, 4x4 forward 1.37 -> 0.99. (A tile per row of a larger map, its
-  // positions constants, ran an 8x8 map 9 % faster; with tiles of 14 rows, two of a 7x7 map,
-  // it spilled as below, 1.8x slower. Not in.)
+  // 4x4 one 2.65 -> 0.93, 4x4 forward 1.37 -> 0.99, 8x8 forward 1.24 -> 1.14.
   static constexpr int64_t kMaxStaticTiles = 4, kMaxStaticSteps = 16;
 
   // Whether a row's `a` (its masks `atoms`, at the variables' current values) is zero for
@@ -1767,9 +1766,26 @@ class Builder {
     return false;
   }
 
+  // The coordinates of rows i0 .. i0 + nrows - 1. Where i0 is a multiple of nrows (`aligned`)
+  // and the tile is one row of the innermost row dim (an 8x8 map's), that dim's coordinate of
+  // row q is the constant q, the others the first row's (static taps).
+  std::vector<std::vector<std::pair<int, Value*>>> tile_row_coords(const ChannelTile& ct, Value* i0, int64_t nrows,
+                                                                     bool aligned) {
+    std::vector<std::vector<std::pair<int, Value*>>> rows;
+    const int inner = ct.row_dims().back();
+    const bool one_row = aligned && k_.shape[size_t(inner)] == nrows;
+    for (int64_t q = 0; q < nrows; q++) {
+      rows.push_back(one_row && q ? rows.front() : row_coords(ct, b_.CreateAdd(i0, b_.getInt64(q))));
+      if (one_row)
+        for (auto& [d, v] : rows.back())
+          if (d == inner) v = b_.getInt64(q);
+    }
+    return rows;
+  }
+
   // One tile: rows [i0, i0 + nrows) x channels [j0, j0 + kChanCols).
   void channel_block(const ChannelTile& ct, const std::vector<Expr>& idx, Value* i0, int64_t nrows, Value* j0,
-                     Value* panel, int64_t ncols) {
+                     Value* panel, int64_t ncols, bool aligned = false) {
     // a partial tile (ncols < kChanCols: the last channels, from a
     // zero-padded panel) computes the vectors it needs, stores its channels
     const int64_t nvecs = (ncols + kLanes - 1) / kLanes;
@@ -1778,9 +1794,14 @@ class Builder {
     auto* vty = llvm::FixedVectorType::get(b_.getFloatTy(), unsigned(kLanes));
     std::vector<std::vector<Expr>> out_idx;
     std::vector<TiledReduce> ctx;  // per (row, column)
+    const auto coords = tile_row_coords(ct, i0, nrows, aligned);
+    bool some_constant = false;  // a coordinate of the rows (static taps)
     for (int64_t q = 0; q < nrows; q++) {
       std::vector<Expr> row = idx;
-      for (auto [d, v] : row_coords(ct, b_.CreateAdd(i0, b_.getInt64(q)))) row[size_t(d)] = new_var(v, k_.shape[size_t(d)]);
+      for (auto [d, v] : coords[size_t(q)]) {
+        row[size_t(d)] = new_var(v, k_.shape[size_t(d)]);
+        some_constant |= llvm::isa<llvm::Constant>(v) && k_.shape[size_t(d)] > 1;
+      }
       for (int64_t c = 0; c < ncols; c++) {
         std::vector<Expr> o = row;
         o[size_t(ct.j)] = new_var(b_.CreateAdd(j0, b_.getInt64(c)), k_.shape[size_t(ct.j)]);
@@ -1828,7 +1849,7 @@ class Builder {
     // time only (branches around the steps spilled them too: 1.7x slower).
     size_t unrolled = axes.size();
     std::vector<std::vector<MaskAtom>> row_masks;
-    if (ct.padding_taps && llvm::isa<llvm::Constant>(i0) && nrows * nvecs * 8 <= kRegisters * 5) {
+    if (ct.padding_taps && some_constant && nrows * nvecs * 8 <= kRegisters * 5) {
       auto constant_range = [&](size_t q) {
         return !taps[q].first || (llvm::isa<llvm::ConstantInt>(taps[q].first) && llvm::isa<llvm::ConstantInt>(taps[q].second));
       };

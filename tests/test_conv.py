@@ -264,3 +264,30 @@ def test_kernel_count_conv_bn_train_relu_forward():
     # both running-stat updates and nn.BatchNorm2d's num_batches_tracked += 1 (a scalar riding
     # along the statistics kernel); the normalized, relu'd output.
     assert c.kernels == 3
+
+
+def test_compiling_prints_nothing(tmp_path):
+    """A stride-2 convolution of a 2x2 map with its gradients, compiled in a fresh process and
+    cache: the code generator's missed optimizations (loops LLVM could not vectorize as asked)
+    printed warnings to the user's stderr."""
+    requires_tiny()
+    import os
+    import subprocess
+    import sys
+    import textwrap
+    script = textwrap.dedent(
+        f"""
+        import torch, torch_tiny, torch.nn.functional as F
+        torch.manual_seed(1)
+        x = torch.randn(2, 32, 2, 2, device="{DEV}", requires_grad=True)
+        w = torch.randn(8, 32, 3, 3, device="{DEV}", requires_grad=True)
+        y = F.conv2d(x, w, stride=2, padding=2)
+        gx, gw = torch.autograd.grad(y, (x, w), torch.ones_like(y))
+        print("RESULT", float(gx.cpu().sum()), float(gw.cpu().sum()))
+        """
+    )
+    env = dict(os.environ, TINY_CACHE_DIR=str(tmp_path), TINY_STRICT="0")
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "RESULT" in out.stdout
+    assert "warning" not in out.stderr and "remark" not in out.stderr, out.stderr

@@ -18,6 +18,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include <llvm/IR/DiagnosticInfo.h>
+#include <llvm/IR/DiagnosticPrinter.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/LLVMContext.h>
@@ -2780,6 +2782,17 @@ std::string llvm_ir(const Kernel& k) {
 
 std::unique_ptr<Program> compile_llvm(const Kernel& k) {
   auto ctx = std::make_unique<llvm::LLVMContext>();
+  // The optimizer's remarks and warnings (a loop the code generator asked to vectorize that it
+  // could not) are missed optimizations, not the user's concern: printed, they reached the
+  // stderr of a script convolving a 2x2 map. Errors still print.
+  ctx->setDiagnosticHandlerCallBack(
+      [](const llvm::DiagnosticInfo& d, void*) {
+        if (d.getSeverity() != llvm::DS_Error) return;
+        llvm::DiagnosticPrinterRawOStream printer(llvm::errs());
+        d.print(printer);
+        llvm::errs() << "\n";
+      },
+      nullptr);
   std::string fn = function_name(k);
   const CpuPlan plan = lower_cpu(k, cpu_target());
   const auto& split = plan.split;

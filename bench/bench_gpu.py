@@ -17,8 +17,9 @@ Printed figures only; nothing here is pass/fail.
     python bench/bench_gpu.py [--rows chain,sum,...] [--reps 7] [--no-compile] [--ablate [fma,...]]
 
 --ablate then runs tiny again, in a fresh process each, with each of its CUDA optimizations
-switched off (TINY_CUDA_OFF=fma, lanes, mma, occupancy, shared, tiles), against the same
-reference results; `--ablate fma,shared` names some of them.
+switched off (TINY_CUDA_OFF=fma, lanes, mma, occupancy, shared, tiles, vstage, ldmatrix), against
+the same reference results; `--ablate fma,shared` names some of them, `--ablate vstage+ldmatrix`
+switches two off in one run.
 """
 import argparse
 import copy
@@ -279,8 +280,8 @@ class Bench:
 
 
 # TINY_CUDA_OFF's names: fused multiply-adds, vector lanes, tensor cores, the 8 x 8 tiles' register
-# cap, shared-memory and register tiles
-ABLATIONS = ("fma", "lanes", "mma", "occupancy", "shared", "tiles")
+# cap, shared-memory and register tiles, 16-byte staging loads, ldmatrix fragments
+ABLATIONS = ("fma", "lanes", "mma", "occupancy", "shared", "tiles", "vstage", "ldmatrix")
 
 ROWS = {
     "chain": Bench.chain, "sum": Bench.total, "mm1024": lambda b: b.matmul(1024),
@@ -336,6 +337,7 @@ def main():
             # the same rows again, without --ablate and its list of names
             argv = [a for a in sys.argv[1:] if not a.startswith("--ablate") and a != args.ablate]
             for off in args.ablate.split(","):
+                off = off.replace("+", ",")
                 print(f"\n== tiny with TINY_CUDA_OFF={off} ==", flush=True)
                 subprocess.run([sys.executable, __file__, *argv, "--reference-in", out],
                                env=dict(os.environ, TINY_CUDA_OFF=off), check=False)

@@ -233,6 +233,11 @@ class CudaCheck {
     labels_.push_back(label);
     return *this;
   }
+  // Also run on the emulated device with these options.
+  CudaCheck& with(const CudaRenderOptions& o, const std::string& label) {
+    options_.emplace_back(label, o);
+    return *this;
+  }
   // The result must match the CPU bit for bit (NaN payloads included).
   CudaCheck& add_bits(const Tensor& t, const std::string& label = "") {
     targets_.push_back({t, Match::Bits});
@@ -305,6 +310,7 @@ class CudaCheck {
     if (thread_vectors) results.emplace_back("emulated, buffers 8 bytes off", run_on(*emu, sched, before, per_thread, 8));
     if (block_vectors)
       results.emplace_back("emulated, reduce per block, buffers 8 bytes off", run_on(*emu, sched, before, per_block, 8));
+    for (auto& [label, o] : options_) results.emplace_back("emulated, " + label, run_on(*emu, sched, before, o));
     // 3. the GPU, when there is one
     if (Device* gpu = cuda_device()) results.emplace_back("on the GPU", run_on(*gpu, sched, before));
 
@@ -346,6 +352,7 @@ class CudaCheck {
   }
   std::vector<std::pair<Tensor, Match>> targets_;
   std::vector<std::string> labels_;
+  std::vector<std::pair<std::string, CudaRenderOptions>> options_;
   std::vector<std::string> sources_;
   int kernels_ = 0;
 };
@@ -459,10 +466,13 @@ TEST(CudaEnv, OptimizationsSwitchedOffByName) {
   EXPECT_FALSE(o.shared_tiles);
   EXPECT_TRUE(o.register_tile);
   EXPECT_TRUE(o.fused_multiply_add);
-  setenv("TINY_CUDA_OFF", "tiles,fma,occupancy", 1);
+  EXPECT_TRUE(o.vector_staging && o.ldmatrix);
+  setenv("TINY_CUDA_OFF", "tiles,fma,occupancy,vstage,ldmatrix", 1);
   o = cuda_options_from_env();
   EXPECT_FALSE(o.fused_multiply_add);
   EXPECT_FALSE(o.occupancy);
+  EXPECT_FALSE(o.vector_staging);
+  EXPECT_FALSE(o.ldmatrix);
   EXPECT_TRUE(o.vector_lanes);
   EXPECT_FALSE(o.register_tile);
   EXPECT_FALSE(o.shared_tiles);
@@ -1357,7 +1367,33 @@ TEST_F(Cuda, TensorCoreTiles) {
                     .reduce(ReduceOp::Sum, {4, 5, 6}, false);
   EXPECT_EQ(cores(conv, sm80), "f16");
   Tensor tx = tf32_rounded(input(f32, {50, 100}, 515, false)), ty = tf32_rounded(input(f32, {100, 33}, 516, false));
+  // 16-byte staging loads where a factor runs along its staged side: a along k, b along its
+  // columns, staged k-major and read by ldmatrix.trans (TF32: 32-bit loads); fragments by ldmatrix
+  Tensor va = input(f16, {72, 48}, 519, false), vb = input(f16, {48, 80}, 520, false);
+  CudaKernelSource vsrc = render_cuda(create_schedule({va.cast(f32).matmul(vb.cast(f32)).node()}).kernels.back(), sm80);
+  EXPECT_NE(vsrc.kernel.find("tiny_vec<u16, 8> stage"), std::string::npos) << vsrc.kernel;
+  EXPECT_NE(vsrc.kernel.find("__shared__ u16 tiny_bs[32][72]"), std::string::npos) << vsrc.kernel;
+  EXPECT_NE(vsrc.kernel.find("tiny_ldsm_trans_x4("), std::string::npos);
+  EXPECT_NE(vsrc.kernel.find("tiny_ldsm_x4("), std::string::npos);
+  EXPECT_TRUE(vsrc.vectors);
+  CudaRenderOptions scalar_staging = sm80;
+  scalar_staging.vector_staging = scalar_staging.ldmatrix = false;
+  CudaKernelSource ssrc = render_cuda(create_schedule({va.cast(f32).matmul(vb.cast(f32)).node()}).kernels.back(), scalar_staging);
+  EXPECT_EQ(ssrc.kernel.find("tiny_vec<"), std::string::npos) << ssrc.kernel;
+  EXPECT_EQ(ssrc.kernel.find("tiny_ldsm"), std::string::npos) << ssrc.kernel;
+  // (long sums of moderate positive values: no cancellation for the tensor cores' order to show)
+  Tensor vx = tf32_rounded(positive(f32, {40, 96}, 523)), vy = tf32_rounded(positive(f32, {96, 72}, 524));
+  Tensor sa = positive(f16, {64, 512}, 528), sb = positive(f16, {512, 64}, 529);
+  Tensor::realize_all({sa, sb});
+  Tensor vt = input(f16, {48, 72}, 525, false), vw = input(bf16, {56, 64}, 526, false), vv = input(bf16, {40, 64}, 527, false);
   CudaCheck c;
+  c.add(va.cast(f32).matmul(vb.cast(f32)), false, "vector staging, partial blocks")
+      .add(vt.cast(f32).permute({1, 0}).matmul(vb.cast(f32)), false, "a transposed: k-major a")
+      .add(vv.cast(f32).matmul(vw.cast(f32).permute({1, 0})), false, "b transposed (a linear layer's w.T)")
+      .add(sa.cast(f32).matmul(sb.cast(f32)), false, "vector staging, reduce split across blocks")
+      .add(vx.matmul(vy, /*tf32=*/true), false, "tf32, both vector-staged")
+      .add(tf32_rounded(positive(f32, {96, 40}, 530)).permute({1, 0}).matmul(vy, true), false, "tf32, a transposed");
+
   c.add(prod.cast(f16), false, "float16")
       .add(prod, false, "float16 factors, float32 sums")
       .add(input(f16, {40, 64}, 517, false).cast(f32).matmul(input(f16, {64, 33}, 518, false).cast(f32)), false,
@@ -1366,6 +1402,12 @@ TEST_F(Cuda, TensorCoreTiles) {
       .add(ba.cast(f32).matmul(bb.cast(f32)).cast(bf16), false, "batched bfloat16")
       .add(conv.cast(f16), false, "convolution")
       .add(tx.matmul(ty, /*tf32=*/true), false, "tf32")
+      .run();
+  // and with scalar staging and 32-bit fragment loads (TINY_CUDA_OFF=vstage,ldmatrix)
+  CudaCheck()
+      .add(va.cast(f32).matmul(vb.cast(f32)), false, "float16")
+      .add(vx.matmul(vy, /*tf32=*/true), false, "tf32")
+      .with(scalar_staging, "scalar staging, 32-bit fragment loads")
       .run();
 }
 

@@ -115,9 +115,11 @@ CudaRenderOptions cuda_options_from_env() {
     else if (name == "tiles") o.register_tile = o.shared_tiles = false;
     else if (name == "fma") o.fused_multiply_add = false;
     else if (name == "occupancy") o.occupancy = false;
+    else if (name == "vstage") o.vector_staging = false;
+    else if (name == "ldmatrix") o.ldmatrix = false;
     else if (!name.empty())
       throw std::invalid_argument("TINY_CUDA_OFF: unknown optimization '" + name +
-                                  "' (fma, lanes, mma, occupancy, shared, tiles)");
+                                  "' (fma, ldmatrix, lanes, mma, occupancy, shared, tiles, vstage)");
   }
   return o;
 }

@@ -14,8 +14,10 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -35,7 +37,8 @@ typedef unsigned int u32;
 typedef long long i64;
 typedef unsigned long long u64;
 // Neighbouring elements moved as one aligned access (ld/st.global.v4 for 32 bits).
-template <class T> struct alignas(4 * sizeof(T)) tiny_vec4 { T v[4]; };
+template <class T, int N> struct alignas(N * sizeof(T)) tiny_vec { T v[N]; };
+template <class T> using tiny_vec4 = tiny_vec<T, 4>;
 #define TINY_INF_F __uint_as_float(0x7f800000u)
 
 // ---- 16-bit floats (round to nearest even; NaN payloads as the CPU keeps them). The GPU
@@ -117,6 +120,25 @@ static __device__ __forceinline__ u32 tiny_to_tf32(float f) { u32 r; asm("cvt.rn
 TINY_MMA(tiny_mma_f16, "m16n8k16", "f16")
 TINY_MMA(tiny_mma_bf16, "m16n8k16", "bf16")
 TINY_MMA(tiny_mma_tf32, "m16n8k8", "tf32")
+// ldmatrix: lane i gives the address of row i % 8 of 8x8 matrix i / 8 (16 bytes of 16-bit values,
+// or 4 TF32 values); each lane gets 32 bits of every matrix: word i % 4 of row i / 4 (.trans: the
+// 16-bit values at column i / 4 of rows 2 (i % 4) and 2 (i % 4) + 1), as the fragments lie
+static __device__ __forceinline__ u32 tiny_smem(const void* p) {
+  u64 a;
+  asm("cvta.to.shared.u64 %0, %1;" : "=l"(a) : "l"(p));
+  return (u32)a;
+}
+#define TINY_LDSM(name, shape)                                                                           \
+  static __device__ __forceinline__ void name##_x4(u32* d, const void* p) {                              \
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4" shape ".shared.b16 {%0,%1,%2,%3}, [%4];"               \
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3]) : "r"(tiny_smem(p)));                  \
+  }                                                                                                      \
+  static __device__ __forceinline__ void name##_x2(u32* d, const void* p) {                              \
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2" shape ".shared.b16 {%0,%1}, [%2];"                     \
+                 : "=r"(d[0]), "=r"(d[1]) : "r"(tiny_smem(p)));                                          \
+  }
+TINY_LDSM(tiny_ldsm, "")
+TINY_LDSM(tiny_ldsm_trans, ".trans")
 #else
 static inline u32 tiny_pair(const u16* p) { return (u32)p[0] | ((u32)p[1] << 16); }
 // as cvt.rna: to nearest with ties away from zero, 10 mantissa bits kept; NaN and infinities stay
@@ -137,6 +159,10 @@ static inline void tiny_mma_tf32(float* d, const u32* a, const u32* b) {
   const float fb[2] = {__uint_as_float(b[0]), __uint_as_float(b[1])};
   tiny_warp_mma(d, fa, fb, 8);
 }
+static inline void tiny_ldsm_x4(u32* d, const void* p) { tiny_warp_ldmatrix(d, p, 4, false); }
+static inline void tiny_ldsm_x2(u32* d, const void* p) { tiny_warp_ldmatrix(d, p, 2, false); }
+static inline void tiny_ldsm_trans_x4(u32* d, const void* p) { tiny_warp_ldmatrix(d, p, 4, true); }
+static inline void tiny_ldsm_trans_x2(u32* d, const void* p) { tiny_warp_ldmatrix(d, p, 2, true); }
 #endif
 
 // ---- index math: floor division and modulo by a positive constant
@@ -598,11 +624,11 @@ class Renderer {
     // Rows padded so that threads staging along k (down a column) hit different banks;
     // by a whole vector where the reads are vectors, which keeps every row aligned.
     auto declare = [&](const std::string& type, const std::string& name, int64_t width, int64_t group) {
-      std::string pitch = std::to_string(width + (group == kSharedGroup ? kSharedGroup : 1));
-      line("alignas(tiny_vec4<" + type + ">) __shared__ " + type + " " + name + "[" + BK + "][" + pitch + "];");
+      int64_t pitch = width + (group == kSharedGroup ? kSharedGroup : 1);
+      line("alignas(tiny_vec4<" + type + ">) __shared__ " + type + " " + name + "[" + BK + "][" + std::to_string(pitch) + "];");
+      return pitch;
     };
-    declare(rt, "tiny_as", BM, RG);
-    declare(ct, "tiny_bs", BN, CG);
+    const int64_t a_pitch = declare(rt, "tiny_as", BM, RG), b_pitch = declare(ct, "tiny_bs", BN, CG);
     std::string bm, bn;
     std::vector<Expr> base = open_block_loop(&bm, &bn);
     line("const int tiny_ty = (int)threadIdx.x / " + std::to_string(TX) + ", tiny_tx = (int)threadIdx.x % " +
@@ -647,10 +673,11 @@ class Renderer {
     // The next chunk's factors are loaded into registers while the block computes
     // from the current one, then stored to shared memory after the barrier.
     Staging sa{plan_.row_factor, "tiny_as", rt, true, bm, BM, M, kSharedK}, sb{plan_.col_factor, "tiny_bs", ct, false, bn, BN, N, kSharedK};
-    for (Staging* s : {&sa, &sb}) {
-      s->regs = tmp("stage");
-      line(s->type + " " + s->regs + "[" + std::to_string(staged_per_thread(*s, T)) + "];");
-    }
+    sa.pitch = a_pitch;
+    sb.pitch = b_pitch;
+    for (Staging* s : {&sa, &sb}) plan_vector_staging(*s, base);
+    declare_staging_alignment();
+    for (Staging* s : {&sa, &sb}) declare_staging_registers(*s, T);
     for (Staging* s : {&sa, &sb}) stage_load(*s, base, T, k_begin_);
     line("for (int k0 = " + k_begin_ + "; k0 < " + k_end_ + "; k0 += " + BK + ") {");
     indent_++;
@@ -798,6 +825,12 @@ class Renderer {
     std::string to_shared = {};
     std::string regs = {};
     bool raw16 = false;  // the factor is a cast of 16-bit data read as it is: its bits are staged
+    // Vector staging (plan_vector_staging): `vec` neighbours along the staged side (k where
+    // along_k) are one 16-byte load; a thread stages groups of them, and registers hold groups.
+    int64_t vec = 1;
+    bool k_major = false;  // tensor cores: shared memory holds [chunk][extent] (staged along the rows)
+    int64_t pitch = 0;     // elements per row of shared memory
+    int64_t fast_extent() const { return f.along_k ? chunk : extent; }
   };
   // Whether a tensor-core factor is a cast of `held`-typed values read straight from memory
   // (through views): then its chunk is staged as the stored bits, without the conversions to
@@ -820,33 +853,96 @@ class Renderer {
     std::string v = raw16(n->src[0].get(), unflatten(flat, n->src[0]->shape), land(valid, v2));
     return is_true(v2) ? v : define("u16", condition(v2) + " ? " + v + " : (u16)0");
   }
-  static int64_t staged_per_thread(const Staging& s, int64_t threads) {
-    return (s.extent * s.chunk + threads - 1) / threads;
+  // The element a staged factor that only reads memory (through views, and raw16's cast) reads
+  // at `idx`: its buffer, flat index and mask.
+  struct FactorLoad {
+    int buffer = -1;
+    DType dtype = DType::Float32;
+    Expr flat, valid;
+  };
+  std::optional<FactorLoad> factor_load(const Node* n, std::vector<Expr> idx, Expr valid, bool through_cast) {
+    for (;;) {
+      auto load = k_.loads.find(n);
+      if (load != k_.loads.end()) return FactorLoad{load->second, n->dtype, row_major(idx, n->shape), valid};
+      if (n->op == Op::Contiguous || (through_cast && n->op == Op::Cast)) {
+        n = n->src[0].get();
+        continue;
+      }
+      if (n->op != Op::View) return std::nullopt;
+      auto [flat, v2] = n->args.st.index_valid(idx);
+      valid = land(valid, v2);
+      idx = unflatten(flat, n->src[0]->shape);
+      n = n->src[0].get();
+    }
   }
-  // Element `e`'s (lin, m, kk): its place in the chunk and in shared memory. In a matrix view
-  // (flattened rows or columns: divisions in their indices), where the threads divide the
-  // fastest side (or it divides them), the place is a thread's own offset plus a constant per
-  // element, so elements at one row (or step) share its index arithmetic.
+  // Vector staging: where the factor only reads memory, every element one the staged side's
+  // coordinate moves by one along (and a mask that does not look at it), a group of 16 bytes
+  // starting at a multiple of their count is one aligned load (a matmul's rows along k, its b
+  // along the columns; not a convolution's windows). On tensor cores a factor staged along its
+  // rows then lies [chunk][extent] in shared memory (16-byte stores), its fragments read
+  // transposed (ldmatrix.trans), or by 32-bit loads for TF32.
+  void plan_vector_staging(Staging& s, const std::vector<Expr>& base) {
+    const bool mma = !s.to_shared.empty(), tf32 = plan_.mma == CudaMma::TF32;
+    if (!opt_.vector_staging || (mma && !s.f.along_k && !tf32 && !opt_.ldmatrix)) return;
+    const int64_t fast_size = s.f.along_k ? plan_.shared_k : s.size;
+    // the fast coordinate made last: lane_run takes variables made after it for ones it depends on
+    Expr slow = new_var("", s.f.along_k ? s.size : plan_.shared_k), fast = new_var("", fast_size);
+    std::vector<Expr> o = base;
+    o[size_t(s.rows ? plan_.tile_d2 : plan_.tile_d)] = s.f.along_k ? slow : fast;
+    auto [sub, valid] = shared_context(o, s.f.along_k ? fast : slow);
+    auto load = factor_load(s.f.node, sub, valid, s.raw16);
+    if (!load || itemsize(load->dtype) != (s.raw16 ? 2 : 4) || (!s.raw16 && mem_type(load->dtype) != s.type)) return;
+    const int64_t vec = 16 / itemsize(load->dtype);
+    if (s.fast_extent() % vec || fast_size % vec || !tiny::lane_run(load->flat, int(fast->value), vec) ||
+        uses_vars(load->valid, int(fast->value), INT32_MAX))
+      return;
+    s.vec = vec;
+    s.k_major = mma && !s.f.along_k;
+    vector_buffers_.insert(load->buffer);
+  }
+  // The condition that vector staging's buffers are aligned for 16-byte loads (one test per
+  // kernel; elsewhere the same groups load element by element).
+  void declare_staging_alignment() {
+    if (vector_buffers_.empty()) return;
+    vectors_ = true;
+    std::string bits;
+    for (int b : vector_buffers_) bits += (bits.empty() ? "" : " | ") + std::string("(u64)b") + std::to_string(b);
+    line("const bool tiny_aligned = ((" + bits + ") & 15ull) == 0ull;");
+  }
+  static int64_t staged_per_thread(const Staging& s, int64_t threads) {
+    return (s.extent * s.chunk / s.vec + threads - 1) / threads;
+  }
+  // The registers a factor's chunk passes through: a value, or a group of `vec`, per element.
+  void declare_staging_registers(Staging& s, int64_t threads) {
+    s.regs = tmp("stage");
+    std::string type = s.vec > 1 ? "tiny_vec<" + s.type + ", " + std::to_string(s.vec) + ">" : s.type;
+    line(type + " " + s.regs + "[" + std::to_string(staged_per_thread(s, threads)) + "];");
+  }
+  // Element (or group) `e`'s (lin, m, kk): its place in the chunk and in shared memory. In a
+  // matrix view (flattened rows or columns: divisions in their indices), where the threads
+  // divide the fastest side (or it divides them), the place is a thread's own offset plus a
+  // constant per element, so elements at one row (or step) share its index arithmetic.
   void staged_element(const Staging& s, int64_t threads, const std::string& e, std::string* lin, std::string* m,
                       std::string* kk) {
     *lin = tmp("lin");
     *m = tmp("m");
     *kk = tmp("kk");
     line("const int " + *lin + " = (int)threadIdx.x + " + e + " * " + std::to_string(threads) + ";");
-    // the fastest side and the other: threads take consecutive places along the fastest
-    const int64_t fast = s.f.along_k ? s.chunk : s.extent;
+    // the fastest side (in groups) and the other: threads take consecutive places along the fastest
+    const int64_t fast = s.fast_extent() / s.vec;
     std::string* fast_at = s.f.along_k ? kk : m;
     std::string* slow_at = s.f.along_k ? m : kk;
     auto str = [](int64_t v) { return std::to_string(v); };
     std::string f = *lin + " % " + str(fast), w = *lin + " / " + str(fast);
-    if (plan_.view && fast % threads == 0) {
+    if ((plan_.view || s.vec > 1) && fast % threads == 0) {
       int64_t per = fast / threads;  // elements along the fastest side per thread
       f = "(int)threadIdx.x + " + e + " % " + str(per) + " * " + str(threads);
       w = e + " / " + str(per);
-    } else if (plan_.view && threads % fast == 0) {
+    } else if ((plan_.view || s.vec > 1) && threads % fast == 0) {
       f = "(int)threadIdx.x % " + str(fast);
       w = "(int)threadIdx.x / " + str(fast) + " + " + e + " * " + str(threads / fast);
     }
+    if (s.vec > 1) f = "(" + f + ") * " + str(s.vec);
     line("const int " + *fast_at + " = " + f + ", " + *slow_at + " = " + w + ";");
   }
   // Loads the chunk starting at step `k_start` into the registers. Rows and steps past the
@@ -862,7 +958,8 @@ class Renderer {
     staged_element(s, threads, e, &lin, &m, &kk);
     std::string at = tmp("at"), k = tmp("k"), row_ok = tmp("ok"), k_ok = tmp("ok"),
                 row = s.block + " * " + std::to_string(s.extent) + " + " + m;
-    std::string whole = s.extent * s.chunk < threads ? lin + " < " + std::to_string(s.extent * s.chunk) + " && " : "";
+    const int64_t places = s.extent * s.chunk / s.vec;
+    std::string whole = places < threads ? lin + " < " + std::to_string(places) + " && " : "";
     line("const bool " + row_ok + " = " + row + " < " + std::to_string(s.size) + ", " + k_ok + " = " + k_start + " + " + kk +
          " < " + k_end_ + ";");
     std::string row_in = plan_.view ? row_ok : row_ok + " && " + k_ok, k_in = plan_.view ? k_ok : row_in;
@@ -870,8 +967,20 @@ class Renderer {
     std::vector<Expr> o = base;
     o[size_t(s.rows ? plan_.tile_d2 : plan_.tile_d)] = new_var(at, s.size);
     auto [sub, valid] = shared_context(o, new_var(k, plan_.shared_k));
-    std::string v = s.raw16 ? raw16(s.f.node, sub, valid) : eval(s.f.node, sub, valid);
-    line(s.regs + "[" + e + "] = " + whole + row_ok + " && " + k_ok + " ? " + v + " : (" + s.type + ")0;");
+    if (s.vec > 1) {
+      // the group's first element (the index moves by one per element from there)
+      auto load = factor_load(s.f.node, sub, valid, s.raw16);
+      if (!load) throw std::logic_error("tiny cuda: a vector-staged factor lost its load");
+      std::string b = "b" + std::to_string(load->buffer), ix = load_index_flat(load->flat, load->valid);
+      std::string ok = whole + row_ok + " && " + k_ok + (is_true(load->valid) ? "" : " && " + condition(load->valid));
+      std::string vt = "tiny_vec<" + s.type + ", " + std::to_string(s.vec) + ">", r = s.regs + "[" + e + "]";
+      line("if (tiny_aligned) " + r + " = " + ok + " ? *(const " + vt + "*)(" + b + " + " + ix + ") : " + vt + "{};");
+      line("else for (int l = 0; l < " + std::to_string(s.vec) + "; l++) " + r + ".v[l] = " + ok + " ? " + b + "[" + ix +
+           " + l] : (" + s.type + ")0;");
+    } else {
+      std::string v = s.raw16 ? raw16(s.f.node, sub, valid) : eval(s.f.node, sub, valid);
+      line(s.regs + "[" + e + "] = " + whole + row_ok + " && " + k_ok + " ? " + v + " : (" + s.type + ")0;");
+    }
     memo_.pop_back();
     indent_--;
     line("}");
@@ -882,9 +991,34 @@ class Renderer {
     line("for (int " + e + " = 0; " + e + " < " + std::to_string(staged_per_thread(s, threads)) + "; " + e + "++) {");
     indent_++;
     staged_element(s, threads, e, &lin, &m, &kk);
-    std::string store = s.to_shared.empty() ? s.array + "[" + kk + "][" + m + "] = " + s.regs + "[" + e + "];"
-                                            : s.array + "[" + m + "][" + kk + "] = " + s.to_shared + "(" + s.regs + "[" + e + "]);";
-    line(s.extent * s.chunk < threads ? "if (" + lin + " < " + std::to_string(s.extent * s.chunk) + ") " + store : store);
+    const int64_t places = s.extent * s.chunk / s.vec;
+    std::string guard = places < threads ? "if (" + lin + " < " + std::to_string(places) + ") " : "";
+    // shared memory [outer][inner]: [kk][m] for scalar tiles and k-major tensor-core factors
+    const bool k_outer = s.to_shared.empty() || s.k_major;
+    auto at = [&](const std::string& m_at, const std::string& k_at) {
+      return s.array + (k_outer ? "[" + k_at + "][" + m_at + "]" : "[" + m_at + "][" + k_at + "]");
+    };
+    auto converted = [&](const std::string& v) { return s.to_shared.empty() ? v : s.to_shared + "(" + v + ")"; };
+    if (s.vec == 1) {
+      line(guard + at(m, kk) + " = " + converted(s.regs + "[" + e + "]") + ";");
+    } else if (s.f.along_k == !k_outer && s.pitch % s.vec == 0) {
+      // the group is a run of shared memory too (rows of 16-byte multiples): one store
+      const std::string held = s.to_shared.empty() || s.raw16 ? s.type : "u32";
+      std::string vt = "tiny_vec<" + held + ", " + std::to_string(s.vec) + ">", r = s.regs + "[" + e + "]";
+      std::string v = r;
+      if (held != s.type) {
+        v = vt + "{{";
+        for (int64_t l = 0; l < s.vec; l++) v += (l ? ", " : "") + converted(r + ".v[" + std::to_string(l) + "]");
+        v += "}}";
+      }
+      line(guard + "*reinterpret_cast<" + vt + "*>(&" + at(m, kk) + ") = " + v + ";");
+    } else {
+      for (int64_t l = 0; l < s.vec; l++) {
+        std::string plus = " + " + std::to_string(l);
+        line(guard + at(s.f.along_k ? m : m + plus, s.f.along_k ? kk + plus : kk) + " = " +
+             converted(s.regs + "[" + e + "].v[" + std::to_string(l) + "]") + ";");
+      }
+    }
     indent_--;
     line("}");
   }
@@ -902,14 +1036,11 @@ class Renderer {
     const bool tf32 = plan_.mma == CudaMma::TF32;
     const int64_t step = tf32 ? 8 : 16;  // reduce steps per mma.sync
     auto str = [](int64_t v) { return std::to_string(v); };
-    // rows padded so that the 8 rows a fragment load reads (4 threads each) fall in different banks
-    const std::string held = tf32 ? "u32" : "u16", pitch = str(kMmaK + (tf32 ? 4 : 8));
-    line("alignas(16) __shared__ " + held + " tiny_as[" + str(BM) + "][" + pitch + "];");
-    line("alignas(16) __shared__ " + held + " tiny_bs[" + str(BN) + "][" + pitch + "];");
+    const std::string held = tf32 ? "u32" : "u16";
     std::string bm, bn;
     std::vector<Expr> base = open_block_loop(&bm, &bn);
     // lane = 4 * g + t (the PTX ISA's groupID and threadID_in_group); the warp's first row and column
-    line("const int tiny_warp = (int)threadIdx.x / 32, tiny_g = (int)threadIdx.x % 32 / 4, tiny_t = (int)threadIdx.x % 4;");
+    line("const int tiny_warp = (int)threadIdx.x / 32, tiny_lane = (int)threadIdx.x % 32, tiny_g = tiny_lane / 4, tiny_t = tiny_lane % 4;");
     line("const int tiny_wm = tiny_warp / " + str(plan_.mma_warps_n) + " * " + str(WTM) + ", tiny_wn = tiny_warp % " +
          str(plan_.mma_warps_n) + " * " + str(WTN) + ";");
     std::vector<std::string> acc;  // piece (i, j) of the warp: acc[i * plan_.mma_n + j], its 4 values
@@ -927,9 +1058,15 @@ class Renderer {
         s->type = "u16";
         s->to_shared = "(u16)";
       }
-      s->regs = tmp("stage");
-      line(s->type + " " + s->regs + "[" + str(staged_per_thread(*s, T)) + "];");
+      plan_vector_staging(*s, base);
+      // rows padded so that the 8 rows a fragment load reads fall in different banks: by 16
+      // bytes (an ldmatrix row), or for TF32 k-major by 8 words (4 steps x 8 rows of 32-bit loads)
+      s->pitch = s->k_major ? s->extent + 8 : kMmaK + (tf32 ? 4 : 8);
+      line("alignas(16) __shared__ " + held + " " + s->array + "[" + str(s->k_major ? kMmaK : s->extent) + "][" +
+           str(s->pitch) + "];");
     }
+    declare_staging_alignment();
+    for (Staging* s : {&sa, &sb}) declare_staging_registers(*s, T);
     for (Staging* s : {&sa, &sb}) stage_load(*s, base, T, k_begin_);
     line("for (int k0 = " + k_begin_ + "; k0 < " + k_end_ + "; k0 += " + str(kMmaK) + ") {");
     indent_++;
@@ -943,22 +1080,57 @@ class Renderer {
     line("#pragma unroll");
     line("for (int kk = 0; kk < " + str(kMmaK) + "; kk += " + str(step) + ") {");
     indent_++;
-    // an element pair (16-bit) or element (TF32) of the fragments: row or column `at`, step `k`
-    auto held_at = [&](const std::string& array, const std::string& at, const std::string& k) {
-      return tf32 ? array + "[" + at + "][kk + tiny_t" + k + "]" : "tiny_pair(&" + array + "[" + at + "][kk + 2 * tiny_t" + k + "])";
+    // Fragments (the PTX ISA's layouts; g = lane / 4, t = lane % 4): A's piece i holds rows g and
+    // g + 8 at steps 2t, 2t + 1 and those + 8 (TF32: rows g, g + 8 at steps t, t + 4); B's piece
+    // j column g at the same steps. By ldmatrix: lane L names row L % 8 of matrix L / 8, 16
+    // bytes of a row of [m][k] memory (or, transposed, of a k-major factor's [k][m]).
+    const int64_t H = tf32 ? 4 : 8;  // a matrix's width in steps (16 bytes)
+    // B's pieces j and j + 1 come from one ldmatrix.x4 (its matrices 2 and 3: piece j + 1)
+    const bool ldsm_b = sb.k_major ? !tf32 : opt_.ldmatrix;
+    auto fragment_loads = [&](const Staging& s, const std::string& first, const std::string& name, bool a_side, int64_t pieces) {
+      // an element pair (16-bit) or element (TF32) at row or column `at`, step `k`, of [m][k] memory
+      auto held_at = [&](const std::string& at, const std::string& k) {
+        return tf32 ? s.array + "[" + at + "][kk + tiny_t" + k + "]" : "tiny_pair(&" + s.array + "[" + at + "][kk + 2 * tiny_t" + k + "])";
+      };
+      const std::string half_k = tf32 ? " + 4" : " + 8";
+      const int64_t count = a_side ? 4 : 2 * pieces;
+      if (s.k_major && tf32) {  // [k][m]: 32-bit loads, the steps t and t + 4 of rows (columns) g and g + 8
+        std::string g0 = first + " + tiny_g", g8 = first + " + 8 + tiny_g", lo = s.array + "[kk + tiny_t][",
+                    hi = s.array + "[kk + tiny_t + 4][";
+        line("const u32 " + name + "[" + str(count) + "] = {" +
+             (a_side ? lo + g0 + "], " + lo + g8 + "], " + hi + g0 + "], " + hi + g8 + "]" : lo + g0 + "], " + hi + g0 + "]") + "};");
+      } else if (s.k_major) {  // A: (m 0-7, k 0-7), (m 8-15, k 0-7), (m 0-7, k 8-15), (m 8-15, k 8-15); B: (k 0-7), (k 8-15)
+        line("u32 " + name + "[" + str(count) + "];");
+        std::string k_row = a_side ? "kk + tiny_lane / 16 * 8 + tiny_lane % 8" : "kk + tiny_lane / 8 % 2 * 8 + tiny_lane % 8";
+        std::string m_at = first + (a_side ? " + tiny_lane / 8 % 2 * 8" : pieces > 1 ? " + tiny_lane / 16 * 8" : "");
+        line("tiny_ldsm_trans_x" + str(count) + "(" + name + ", &" + s.array + "[" + k_row + "][" + m_at + "]);");
+      } else if (opt_.ldmatrix) {
+        line("u32 " + name + "[" + str(count) + "];");
+        std::string row = first + (a_side || pieces > 1 ? " + tiny_lane / 16 * 8" : "") + " + tiny_lane % 8";
+        if (a_side) row = first + " + tiny_lane % 16";
+        std::string k_at = a_side ? "kk + tiny_lane / 16 * " + str(H) : "kk + tiny_lane / 8 % 2 * " + str(H);
+        line("tiny_ldsm_x" + str(count) + "(" + name + ", &" + s.array + "[" + row + "][" + k_at + "]);");
+      } else if (a_side) {
+        std::string r0 = first + " + tiny_g", r1 = first + " + 8 + tiny_g";
+        line("const u32 " + name + "[4] = {" + held_at(r0, "") + ", " + held_at(r1, "") + ", " + held_at(r0, half_k) + ", " +
+             held_at(r1, half_k) + "};");
+      } else {
+        std::string c = first + " + tiny_g";
+        line("const u32 " + name + "[2] = {" + held_at(c, "") + ", " + held_at(c, half_k) + "};");
+      }
     };
-    const std::string half_k = tf32 ? " + 4" : " + 8";  // the fragment's second half of the steps
     std::vector<std::string> fa, fb;
     for (int64_t i = 0; i < plan_.mma_m; i++) {
-      std::string r0 = "tiny_wm + " + str(i * 16) + " + tiny_g", r1 = "tiny_wm + " + str(i * 16 + 8) + " + tiny_g";
       fa.push_back(tmp("fa"));
-      line("const u32 " + fa.back() + "[4] = {" + held_at("tiny_as", r0, "") + ", " + held_at("tiny_as", r1, "") + ", " +
-           held_at("tiny_as", r0, half_k) + ", " + held_at("tiny_as", r1, half_k) + "};");
+      fragment_loads(sa, "tiny_wm + " + str(i * 16), fa.back(), true, 1);
     }
-    for (int64_t j = 0; j < plan_.mma_n; j++) {
-      std::string c = "tiny_wn + " + str(j * 8) + " + tiny_g";
-      fb.push_back(tmp("fb"));
-      line("const u32 " + fb.back() + "[2] = {" + held_at("tiny_bs", c, "") + ", " + held_at("tiny_bs", c, half_k) + "};");
+    for (int64_t j = 0; j < plan_.mma_n;) {
+      int64_t pieces = ldsm_b && j + 1 < plan_.mma_n ? 2 : 1;
+      std::string name = tmp("fb");
+      fragment_loads(sb, "tiny_wn + " + str(j * 8), name, false, pieces);
+      fb.push_back(name);
+      if (pieces == 2) fb.push_back(name + " + 2");
+      j += pieces;
     }
     for (int64_t i = 0; i < plan_.mma_m; i++)
       for (int64_t j = 0; j < plan_.mma_n; j++)
@@ -1265,9 +1437,12 @@ class Renderer {
 
   // The load index, clamped to 0 where the element is masked out.
   std::string load_index(const std::vector<Expr>& idx, const Shape& shape, const Expr& valid) {
-    std::string ix = index(row_major(idx, shape));
+    return load_index_flat(row_major(idx, shape), valid);
+  }
+  std::string load_index_flat(const Expr& flat, const Expr& valid) {
+    std::string ix = index(flat);
     if (is_true(valid)) return ix;
-    return define(fits32(row_major(idx, shape)) ? "int" : "i64", condition(valid) + " ? " + ix + " : 0", "x");
+    return define(fits32(flat) ? "int" : "i64", condition(valid) + " ? " + ix + " : 0", "x");
   }
 
   // ---- conversions between memory and registers
@@ -1972,6 +2147,7 @@ class Renderer {
   std::unordered_map<std::string, std::string> vector_loads_;  // buffer + index -> the vector
   std::map<int, int64_t> vector_bytes_;  // buffer -> the alignment its vector accesses need
   bool vectors_ = false;                 // some pass moved vectors
+  std::set<int> vector_buffers_;         // buffers that vector staging reads
   int indent_ = 0;
   int next_id_ = 0;
   int reduce_depth_ = 0;

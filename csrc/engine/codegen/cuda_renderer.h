@@ -52,6 +52,9 @@ struct CudaRenderOptions {
   bool tensor_cores = true;   // shared tiles of 16-bit (or allowed TF32) products may use mma.sync
   bool fused_multiply_add = true;  // a float sum adds a product of its dtype as one fma (as the CPU contracts it)
   bool occupancy = true;  // 8 x 8 shared tiles cap their registers so that two blocks share a multiprocessor
+  // shared tiles load a factor that is a plain run of memory along its staged side 16 bytes at a time
+  bool vector_staging = true;
+  bool ldmatrix = true;  // tensor-core fragments come from shared memory by ldmatrix (else 32 bits per load)
 };
 
 struct CudaKernelSource {

@@ -118,6 +118,27 @@ static inline void tiny_warp_mma(float* d, const float* a, const float* b, unsig
   __syncthreads();
 }
 
+// ldmatrix as a warp meets it (every thread of the block): each lane leaves its row's address,
+// then takes 32 bits of each of `count` 8x8 matrices of 16-bit values, as the PTX ISA lays them out.
+static inline void tiny_warp_ldmatrix(unsigned* d, const void* row, unsigned count, bool trans) {
+  static thread_local const unsigned char* rows[1024];
+  const unsigned t = threadIdx.x, lane = t & 31u, warp = t & ~31u, g = lane / 4, q = lane % 4;
+  rows[t] = (const unsigned char*)row;
+  __syncthreads();
+  for (unsigned j = 0; j < count; j++) {
+    const unsigned char* const* m = rows + warp + 8 * j;
+    if (trans) {  // column g of rows 2q and 2q + 1
+      unsigned short lo, hi;
+      memcpy(&lo, m[2 * q] + 2 * g, 2);
+      memcpy(&hi, m[2 * q + 1] + 2 * g, 2);
+      d[j] = lo | (unsigned)hi << 16;
+    } else {  // word q of row g
+      memcpy(&d[j], m[g] + 4 * q, 4);
+    }
+  }
+  __syncthreads();
+}
+
 template <unsigned...> struct tiny_seq {};
 template <unsigned N, unsigned... I> struct tiny_make_seq : tiny_make_seq<N - 1, N - 1, I...> {};
 template <unsigned... I> struct tiny_make_seq<0, I...> { typedef tiny_seq<I...> type; };

@@ -831,6 +831,16 @@ class Renderer {
     bool k_major = false;  // tensor cores: shared memory holds [chunk][extent] (staged along the rows)
     int64_t pitch = 0;     // elements per row of shared memory
     int64_t fast_extent() const { return f.along_k ? chunk : extent; }
+    // A group's registers: raw16 pairs packed in 32-bit words, so that a vector load's result
+    // is used as it arrives (unpacked 16-bit lanes had every load wait for its data at once).
+    std::string group_type() const {
+      return raw16 ? "tiny_vec<u32, " + std::to_string(vec / 2) + ">" : "tiny_vec<" + type + ", " + std::to_string(vec) + ">";
+    }
+    // element l of group `r`
+    std::string group_element(const std::string& r, int64_t l) const {
+      if (!raw16) return r + ".v[" + std::to_string(l) + "]";
+      return "(u16)(" + r + ".v[" + std::to_string(l / 2) + "]" + (l % 2 ? " >> 16" : "") + ")";
+    }
   };
   // Whether a tensor-core factor is a cast of `held`-typed values read straight from memory
   // (through views): then its chunk is staged as the stored bits, without the conversions to
@@ -915,7 +925,7 @@ class Renderer {
   // The registers a factor's chunk passes through: a value, or a group of `vec`, per element.
   void declare_staging_registers(Staging& s, int64_t threads) {
     s.regs = tmp("stage");
-    std::string type = s.vec > 1 ? "tiny_vec<" + s.type + ", " + std::to_string(s.vec) + ">" : s.type;
+    std::string type = s.vec > 1 ? s.group_type() : s.type;
     line(type + " " + s.regs + "[" + std::to_string(staged_per_thread(s, threads)) + "];");
   }
   // Element (or group) `e`'s (lin, m, kk): its place in the chunk and in shared memory. In a
@@ -973,10 +983,14 @@ class Renderer {
       if (!load) throw std::logic_error("tiny cuda: a vector-staged factor lost its load");
       std::string b = "b" + std::to_string(load->buffer), ix = load_index_flat(load->flat, load->valid);
       std::string ok = whole + row_ok + " && " + k_ok + (is_true(load->valid) ? "" : " && " + condition(load->valid));
-      std::string vt = "tiny_vec<" + s.type + ", " + std::to_string(s.vec) + ">", r = s.regs + "[" + e + "]";
+      std::string vt = s.group_type(), r = s.regs + "[" + e + "]";
       line("if (tiny_aligned) " + r + " = " + ok + " ? *(const " + vt + "*)(" + b + " + " + ix + ") : " + vt + "{};");
-      line("else for (int l = 0; l < " + std::to_string(s.vec) + "; l++) " + r + ".v[l] = " + ok + " ? " + b + "[" + ix +
-           " + l] : (" + s.type + ")0;");
+      if (s.raw16)
+        line("else for (int l = 0; l < " + std::to_string(s.vec / 2) + "; l++) " + r + ".v[l] = " + ok + " ? (u32)" + b + "[" +
+             ix + " + 2 * l] | (u32)" + b + "[" + ix + " + 2 * l + 1] << 16 : 0u;");
+      else
+        line("else for (int l = 0; l < " + std::to_string(s.vec) + "; l++) " + r + ".v[l] = " + ok + " ? " + b + "[" + ix +
+             " + l] : (" + s.type + ")0;");
     } else {
       std::string v = s.raw16 ? raw16(s.f.node, sub, valid) : eval(s.f.node, sub, valid);
       line(s.regs + "[" + e + "] = " + whole + row_ok + " && " + k_ok + " ? " + v + " : (" + s.type + ")0;");
@@ -1003,10 +1017,11 @@ class Renderer {
       line(guard + at(m, kk) + " = " + converted(s.regs + "[" + e + "]") + ";");
     } else if (s.f.along_k == !k_outer && s.pitch % s.vec == 0) {
       // the group is a run of shared memory too (rows of 16-byte multiples): one store
-      const std::string held = s.to_shared.empty() || s.raw16 ? s.type : "u32";
-      std::string vt = "tiny_vec<" + held + ", " + std::to_string(s.vec) + ">", r = s.regs + "[" + e + "]";
+      // as loaded, or converted to TF32 lane by lane
+      const bool as_loaded = s.to_shared.empty() || s.raw16;
+      std::string vt = as_loaded ? s.group_type() : "tiny_vec<u32, " + std::to_string(s.vec) + ">", r = s.regs + "[" + e + "]";
       std::string v = r;
-      if (held != s.type) {
+      if (!as_loaded) {
         v = vt + "{{";
         for (int64_t l = 0; l < s.vec; l++) v += (l ? ", " : "") + converted(r + ".v[" + std::to_string(l) + "]");
         v += "}}";
@@ -1016,7 +1031,7 @@ class Renderer {
       for (int64_t l = 0; l < s.vec; l++) {
         std::string plus = " + " + std::to_string(l);
         line(guard + at(s.f.along_k ? m : m + plus, s.f.along_k ? kk + plus : kk) + " = " +
-             converted(s.regs + "[" + e + "].v[" + std::to_string(l) + "]") + ";");
+             converted(s.group_element(s.regs + "[" + e + "]", l)) + ";");
       }
     }
     indent_--;

@@ -17,7 +17,7 @@ Printed figures only; nothing here is pass/fail.
     python bench/bench_gpu.py [--rows chain,sum,...] [--reps 7] [--no-compile] [--ablate [fma,...]]
 
 --ablate then runs tiny again, in a fresh process each, with each of its CUDA optimizations
-switched off (TINY_CUDA_OFF=fma, lanes, mma, occupancy, shared, tiles, vstage, ldmatrix), against
+switched off (TINY_CUDA_OFF=fma, lanes, mma, occupancy, shared, tiles, vstage, ldmatrix, balance), against
 the same reference results; `--ablate fma,shared` names some of them, `--ablate vstage+ldmatrix`
 switches two off in one run.
 """
@@ -280,8 +280,8 @@ class Bench:
 
 
 # TINY_CUDA_OFF's names: fused multiply-adds, vector lanes, tensor cores, the 8 x 8 tiles' register
-# cap, shared-memory and register tiles, 16-byte staging loads, ldmatrix fragments
-ABLATIONS = ("fma", "lanes", "mma", "occupancy", "shared", "tiles", "vstage", "ldmatrix")
+# cap, shared-memory and register tiles, 16-byte staging loads, ldmatrix fragments, balanced splits
+ABLATIONS = ("fma", "lanes", "mma", "occupancy", "shared", "tiles", "vstage", "ldmatrix", "balance")
 
 ROWS = {
     "chain": Bench.chain, "sum": Bench.total, "mm1024": lambda b: b.matmul(1024),

@@ -466,13 +466,14 @@ TEST(CudaEnv, OptimizationsSwitchedOffByName) {
   EXPECT_FALSE(o.shared_tiles);
   EXPECT_TRUE(o.register_tile);
   EXPECT_TRUE(o.fused_multiply_add);
-  EXPECT_TRUE(o.vector_staging && o.ldmatrix);
-  setenv("TINY_CUDA_OFF", "tiles,fma,occupancy,vstage,ldmatrix", 1);
+  EXPECT_TRUE(o.vector_staging && o.ldmatrix && o.balanced_splits);
+  setenv("TINY_CUDA_OFF", "tiles,fma,occupancy,vstage,ldmatrix,balance", 1);
   o = cuda_options_from_env();
   EXPECT_FALSE(o.fused_multiply_add);
   EXPECT_FALSE(o.occupancy);
   EXPECT_FALSE(o.vector_staging);
   EXPECT_FALSE(o.ldmatrix);
+  EXPECT_FALSE(o.balanced_splits);
   EXPECT_TRUE(o.vector_lanes);
   EXPECT_FALSE(o.register_tile);
   EXPECT_FALSE(o.shared_tiles);
@@ -1164,6 +1165,18 @@ TEST_F(Cuda, SharedMemoryTilesOfProducts) {
                 .kernel.find("__launch_bounds__(256) "),
             std::string::npos);
   EXPECT_EQ(render_cuda(mm.kernels[0], h100).tile_rows, 4);  // 68 x 72 outputs: 4 x 4 tiles
+  // few blocks per multiprocessor: the reduce splits so that the busiest one has the fewest steps
+  auto split_of = [](int64_t m, int64_t k, int64_t n, const CudaRenderOptions& o) {
+    Tensor x = Tensor::rand({m, k}, 423, 0), y = Tensor::rand({k, n}, 424, 0);
+    return render_cuda(create_schedule({x.matmul(y).node()}).kernels.back(), o).split;
+  };
+  EXPECT_EQ(split_of(2304, 12544, 256, h100), 8);  // 144 blocks of 64 x 64; unsplit, 12 take two
+  EXPECT_EQ(split_of(576, 200704, 64, h100), 29);  // 9 blocks: 261, two per multiprocessor
+  EXPECT_EQ(split_of(512, 4608, 3136, h100), 1);   // 392 blocks: three on each already
+  CudaRenderOptions h100_unbalanced = h100;
+  h100_unbalanced.balanced_splits = false;  // the rule before: two per multiprocessor, rounded up
+  EXPECT_EQ(split_of(2304, 12544, 256, h100_unbalanced), 1);
+  EXPECT_EQ(split_of(576, 200704, 64, h100_unbalanced), 30);
   // 8 columns: a block of 2 x 128 threads stages a chunk of b's 8 columns (128 values) with
   // half its threads
   Tensor na = positive(DType::Float32, {512, 24}, 419), nb = positive(DType::Float32, {24, 8}, 420);

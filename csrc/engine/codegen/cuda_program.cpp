@@ -117,9 +117,10 @@ CudaRenderOptions cuda_options_from_env() {
     else if (name == "occupancy") o.occupancy = false;
     else if (name == "vstage") o.vector_staging = false;
     else if (name == "ldmatrix") o.ldmatrix = false;
+    else if (name == "balance") o.balanced_splits = false;
     else if (!name.empty())
       throw std::invalid_argument("TINY_CUDA_OFF: unknown optimization '" + name +
-                                  "' (fma, ldmatrix, lanes, mma, occupancy, shared, tiles, vstage)");
+                                  "' (balance, fma, ldmatrix, lanes, mma, occupancy, shared, tiles, vstage)");
   }
   return o;
 }

@@ -55,6 +55,7 @@ struct CudaRenderOptions {
   // shared tiles load a factor that is a plain run of memory along its staged side 16 bytes at a time
   bool vector_staging = true;
   bool ldmatrix = true;  // tensor-core fragments come from shared memory by ldmatrix (else 32 bits per load)
+  bool balanced_splits = true;  // shared tiles with few blocks split their reduce to even out multiprocessors
 };
 
 struct CudaKernelSource {

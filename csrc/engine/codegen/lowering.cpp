@@ -925,18 +925,30 @@ class CudaLowering {
       int64_t useful = max_r / (int64_t(bs) * 16);
       p_.split = int(std::max<int64_t>(1, std::min<int64_t>({wanted, useful, 1024})));
     }
-    // A shared tile whose blocks leave multiprocessors idle (a weight gradient: few outputs, long
+    // A shared tile with few blocks per multiprocessor (a weight gradient: few outputs, long
     // reduces) splits its reduce into slices of whole chunks, a block per block of tiles and
-    // slice, aiming at two blocks per multiprocessor, each slice at least kBlockSliceMin steps.
-    if (p_.shared && p_.launch_outputs < opt_.multiprocessors && one_flat_reduce(k_, vars_)) {
-      const int64_t chunk = p_.mma != CudaMma::None ? kMmaK : kSharedK;
-      int64_t blocks = std::max<int64_t>(p_.launch_outputs, 1);
-      int64_t wanted = (2 * int64_t(opt_.multiprocessors) + blocks - 1) / blocks;
-      int64_t useful = p_.shared_k / std::max(kBlockSliceMin, chunk);
-      int64_t slices = std::min<int64_t>({wanted, useful, kMaxThreadSlices});
+    // slice, each slice at least kBlockSliceMin steps, so that the busiest multiprocessor's
+    // steps are fewest: blocks spread unevenly otherwise (144 blocks on 132 multiprocessors put
+    // two on 12 of them, which then take twice as long; 9 tiles in 30 slices, three on 6). Of
+    // the slice counts within 3% of the best, the fewest (fewer partials to combine).
+    if (p_.shared && opt_.multiprocessors > 0 && p_.launch_outputs < kFewBlocksPerSM * opt_.multiprocessors &&
+        one_flat_reduce(k_, vars_)) {
+      const int64_t chunk = p_.mma != CudaMma::None ? kMmaK : kSharedK, sms = opt_.multiprocessors;
+      const int64_t blocks = std::max<int64_t>(p_.launch_outputs, 1), chunks = (p_.shared_k + chunk - 1) / chunk;
+      const int64_t most = std::min<int64_t>({p_.shared_k / std::max(kBlockSliceMin, chunk), kMaxThreadSlices, chunks});
+      auto steps_per_slice = [&](int64_t slices) { return (chunks + slices - 1) / slices * chunk; };
+      auto busiest = [&](int64_t slices) {  // the steps of the multiprocessor with the most blocks
+        int64_t steps = steps_per_slice(slices), actual = (p_.shared_k + steps - 1) / steps;
+        return (blocks * actual + sms - 1) / sms * steps;
+      };
+      int64_t best = busiest(1);
+      for (int64_t n = 2; n <= most; n++) best = std::min(best, busiest(n));
+      int64_t slices = 1;
+      while (slices < most && busiest(slices) * 100 > best * 103) slices++;
+      // (TINY_CUDA_OFF=balance: below one block per multiprocessor, aim at two each)
+      if (!opt_.balanced_splits) slices = blocks < sms ? std::min(most, (2 * sms + blocks - 1) / blocks) : 1;
       if (slices >= 2) {
-        int64_t chunks = (p_.shared_k + chunk - 1) / chunk;
-        p_.split_steps = (chunks + slices - 1) / slices * chunk;
+        p_.split_steps = steps_per_slice(slices);
         p_.split = int((p_.shared_k + p_.split_steps - 1) / p_.split_steps);  // none empty
       }
     }
@@ -958,6 +970,7 @@ class CudaLowering {
 
  private:
   static constexpr int64_t kThreadsPerSM = 1024, kThreadSliceMin = 1024, kMaxThreadSlices = 64, kBlockSliceMin = 256;
+  static constexpr int64_t kFewBlocksPerSM = 4;  // below this many blocks per multiprocessor, shared tiles may split
 
   // The largest flattened extent of a reduce not nested inside another reduce.
   // `inner`: whether that reduce covers its source's last non-unit dim (the

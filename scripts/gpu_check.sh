@@ -45,7 +45,7 @@ step bench_models 150 $PY bench/bench_gpu.py --rows r18,r18b64,mnist,r18train --
 step profile 60 $PY examples/resnet18.py --batch 64 --size 224 --steps 2 --report "$out/resnet18.html"
 step pytest 120 env TINY_DEVICE=cuda TINY_STRICT=1 $PY -m pytest -q -p no:cacheprovider \
   tests/test_device.py tests/test_linalg.py tests/test_conv.py
-step ablate 150 $PY bench/bench_gpu.py --rows mm4096,mm4096h,conv --reps 3 --no-compile --ablate fma,mma,occupancy,shared
+step ablate 150 $PY bench/bench_gpu.py --rows mm4096,mm4096h,conv --reps 3 --no-compile --ablate vstage,ldmatrix,balance,occupancy,mma
 [ -f "$out/profile.log" ] && grep -A 12 "^top [0-9]* kernels by time" "$out/profile.log"
 for f in bench bench_models ablate; do
   [ -f "$out/$f.log" ] && { echo "---- $f"; grep -v "^  (\|[Ww]arn" "$out/$f.log"; }

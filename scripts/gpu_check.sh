@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Everything worth checking in one short lease of a GPU machine, cut off at its time:
 #   1. builds tiny there (scripts/gpu_setup.sh: no LLVM, no GoogleTest on those machines);
-#   2. bench/bench_gpu.py: the kernel rows against eager CUDA and torch.compile, the model rows
+#   2. scripts/gpu_mmcheck.py: products on shared tiles and tensor cores against eager CUDA;
+#      bench/bench_gpu.py: the kernel rows against eager CUDA and torch.compile, the model rows
 #      against eager CUDA;
 #   3. a traced resnet18 step at batch 64 (top kernels and an HTML report), a part of pytest on the
 #      GPU, then bench_gpu's ablation of the tiled rows.
@@ -39,6 +40,7 @@ step() {
 } | tee "$out/machine.log"
 
 step setup 240 env TINY_BUILD_JOBS="$(nproc)" bash scripts/gpu_setup.sh
+step mmcheck 60 $PY scripts/gpu_mmcheck.py
 step bench 150 $PY bench/bench_gpu.py --rows chain,sum,mm1024,mm4096,mm4096h,mm4096tf32,conv --reps 5
 step bench_models 150 $PY bench/bench_gpu.py --rows r18,r18b64,mnist,r18train --reps 5 --no-compile
 # where a resnet18 step's kernel time goes (the trace's summary: top kernels, by module) and the report
@@ -51,3 +53,4 @@ for f in bench bench_models ablate; do
   [ -f "$out/$f.log" ] && { echo "---- $f"; grep -v "^  (\|[Ww]arn" "$out/$f.log"; }
 done
 [ -f "$out/pytest.log" ] && tail -n 5 "$out/pytest.log"
+[ -f "$out/mmcheck.log" ] && grep -v "^ok " "$out/mmcheck.log"

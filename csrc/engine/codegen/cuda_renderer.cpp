@@ -1121,8 +1121,7 @@ class Renderer {
         line("tiny_ldsm_trans_x" + str(count) + "(" + name + ", &" + s.array + "[" + k_row + "][" + m_at + "]);");
       } else if (opt_.ldmatrix) {
         line("u32 " + name + "[" + str(count) + "];");
-        std::string row = first + (a_side || pieces > 1 ? " + tiny_lane / 16 * 8" : "") + " + tiny_lane % 8";
-        if (a_side) row = first + " + tiny_lane % 16";
+        std::string row = a_side ? first + " + tiny_lane % 16" : first + (pieces > 1 ? " + tiny_lane / 16 * 8" : "") + " + tiny_lane % 8";
         std::string k_at = a_side ? "kk + tiny_lane / 16 * " + str(H) : "kk + tiny_lane / 8 % 2 * " + str(H);
         line("tiny_ldsm_x" + str(count) + "(" + name + ", &" + s.array + "[" + row + "][" + k_at + "]);");
       } else if (a_side) {

@@ -80,6 +80,21 @@ TEST(Graph, HashConsingForgetsFreedNodes) {
   EXPECT_LT(hash_cons_entries(), 2 * before + 4096);
 }
 
+TEST(Graph, HashConsingFindsLiveNodesAcrossRebuilds) {
+  // 20000 live nodes (the table grows and rebuilds many times over) and as many freed ones:
+  // each live one is found again, the same node, and a freed one is made anew
+  Tensor x = from(iota_f(4), {4});
+  std::vector<Tensor> live;
+  for (int i = 0; i < 20000; i++) {
+    live.push_back(x.binary(Op::Add, Tensor::full({4}, Scalar::from_double(i), DType::Float32)));
+    Tensor freed = x.binary(Op::Mul, Tensor::full({4}, Scalar::from_double(i), DType::Float32));
+  }
+  for (int i = 0; i < 20000; i += 7)
+    EXPECT_EQ(x.binary(Op::Add, Tensor::full({4}, Scalar::from_double(i), DType::Float32)).node(), live[size_t(i)].node());
+  std::weak_ptr<const Node> once = x.binary(Op::Mul, Tensor::full({4}, Scalar::from_double(3), DType::Float32)).node();
+  EXPECT_TRUE(once.expired());
+}
+
 TEST(Graph, RealizingDropsHistory) {
   Tensor x = from(iota_f(8), {8});
   Tensor y = x.unary(Op::Exp).binary(Op::Mul, Tensor::full({8}, Scalar::from_double(2), DType::Float32));

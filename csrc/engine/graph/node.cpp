@@ -4,7 +4,6 @@
 #include <cstdint>
 #include <cstring>
 #include <sstream>
-#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 

@@ -4,8 +4,8 @@
 #   2. scripts/gpu_mmcheck.py: products on shared tiles and tensor cores against eager CUDA;
 #      bench/bench_gpu.py: the kernel rows against eager CUDA and torch.compile, the model rows
 #      against eager CUDA;
-#   3. a traced resnet18 step at batch 64 (top kernels and an HTML report), a part of pytest on the
-#      GPU, then bench_gpu's ablation of the tiled rows.
+#   3. a traced resnet18 step at batch 64 (top kernels and an HTML report), ncu's view of one of its
+#      convolutions, a part of pytest on the GPU, then bench_gpu's ablation of the tiled rows.
 # Logs go to $1 (default gpu_out/), one per step; the steps share TINY_GPU_SECONDS (default 540).
 # (The engine's GoogleTests need the CPU JIT for their reference results; a test binary built
 # on a Debian machine with LLVM 14 and carried to the lent H100 crashed inside ORC's lookup
@@ -45,11 +45,16 @@ step bench 150 $PY bench/bench_gpu.py --rows chain,sum,mm1024,mm4096,mm4096h,mm4
 step bench_models 150 $PY bench/bench_gpu.py --rows r18,r18b64,mnist,r18train --reps 5 --no-compile
 # where a resnet18 step's kernel time goes (the trace's summary: top kernels, by module) and the report
 step profile 60 $PY examples/resnet18.py --batch 64 --size 224 --steps 2 --report "$out/resnet18.html"
+# why a convolution runs at half the matmul's rate: ncu's stall reasons for layer2's 3x3 forward
+# convolution (128 x 50176 outputs, 8 x 8 tiles) in a resnet18 step at batch 64
+step ncu 90 ncu --kernel-name-base function --kernel-name regex:^r_64_1_128_28_28 --launch-count 1 \
+  --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section Occupancy \
+  $PY examples/resnet18.py --batch 64 --size 224 --steps 1
 step pytest 120 env TINY_DEVICE=cuda TINY_STRICT=1 $PY -m pytest -q -p no:cacheprovider \
   tests/test_device.py tests/test_linalg.py tests/test_conv.py
 step ablate 150 $PY bench/bench_gpu.py --rows mm4096,mm4096h,conv --reps 3 --no-compile --ablate vstage,ldmatrix,balance,occupancy,mma
 [ -f "$out/profile.log" ] && grep -A 12 "^top [0-9]* kernels by time" "$out/profile.log"
-for f in bench bench_models ablate; do
+for f in bench bench_models ablate ncu; do
   [ -f "$out/$f.log" ] && { echo "---- $f"; grep -v "^  (\|[Ww]arn" "$out/$f.log"; }
 done
 [ -f "$out/pytest.log" ] && tail -n 5 "$out/pytest.log"

@@ -855,13 +855,11 @@ class Renderer {
   }
   // The stored bits of such a value at `idx`; +0 where a view's mask is false (as eval's zero).
   std::string raw16(const Node* n, const std::vector<Expr>& idx, const Expr& valid) {
-    auto load = k_.loads.find(n);
-    if (load != k_.loads.end()) return load_element(load->second, n->dtype, idx, n->shape, valid);
-    if (n->op == Op::Contiguous || n->op == Op::Cast) return raw16(n->src[0].get(), idx, valid);
-    auto [flat, v2] = n->args.st.index_valid(idx);
-    if (is_false(v2)) return "(u16)0";
-    std::string v = raw16(n->src[0].get(), unflatten(flat, n->src[0]->shape), land(valid, v2));
-    return is_true(v2) ? v : define("u16", condition(v2) + " ? " + v + " : (u16)0");
+    auto load = factor_load(n, idx, cnst(1), /*through_cast=*/true);  // the views' masks alone
+    if (!load) throw std::logic_error("tiny cuda: a raw16 factor lost its load");
+    if (is_false(load->valid)) return "(u16)0";
+    std::string v = "b" + std::to_string(load->buffer) + "[" + load_index_flat(load->flat, land(valid, load->valid)) + "]";
+    return is_true(load->valid) ? v : define("u16", condition(load->valid) + " ? " + v + " : (u16)0");
   }
   // The element a staged factor that only reads memory (through views, and raw16's cast) reads
   // at `idx`: its buffer, flat index and mask.

@@ -74,7 +74,7 @@ struct ChannelTile {
   // position alone (see tap_ranges in llvm_codegen.cpp).
   int row_fastest = -1;
   // `a` is read through a mask that moves with a reduce loop (a convolution's padding): the
-  // code generator skips the steps where a tile's rows read only padding (see static_taps in
+  // code generator skips the steps where a tile's rows read only padding (see "Static taps" in
   // llvm_codegen.cpp).
   bool padding_taps = false;
   // The row dims as flattened, outermost first: (row_outer..., i), row_fastest moved last.

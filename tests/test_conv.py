@@ -184,6 +184,47 @@ def test_conv_backward_large_computed_grad_output():
     check_fwd_bwd(fn1, x, w1, rtol=1e-4, atol=1e-3)
 
 
+
+# Maps smaller than the kernel's reach: taps that read only padding for every output (8 of a 3x3
+# kernel's 9 over a 1x1 map) are left out, the weight gradient of those taps is zero. Strides,
+# dilations and paddings where the live taps are not centred, and the ones where nothing is left
+# out (a 2x2 map), against the CPU.
+@pytest.mark.parametrize("size,k,kw", [
+    ((1, 1), 3, dict(padding=1)),                    # resnet18's layer4 at 32x32 input
+    ((2, 2), 3, dict(stride=2, padding=1)),          # its first convolution: taps 1..2 live
+    ((2, 2), 3, dict(padding=1)),                    # every tap live
+    ((1, 3), 5, dict(padding=2)),                    # one dim trimmed, the other not
+    ((2, 1), 3, dict(padding=(2, 1), dilation=(2, 1))),  # dilated: live taps 1..2 along dim 0
+    ((3, 3), 5, dict(stride=3, padding=2)),
+    ((1, 1), 3, dict(padding=3)),                    # outputs reading padding only: zeros
+], ids=str)
+def test_conv2d_taps_reading_only_padding(size, k, kw):
+    torch.manual_seed(0)
+    x, w, b = torch.randn(3, 5, *size), torch.randn(7, 5, k, k), torch.randn(7)
+    check_fwd_bwd(F.conv2d, x, w, b, **kw)
+    check_fwd_bwd(lambda x, w: F.conv1d(x, w, padding=2), torch.randn(2, 4, 1), torch.randn(3, 4, 5))
+    check_fwd_bwd(lambda x, w: F.conv3d(x, w, padding=1), torch.randn(2, 3, 1, 2, 1), torch.randn(4, 3, 3, 3, 3))
+
+
+def test_resnet_block_training_on_1x1_maps():
+    """A residual block at 1x1 (resnet18's layer4 at 32x32 input) trained on the device: the 3x3
+    convolutions reduce to their centre taps, the batch norm backward's small grad_output is
+    stored for the weight gradient, the 1x1 maps' convolutions take channel tiles."""
+    torch.manual_seed(1)
+    C = 256  # grad_output 16 x 256, read 256 times per element by the weight gradient
+    block = nn.Sequential(nn.Conv2d(C, C, 3, padding=1, bias=False), nn.BatchNorm2d(C), nn.ReLU(),
+                          nn.Conv2d(C, C, 3, padding=1, bias=False), nn.BatchNorm2d(C))
+    x = torch.randn(16, C, 1, 1)
+    dev_block = copy.deepcopy(block).to(DEV)
+    xd = x.to(DEV).requires_grad_()
+    (dev_block(xd) + xd).relu().square().sum().backward()
+    xc = x.clone().requires_grad_()
+    (block(xc) + xc).relu().square().sum().backward()
+    assert_same(xd.grad, xc.grad, rtol=1e-4, atol=1e-4)
+    for pc, pd in zip(block.parameters(), dev_block.parameters()):
+        assert_same(pd.grad, pc.grad, rtol=1e-4, atol=1e-4)
+
+
 # ----------------------------------------------------------------------- kernel counts
 
 def _block(residual):

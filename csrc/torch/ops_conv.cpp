@@ -72,11 +72,31 @@ T conv_core(const T& xp, const T& w, const Dims& stride, const Dims& dil, const 
 // resnet18 stem fused its pad at 3x the cost). So a computed or padded operand
 // is stored first: the padded copy is split and vectorized, one cheap
 // kernel, except for small operands, where that costs more than it saves.
+// A small grad_output is stored too where the weight gradient reads it many times per
+// element (`reads`): resnet18's layer4 at 32x32 input has 1x1 maps, and its weight gradient
+// read the 8192-element batch-norm backward 4608 times per element, recomputing it each time
+// (a 16-image SGD step 7x slower than PyTorch's CPU backend). The same rule for the other
+// operands stored copies of values the scheduler stores anyway (a residual block's output,
+// read by the next block's shortcut too): 4 more kernels in that step and no time saved.
 constexpr int64_t kStoreOperandFrom = int64_t(1) << 15;  // elements
+constexpr int64_t kStoreReadsFrom = int64_t(1) << 20;    // element reads in all
 
-// `y` is `x` padded (or `x` itself).
-T stored_operand(const T& y, const T& x) {
-  if (y.numel() < kStoreOperandFrom || (y.shape() == x.shape() && is_stored(x))) return y;
+// Whether a fused reader of `x` would compute it again per read: not where it is stored, nor
+// where it is a reduce (the scheduler stores a reduce read through a broadcast).
+bool recomputed(const T& x) {
+  const tiny::Node* n = x.node().get();
+  while (!n->realized() && n->op == tiny::Op::View) n = n->src[0].get();
+  return !is_stored(x) && n->op != tiny::Op::Reduce;
+}
+
+// Whether `y`, `x` padded (or `x` itself) and read `reads` times per element, is worth storing.
+bool store_pays(const T& y, const T& x, int64_t reads = 0) {
+  if (y.shape() == x.shape() && is_stored(x)) return false;
+  return y.numel() >= kStoreOperandFrom || (recomputed(x) && y.numel() * reads >= kStoreReadsFrom);
+}
+
+T stored_operand(const T& y, const T& x, int64_t reads = 0) {
+  if (!store_pays(y, x, reads)) return y;
   TinyOp op("convolution (its operand is stored)");  // names the realize reason
   return y.contiguous();
 }
@@ -122,8 +142,16 @@ T wgrad_core(const T& xp, const T& go, int64_t G, const Dims& K, const Dims& str
 // matmul's columns: each input element is loaded once per tile, not once per
 // output channel (the plain layout streams both operands per output: 10x
 // slower). The caller returns it as a permuted view.
-bool wgrad_channels_last_pays(const T& xp, const T& go, int64_t G) {
-  return G == 1 && go.shape()[1] >= 16 && go.numel() >= kStoreOperandFrom && xp.numel() > 0;
+bool wgrad_channels_last_pays(const T& xp, const T& go, int64_t G, int64_t taps) {
+  return G == 1 && go.shape()[1] >= 16 && xp.numel() > 0 &&
+         (go.numel() >= kStoreOperandFrom || store_pays(go, go, xp.shape()[1] * taps));
+}
+
+// (C, K..., OC) -> (OC, C, K...)
+std::vector<int> channels_first(size_t D) {
+  std::vector<int> perm{int(D + 1)};
+  for (size_t i = 0; i <= D; i++) perm.push_back(int(i));
+  return perm;
 }
 
 T wgrad_channels_last(const T& xp, const T& go, const Dims& K, const Dims& stride, const Dims& dil) {
@@ -362,6 +390,50 @@ Params params(const at::Tensor& input, c10::IntArrayRef stride, c10::IntArrayRef
   return {dims_of(stride, D, 1), dims_of(padding, D, 0), dims_of(dilation, D, 1), dims_of(output_padding, D, 0), D};
 }
 
+// A convolution's taps that read only padding for every output (8 of a 3x3 kernel's 9 over
+// a 1x1 map: resnet18's layer4 at 32x32 input) add nothing; computed, they are 9x the work.
+// Where the live taps [lo, lo + K') with the padding p - lo*d give the same outputs, the
+// convolution is that one (the dead taps' weight gradient is zero). Dead taps multiply zeros
+// only, so the result is the same but for an inf or NaN among their weights, which the zeros
+// would have turned into NaN (as a padding-skipping backend such as oneDNN does not either).
+struct LiveTaps {
+  Dims lo, K, pad;  // the first live tap, the live taps' extent and their padding per dim
+};
+std::optional<LiveTaps> live_taps(const at::Tensor& input, const Dims& K, const Params& p) {
+  LiveTaps t{Dims(p.D), Dims(p.D), Dims(p.D)};
+  bool trims = false;
+  for (size_t i = 0; i < p.D; i++) {
+    const int64_t S = input.size(int64_t(2 + i)), s = p.stride[i], d = p.dil[i], pad = p.pad[i];
+    const int64_t O = (S + 2 * pad - d * (K[i] - 1) - 1) / s + 1;
+    if (O <= 0 || S <= 0) return std::nullopt;
+    int64_t lo = -1, hi = -1;
+    for (int64_t k = 0; k < K[i]; k++) {
+      const int64_t first = k * d - pad;                // where output 0 reads
+      const int64_t o = first >= 0 ? 0 : (-first + s - 1) / s;  // the first output inside
+      if (o < O && o * s + first <= S - 1) {
+        if (lo < 0) lo = k;
+        hi = k + 1;
+      }
+    }
+    if (lo < 0) return std::nullopt;  // all padding: left as it is
+    t.lo[i] = lo;
+    t.K[i] = hi - lo;
+    t.pad[i] = pad - lo * d;
+    if (t.pad[i] < 0 || (S + 2 * t.pad[i] - d * (t.K[i] - 1) - 1) / s + 1 != O) return std::nullopt;
+    trims |= t.K[i] < K[i];
+  }
+  if (!trims) return std::nullopt;
+  return t;
+}
+
+// The weight's live taps (a view).
+T live_weight(const T& w, const LiveTaps& t) {
+  tiny::Ranges r;
+  for (size_t d = 0; d < w.shape().size(); d++) r.push_back({0, w.shape()[d]});
+  for (size_t i = 0; i < t.lo.size(); i++) r[2 + i] = {t.lo[i], t.lo[i] + t.K[i]};
+  return w.shrink(r);
+}
+
 at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& weight,
                                     const std::optional<at::Tensor>& bias, c10::IntArrayRef stride,
                                     c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
@@ -370,6 +442,11 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
   Params p = params(input, stride, padding, dilation, output_padding);
   c10::ScalarType dt = input.scalar_type();
   T x = read_acc(input), w = read_acc(weight);
+  if (!transposed)
+    if (auto t = live_taps(input, Dims(weight.sizes().begin() + 2, weight.sizes().end()), p)) {
+      w = live_weight(w, *t);
+      p.pad = t->pad;
+    }
   T out = transposed ? conv_transposed_value(x, w, groups, p.stride, p.pad, p.dil, p.opad)
                      : conv_value(x, w, groups, p.stride, p.pad, p.dil);
   if (present(bias)) out = add(out, channel_bcast(read_acc(*bias), out.shape()));
@@ -387,6 +464,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
   T x = read_acc(input), w = read_acc(weight), go = read_acc(grad_output);
   T go_for_weight = go;
   Dims K(weight.sizes().begin() + 2, weight.sizes().end());
+  std::optional<LiveTaps> live = transposed ? std::nullopt : live_taps(input, K, p);
+  if (live) {  // computed over the live taps; the weight gradient is padded back with zeros
+    w = live_weight(w, *live);
+    K = live->K;
+    p.pad = live->pad;
+  }
   at::Tensor gi, gw, gb;
   if (output_mask[0]) {
     T v;
@@ -415,15 +498,25 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
   if (output_mask[1]) {
     T v;
     if (!transposed) {
+      const int64_t taps = tiny::numel(K);
       T xp = stored_operand(pad_spatial(x, p.pad, p.pad), x);
-      if (wgrad_channels_last_pays(xp, go_for_weight, groups)) {
+      if (live) {
+        // the live taps' gradient, padded back to the weight's taps
+        T g = wgrad_channels_last_pays(xp, go_for_weight, groups, taps)
+                  ? wgrad_channels_last(xp, go_for_weight, K, p.stride, p.dil).permute(channels_first(p.D))
+                  : wgrad_core(xp, stored_operand(go_for_weight, go_for_weight, weight.size(1) * taps), groups, K,
+                               p.stride, p.dil).reshape(w.shape());
+        for (size_t i = 0; i < p.D; i++)
+          g = pad_dim(g, int(2 + i), live->lo[i], weight.size(int64_t(2 + i)) - live->lo[i] - K[i]);
+        v = g;
+      } else if (wgrad_channels_last_pays(xp, go_for_weight, groups, taps)) {
         // stored (C, K..., OC); the gradient is its (OC, C, K...) permutation
         gw = make_result(wgrad_channels_last(xp, go_for_weight, K, p.stride, p.dil).cast(edt), dt);
-        std::vector<int64_t> perm{int64_t(p.D + 1)};
-        for (size_t i = 0; i <= p.D; i++) perm.push_back(int64_t(i));
-        gw = gw.permute(perm);
+        std::vector<int> perm = channels_first(p.D);
+        gw = gw.permute(std::vector<int64_t>(perm.begin(), perm.end()));
       } else {
-        v = wgrad_core(xp, go_for_weight, groups, K, p.stride, p.dil);
+        T gv = stored_operand(go_for_weight, go_for_weight, weight.size(1) * taps);
+        v = wgrad_core(xp, gv, groups, K, p.stride, p.dil);
       }
     } else {
       // gw[ic, o, k] = sum x[n, ic, i] * go[n, o, i*s - p + k*d]: the weight

@@ -30,6 +30,7 @@
 
 #include "engine/codegen/index_walk.h"
 #include "engine/codegen/lowering.h"
+#include "engine/runtime/counters.h"
 #include "engine/codegen/register_tile.h"
 #include "engine/runtime/llvm_jit.h"
 #include "engine/runtime/thread_pool.h"
@@ -2798,6 +2799,7 @@ std::unique_ptr<Program> compile_llvm(const Kernel& k) {
   const auto& split = plan.split;
   bool packs_a = false;
   auto m = build_module(k, plan, *ctx, fn, &packs_a);
+  if (debug_level() >= 3) std::fprintf(stderr, "tiny: plan    %-28s %s\n", k.name().c_str(), describe(plan).c_str());
   std::vector<std::string> names{fn};
   if (split) names.push_back(fn + "_finish");
   auto addrs = LLVMJit::get().compile(std::move(m), std::move(ctx), names);

@@ -178,6 +178,8 @@ struct CpuPlan {
 };
 
 CpuPlan lower_cpu(const Kernel& k, const CpuTarget& target);
+// One line saying how the loops run (TINY_DEBUG=3): "plain loops" where no tiling applies.
+std::string describe(const CpuPlan& p);
 
 // ---------------------------------------------------------------- CUDA
 

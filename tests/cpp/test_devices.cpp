@@ -200,6 +200,39 @@ TEST(Devices, LargeCpuBlocksAreWholeHugePages) {
   d->empty_cache();
 }
 
+// A CPU kernel's scratch (a matmul's packed panels) is a block of the caching allocator: a
+// second run of the kernel takes the block the first one gave back, nothing new from the system.
+TEST(Devices, CpuKernelScratchComesFromTheCachingAllocator) {
+  Device* d = cpu_device();
+  d->empty_cache();
+  MemoryStats s0 = d->memory_stats();
+  void* p = kernel_scratch_alloc(3 << 20);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
+  EXPECT_GE(d->memory_stats().allocated, s0.allocated + (3 << 20));
+  std::memset(p, 1, 3 << 20);
+  kernel_scratch_free(p);
+  EXPECT_EQ(d->memory_stats().allocated, s0.allocated);
+  void* again = kernel_scratch_alloc(3 << 20);
+  EXPECT_EQ(again, p);
+  kernel_scratch_free(again);
+  kernel_scratch_free(nullptr);
+  // through a kernel: a matmul whose b is packed into panels, run twice
+  std::vector<float> a(64 * 256, 0.5f), b(256 * 512, 0.25f);
+  auto run = [&] {
+    Tensor x = Tensor::from_host(a.data(), {64, 256}, DType::Float32, *d);
+    Tensor y = Tensor::from_host(b.data(), {256, 512}, DType::Float32, *d);
+    std::vector<float> out(64 * 512);
+    x.matmul(y).contiguous().copy_to_host(out.data());
+    EXPECT_FLOAT_EQ(out[0], 256 * 0.125f);
+  };
+  run();
+  MemoryStats s1 = d->memory_stats();
+  run();
+  EXPECT_GT(d->memory_stats().allocations, s1.allocations);  // the buffers and the panels
+  EXPECT_EQ(d->memory_stats().device_allocations, s1.device_allocations);
+  d->empty_cache();
+}
+
 TEST(Devices, OutOfMemoryIsAnErrorTheDeviceSurvives) {
   for (Device* d : {cpu_device(), &emu()}) {
     SCOPED_TRACE(d->name());

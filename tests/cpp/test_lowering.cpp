@@ -362,9 +362,9 @@ TEST(Lowering, ComputedRowOperandsOfChannelTilesArePackedOncePerRow) {
                  .reduce(ReduceOp::Sum, {3}, false);
   Kernel k = only_kernel(y);
   std::string ir = llvm_ir(k);
-  size_t mallocs = 0;
-  for (size_t at = ir.find("call i8* @malloc"); at != std::string::npos; at = ir.find("call i8* @malloc", at + 1)) mallocs++;
-  EXPECT_EQ(mallocs, 2u) << "the panels of w.T and the rows of the normalized x";
+  size_t scratch_buffers = 0;
+  for (size_t at = ir.find("call i8* @tiny_scratch_alloc"); at != std::string::npos; at = ir.find("call i8* @tiny_scratch_alloc", at + 1)) scratch_buffers++;
+  EXPECT_EQ(scratch_buffers, 2u) << "the panels of w.T and the rows of the normalized x";
   std::vector<double> xv = to_doubles(x), wv = to_doubles(w);
   std::vector<double> got = to_doubles(y);
   ASSERT_EQ(got.size(), size_t(B * T * N));
@@ -396,15 +396,15 @@ TEST(Lowering, RowOperandsReadThroughHeadPermutationsArePacked) {
         .binary(Op::Mul, w.reshape({1, 1, N, K}).expand({B, T, N, K}))
         .reduce(ReduceOp::Sum, {3}, false);
   };
-  auto mallocs = [](const Tensor& t) {
+  auto scratch_buffers = [](const Tensor& t) {
     std::string ir = llvm_ir(only_kernel(t));
     size_t n = 0;
-    for (size_t at = ir.find("call i8* @malloc"); at != std::string::npos; at = ir.find("call i8* @malloc", at + 1)) n++;
+    for (size_t at = ir.find("call i8* @tiny_scratch_alloc"); at != std::string::npos; at = ir.find("call i8* @tiny_scratch_alloc", at + 1)) n++;
     return n;
   };
   Tensor y = linear(heads.permute({0, 2, 1, 3}).reshape({B, T, K}));
-  EXPECT_EQ(mallocs(y), 2u) << "the panels of w.T and the rows of the permuted heads";
-  EXPECT_EQ(mallocs(linear(flat)), 1u) << "the panels of w.T only";
+  EXPECT_EQ(scratch_buffers(y), 2u) << "the panels of w.T and the rows of the permuted heads";
+  EXPECT_EQ(scratch_buffers(linear(flat)), 1u) << "the panels of w.T only";
   std::vector<double> hv = to_doubles(heads), wv = to_doubles(w), got = to_doubles(y);
   ASSERT_EQ(got.size(), size_t(B * T * N));
   for (int64_t b = 0; b < B; b++)
@@ -673,10 +673,10 @@ TEST(Lowering, MatmulRowsThatWouldAliasInL1AreCopiedApart) {
     Tensor::realize_all({a, b});
     Tensor y = a.matmul(b);
     std::string ir = llvm_ir(only_kernel(y));
-    size_t mallocs = 0;
-    for (size_t at = ir.find("call i8* @malloc"); at != std::string::npos; at = ir.find("call i8* @malloc", at + 1))
-      mallocs++;
-    EXPECT_EQ(mallocs, K % 512 == 0 ? 2u : 1u) << "the panels of b, and a's rows where they alias";
+    size_t scratch_buffers = 0;
+    for (size_t at = ir.find("call i8* @tiny_scratch_alloc"); at != std::string::npos; at = ir.find("call i8* @tiny_scratch_alloc", at + 1))
+      scratch_buffers++;
+    EXPECT_EQ(scratch_buffers, K % 512 == 0 ? 2u : 1u) << "the panels of b, and a's rows where they alias";
     std::vector<double> av = to_doubles(a), bv = to_doubles(b), got = to_doubles(y);
     for (int64_t m = 0; m < M; m++)
       for (int64_t n = 0; n < N; n++) {

@@ -538,7 +538,7 @@ TEST(Reduce, ChannelTiledProduct) {
     r = r.binary(Op::Max, Tensor::full(s.shape(), Scalar::from_double(0.0), DType::Float32));
     Schedule sched = create_schedule({r.node()});
     ASSERT_EQ(sched.kernels.size(), 1u);
-    EXPECT_NE(llvm_ir(sched.kernels[0]).find("@malloc"), std::string::npos) << "channel tiling not used: " << n << "x" << oc << "x" << k << "x" << h << "x" << w;
+    EXPECT_NE(llvm_ir(sched.kernels[0]).find("@tiny_scratch_alloc"), std::string::npos) << "channel tiling not used: " << n << "x" << oc << "x" << k << "x" << h << "x" << w;
     if (split >= 0) {
       EXPECT_EQ(cpu_program(sched.kernels[0])->parallel_size, split || n == 1 ? oc : n)
           << n << "x" << oc << "x" << k << "x" << h << "x" << w;
@@ -589,7 +589,7 @@ TEST(Reduce, ChannelTiledComputedOperand) {
     Schedule sched = create_schedule({updated.node()});
     ASSERT_EQ(sched.kernels.size(), 1u);
     std::string ir = llvm_ir(sched.kernels[0]);
-    EXPECT_NE(ir.find("@malloc"), std::string::npos) << "channel tiling not used: " << o << "x" << in << "x" << n;
+    EXPECT_NE(ir.find("@tiny_scratch_alloc"), std::string::npos) << "channel tiling not used: " << o << "x" << in << "x" << n;
     EXPECT_NE(ir.find(vector_fma()), std::string::npos);
     EXPECT_EQ(ir.find("extractelement"), std::string::npos) << "epilogue unrolled per output";
     auto got = to_vec<float>(updated);
@@ -729,7 +729,7 @@ TEST(Reduce, ChannelTiledUnitStride) {
     std::string ir = llvm_ir(sched.kernels[0]);
     EXPECT_NE(ir.find(vector_fma()), std::string::npos) << "channel tiling not used";
     // no panels for a unit-stride operand; a scratch buffer for blocks
-    EXPECT_EQ(ir.find("@malloc") != std::string::npos, blocked) << n;
+    EXPECT_EQ(ir.find("@tiny_scratch_alloc") != std::string::npos, blocked) << n;
     auto got = to_vec<float>(r);
     for (int64_t a = 0; a < c; a++)
       for (int64_t b = 0; b < t; b++)

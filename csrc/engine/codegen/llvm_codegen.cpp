@@ -264,7 +264,7 @@ class Builder {
       for (size_t d = 0; d < shape.size(); d++)
         if (int(d) != par && int(d) != ct->j) per_index *= shape[d];
       Value* bytes = b_.CreateMul(b_.CreateSub(end, begin), b_.getInt64(per_index * 4));
-      rb.scratch = b_.CreateBitCast(b_.CreateCall(libc_malloc(), {bytes}), b_.getFloatTy()->getPointerTo());
+      rb.scratch = b_.CreateBitCast(b_.CreateCall(scratch_alloc(), {bytes}), b_.getFloatTy()->getPointerTo());
       rb.cursor = llvm::IRBuilder<>(entry_, entry_->begin()).CreateAlloca(b_.getInt64Ty());
       emit_loop(b_.getInt64(0), b_.getInt64(rb.count), [&](Value* block) {
         rb.block = block;
@@ -273,12 +273,12 @@ class Builder {
         b_.CreateStore(b_.getInt64(0), rb.cursor);
         nest(0);
       }, /*scalar=*/true);
-      b_.CreateCall(libc_free(), {b_.CreateBitCast(rb.scratch, b_.getInt8PtrTy())});
+      b_.CreateCall(scratch_free(), {b_.CreateBitCast(rb.scratch, b_.getInt8PtrTy())});
       blocks_.reset();
     } else {
       nest(0);
     }
-    if (pack_buf) b_.CreateCall(libc_free(), {pack_buf});
+    if (pack_buf) b_.CreateCall(scratch_free(), {pack_buf});
     b_.CreateRetVoid();
   }
 
@@ -1213,11 +1213,19 @@ class Builder {
     b_.SetInsertPoint(done);
   }
 
-  llvm::FunctionCallee libc_malloc() {
-    return m_.getOrInsertFunction("malloc", llvm::FunctionType::get(b_.getInt8PtrTy(), {b_.getInt64Ty()}, false));
+  // kernel_scratch_alloc / kernel_scratch_free (device.h), as the JIT names them
+  llvm::FunctionCallee scratch_alloc() {
+    llvm::FunctionCallee f =
+        m_.getOrInsertFunction("tiny_scratch_alloc", llvm::FunctionType::get(b_.getInt8PtrTy(), {b_.getInt64Ty()}, false));
+    // fresh memory, as malloc's: the optimizer may assume it aliases no buffer
+    if (auto* fn = llvm::dyn_cast<llvm::Function>(f.getCallee())) {
+      fn->addRetAttr(llvm::Attribute::NoAlias);
+      fn->addFnAttr(llvm::Attribute::NoUnwind);
+    }
+    return f;
   }
-  llvm::FunctionCallee libc_free() {
-    return m_.getOrInsertFunction("free", llvm::FunctionType::get(b_.getVoidTy(), {b_.getInt8PtrTy()}, false));
+  llvm::FunctionCallee scratch_free() {
+    return m_.getOrInsertFunction("tiny_scratch_free", llvm::FunctionType::get(b_.getVoidTy(), {b_.getInt8PtrTy()}, false));
   }
 
   // Copies the packed leaf for the channels [lo, lo + whole tiles) into
@@ -1244,7 +1252,7 @@ class Builder {
     Value* bytes = b_.CreateMul(b_.CreateAdd(n, b_.getInt64(rem ? ct.cols : 0)), b_.getInt64(ct.ck * 4));
     Value* raw = nullptr;
     if (!pack_buf_) {
-      raw = b_.CreateCall(libc_malloc(), {b_.CreateAdd(bytes, b_.getInt64(64))});
+      raw = b_.CreateCall(scratch_alloc(), {b_.CreateAdd(bytes, b_.getInt64(64))});
       pack_buf_ = b_.CreateBitCast(raw, f32->getPointerTo());
     }
     if (!fill) return raw;
@@ -1519,7 +1527,7 @@ class Builder {
     };
     if (blocks_) emit_if(blocks_->last, leftovers);  // whole reduces, once
     else leftovers();
-    if (a_raw) b_.CreateCall(libc_free(), {a_raw});
+    if (a_raw) b_.CreateCall(scratch_free(), {a_raw});
     a_rows_ = nullptr;
   }
 
@@ -1545,7 +1553,7 @@ class Builder {
     bool all = llvm::isa<llvm::Constant>(lo_i) && llvm::isa<llvm::Constant>(hi_i);
     Value* rlo = all ? b_.getInt64(0) : lo_i;
     Value* rhi = all ? b_.getInt64(W) : hi_i;
-    Value* raw = b_.CreateCall(libc_malloc(), {b_.CreateMul(b_.CreateSub(rhi, rlo), b_.getInt64(a_pitch_ * 4))});
+    Value* raw = b_.CreateCall(scratch_alloc(), {b_.CreateMul(b_.CreateSub(rhi, rlo), b_.getInt64(a_pitch_ * 4))});
     Value* buf = b_.CreateBitCast(raw, b_.getFloatTy()->getPointerTo());
     const Node* src = ct.reduce->src[0].get();
     std::vector<int> axes;

@@ -125,6 +125,36 @@ Device* cpu_device() {
   return d;
 }
 
+// A block is the allocator's: its size sits in a 64-byte header before the memory handed out.
+// Out of memory, a kernel cannot take an exception through the JIT's frames: plain malloc
+// then, and a message before the abort where that fails too.
+void* kernel_scratch_alloc(int64_t bytes) {
+  constexpr size_t kHeader = 64;
+  const size_t total = size_t(std::max<int64_t>(bytes, 0)) + kHeader;
+  void* block = nullptr;
+  try {
+    block = cpu_device()->alloc(total);
+  } catch (...) {
+    block = std::aligned_alloc(64, (total + 63) / 64 * 64);
+    if (!block) {
+      std::fprintf(stderr, "tiny: out of memory for a kernel's %zu-byte scratch buffer\n", total);
+      std::abort();
+    }
+    *static_cast<size_t*>(block) = 0;  // 0: malloc'ed
+    return static_cast<char*>(block) + kHeader;
+  }
+  *static_cast<size_t*>(block) = total;
+  return static_cast<char*>(block) + kHeader;
+}
+
+void kernel_scratch_free(void* p) {
+  if (!p) return;
+  char* block = static_cast<char*>(p) - 64;
+  const size_t total = *reinterpret_cast<size_t*>(block);
+  if (total == 0) std::free(block);
+  else cpu_device()->free(block, total);
+}
+
 Counters& counters() {
   static Counters c;
   return c;

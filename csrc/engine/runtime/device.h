@@ -157,6 +157,13 @@ class Device {
 
 Device* cpu_device();
 
+// Scratch memory of the CPU kernels (packed weight panels, blocked accumulators), called by the
+// JIT's code: blocks of the CPU device's caching allocator, so a kernel run again reuses them.
+// Each call used to malloc and free its own: panels above glibc's mmap threshold were mapped,
+// faulted in and zeroed page by page every call (a quarter of a 16-row linear layer's time).
+void* kernel_scratch_alloc(int64_t bytes);
+void kernel_scratch_free(void* p);
+
 // The device tiny computes on, chosen once per process by TINY_DEVICE:
 // "cpu", "cuda" (error when no usable GPU, saying why), "cuda-emu"; unset or
 // "auto": CUDA when a usable GPU and NVRTC are there, else the CPU (the

@@ -30,6 +30,7 @@
 
 #include "engine/dtype/dtype.h"
 #include "engine/runtime/counters.h"
+#include "engine/runtime/device.h"
 #include "engine/runtime/disk_cache.h"
 
 namespace tiny {
@@ -189,7 +190,8 @@ LLVMJit::LLVMJit() : impl_(new Impl) {
   impl_->jit->getMainJITDylib().addGenerator(llvm::cantFail(
       llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(dl.getGlobalPrefix())));
   // Without F16C (TINY_CPU_TARGET=x86-64) LLVM converts half precision through
-  // compiler-rt's helpers, which this process lacks: they are the engine's.
+  // compiler-rt's helpers, which this process lacks: they are the engine's. So are the kernels'
+  // scratch buffers.
   llvm::orc::SymbolMap half_helpers;
   auto helper = [&](const char* name, auto* fn) {
     half_helpers[impl_->jit->mangleAndIntern(name)] =
@@ -197,6 +199,8 @@ LLVMJit::LLVMJit() : impl_(new Impl) {
   };
   helper("__gnu_f2h_ieee", &float_to_half_bits);
   helper("__gnu_h2f_ieee", &half_bits_to_float);
+  helper("tiny_scratch_alloc", &kernel_scratch_alloc);
+  helper("tiny_scratch_free", &kernel_scratch_free);
   llvm::cantFail(impl_->jit->getMainJITDylib().define(llvm::orc::absoluteSymbols(std::move(half_helpers))));
 }
 

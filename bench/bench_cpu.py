@@ -7,7 +7,8 @@ Rows: the median time of each after warm-up, the two run in turns (three rounds 
 - the beautiful-MNIST CNN Adam step at batch 512, resnet18 inference at batch 1 and 16,
   a resnet18 SGD-momentum step at batch 16 on 64x64 images
 and their geometric mean; then, outside the mean, a pre-norm transformer block at (8, 128, 512)
-(LayerNorm, attention, GELU MLP: a LayerNorm feeding linear layers). Then the cold start, each in a fresh interpreter: `examples/demo.py`'s
+(LayerNorm, attention, GELU MLP: a LayerNorm feeding linear layers), a resnet18 SGD step at batch
+64 on 32x32 images and a linear layer of 16 rows, 4096 -> 4096. Then the cold start, each in a fresh interpreter: `examples/demo.py`'s
 tiny half with an empty kernel cache and again with it warm, and the first two resnet18 training
 steps with an empty cache (`--no-cold` skips these). Printed figures only; nothing here is pass/fail.
 
@@ -126,12 +127,12 @@ def resnet_cases(reps):
                 return model(x)
         row(f"resnet18 inference, batch {batch}", tiny_fwd, cpu_fwd, reps)
     train = torchvision.models.resnet18(num_classes=10).train()
-    x, y = torch.randn(16, 3, 64, 64), torch.randint(0, 10, (16,))
 
-    def runner(device):
+    def runner(device, batch=16, size=64):
         m = copy.deepcopy(train).to(device)
         opt = torch.optim.SGD(m.parameters(), lr=1e-2, momentum=0.9)
-        xd, yd = x.to(device), y.to(device)
+        torch.manual_seed(1)
+        xd, yd = torch.randn(batch, 3, size, size).to(device), torch.randint(0, 10, (batch,)).to(device)
 
         def step():
             opt.zero_grad()
@@ -141,6 +142,20 @@ def resnet_cases(reps):
             return loss.item()
         return step
     row("resnet18 SGD-momentum step, batch 16 at 64^2", runner("tiny"), runner("cpu"), reps)
+    return runner
+
+
+def small_input_cases(reps, runner):
+    """Not the issue's rows: printed beside them, outside the geometric mean. A resnet18 SGD step
+    at CIFAR's 32x32 (layer4's maps are 1x1, smaller than its 3x3 kernels) and a linear layer of
+    few rows (a small batch through a classifier, a decoder's tokens: the weight streams)."""
+    row("resnet18 SGD-momentum step, batch 64 at 32^2", runner("tiny", 64, 32), runner("cpu", 64, 32), reps,
+        in_mean=False)
+    torch.manual_seed(0)
+    x, w, b = torch.randn(16, 4096), torch.randn(4096, 4096), torch.randn(4096)
+    xt, wt, bt = x.to("tiny"), w.to("tiny"), b.to("tiny")
+    row("linear 16 x 4096 -> 4096", lambda: sync(F.linear(xt, wt, bt)), lambda: F.linear(x, w, b), reps,
+        in_mean=False)
 
 
 class Block(torch.nn.Module):
@@ -214,10 +229,11 @@ def main():
     print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads for the CPU backend")
     kernels_cases(args.reps)
     mnist_case(args.reps)
-    resnet_cases(args.reps)
+    train_runner = resnet_cases(args.reps)
     print(f"geometric mean of tiny/cpu over {len(ratios)} rows: "
           f"{math.exp(sum(math.log(r) for r in ratios) / len(ratios)):.2f}")
     transformer_case(args.reps)
+    small_input_cases(args.reps, train_runner)
     if not args.no_cold:
         cold_start()
 

@@ -416,6 +416,40 @@ TEST(Lowering, RowOperandsReadThroughHeadPermutationsArePacked) {
       }
 }
 
+// A linear layer's weight panels are packed one at a time, right before their tiles, where no
+// loop outside the tiles reuses them (x @ w.T with the rows and the channels the only dims; the
+// channels not a whole number of panels). Where the tiles run once per image (a convolution's
+// rows within an image), all panels are packed first and serve every image.
+TEST(Lowering, PanelsReadOncePerCallArePackedPerTile) {
+  const int64_t M = 20, K = 70, N = 200;  // 6 whole panels of 32 channels and one of 8
+  Tensor x = values({M, K}), w = values({N, K});
+  Tensor::realize_all({x, w});
+  Tensor y = x.reshape({M, 1, K}).expand({M, N, K})
+                 .binary(Op::Mul, w.reshape({1, N, K}).expand({M, N, K}))
+                 .reduce(ReduceOp::Sum, {2}, false);
+  for (const CpuTarget& target : {kAvx512, kAvx2}) {
+    CpuPlan p = lower_cpu(only_kernel(y), target);
+    ASSERT_TRUE(p.channel);
+    EXPECT_TRUE(p.channel->pack_per_tile);
+  }
+  std::vector<double> xv = to_doubles(x), wv = to_doubles(w), got = to_doubles(y);
+  for (int64_t m = 0; m < M; m++)
+    for (int64_t n = 0; n < N; n++) {
+      double want = 0;
+      for (int64_t q = 0; q < K; q++) want += xv[size_t(m * K + q)] * wv[size_t(n * K + q)];
+      ASSERT_NEAR(got[size_t(m * N + n)], want, 1e-4) << m << ", " << n;
+    }
+  // per image: 8 images of a 16x16 map, 64 -> 64 channels
+  const int64_t B = 8, C = 64, OC = 64, H = 16;
+  Tensor img = values({B, C, H, H}), wc = values({OC, C});
+  Tensor conv = img.reshape({B, 1, C, H, H}).expand({B, OC, C, H, H})
+                    .binary(Op::Mul, wc.reshape({1, OC, C, 1, 1}).expand({B, OC, C, H, H}))
+                    .reduce(ReduceOp::Sum, {2}, false);
+  CpuPlan pc = lower_cpu(only_kernel(conv), kAvx512);
+  ASSERT_TRUE(pc.channel);
+  EXPECT_FALSE(pc.channel->pack_per_tile) << describe(pc);
+}
+
 // Attention's products take channel tiles too: softmax(s) @ v, whose row factor holds the
 // softmax's row sum (a reduce computed once per tile row), and p @ (v + bias), whose column
 // factor is computed per head (packed per index of the dims before the tile's, pack_inner).

@@ -1244,35 +1244,42 @@ class Builder {
     }, scalar || q + 1 < kv.size());
   }
 
+  // The panel of channels [j0, j0 + ncols), zero-padded to ct.cols, at `panel`: its rows written
+  // in order, reads streaming from kChanCols rows of the weight at once.
+  void pack_panel(const ChannelTile& ct, Value* j0, Value* panel, int64_t ncols) {
+    llvm::Type* f32 = b_.getFloatTy();
+    if (ncols == ct.cols)
+      if (auto runs = panel_runs(ct)) return pack_panel_transposed(ct, j0, panel, *runs);
+    each_reduce_step(ct, ct.kvars, [&] {
+      Value* at = b_.CreateMul(index(ct.kflat(ct.kvars)), b_.getInt64(ct.cols));
+      for (int64_t c = 0; c < ct.cols; c++) {
+        memo_.emplace_back();  // the index differs per channel
+        vars_[size_t(ct.jvar)] = b_.CreateAdd(j0, b_.getInt64(c));
+        Value* v = c >= ncols    ? (Value*)llvm::ConstantFP::get(f32, 0.0)
+                   : ct.computed ? eval(ct.b, ct.b_idx, cnst(1))
+                                 : (Value*)b_.CreateLoad(f32, b_.CreateGEP(f32, buf_ptrs_[k_.loads.at(ct.packed)], index(ct.packed_flat)));
+        b_.CreateStore(v, b_.CreateGEP(f32, panel, b_.CreateAdd(at, b_.getInt64(c))));
+        memo_.pop_back();
+      }
+    });
+  }
+
   Value* emit_pack(const ChannelTile& ct, Value* lo, Value* hi, bool fill = true) {
     llvm::Type* f32 = b_.getFloatTy();
     Value* n = b_.CreateMul(b_.CreateSDiv(b_.CreateSub(hi, lo), b_.getInt64(ct.cols)), b_.getInt64(ct.cols));
     const int64_t rem = partial_cols(ct, lo, hi);
-    int64_t ncols = ct.cols;  // channels loaded into the panel being packed
-    Value* bytes = b_.CreateMul(b_.CreateAdd(n, b_.getInt64(rem ? ct.cols : 0)), b_.getInt64(ct.ck * 4));
+    // pack_per_tile: one panel's buffer, filled by tiled_channels before each tile
+    Value* bytes = ct.pack_per_tile ? b_.getInt64(ct.ck * ct.cols * 4)
+                                    : b_.CreateMul(b_.CreateAdd(n, b_.getInt64(rem ? ct.cols : 0)), b_.getInt64(ct.ck * 4));
     Value* raw = nullptr;
     if (!pack_buf_) {
       raw = b_.CreateCall(scratch_alloc(), {b_.CreateAdd(bytes, b_.getInt64(64))});
       pack_buf_ = b_.CreateBitCast(raw, f32->getPointerTo());
     }
-    if (!fill) return raw;
-    // tile by tile, a panel's rows written in order: reads stream from
-    // kChanCols rows of the weight at once, writes are sequential
-    std::function<void(Value*)> pack_panel = [&](Value* t) {
-      Value* j0 = b_.CreateAdd(lo, b_.CreateMul(t, b_.getInt64(ct.cols)));
-      Value* panel = b_.CreateGEP(f32, pack_buf_, b_.CreateMul(t, b_.getInt64(ct.ck * ct.cols)));
-      each_reduce_step(ct, ct.kvars, [&] {
-        Value* at = b_.CreateMul(index(ct.kflat(ct.kvars)), b_.getInt64(ct.cols));
-        for (int64_t c = 0; c < ct.cols; c++) {
-          memo_.emplace_back();  // the index differs per channel
-          vars_[size_t(ct.jvar)] = b_.CreateAdd(j0, b_.getInt64(c));
-          Value* v = c >= ncols    ? (Value*)llvm::ConstantFP::get(f32, 0.0)
-                     : ct.computed ? eval(ct.b, ct.b_idx, cnst(1))
-                                   : (Value*)b_.CreateLoad(f32, b_.CreateGEP(f32, buf_ptrs_[k_.loads.at(ct.packed)], index(ct.packed_flat)));
-          b_.CreateStore(v, b_.CreateGEP(f32, panel, b_.CreateAdd(at, b_.getInt64(c))));
-          memo_.pop_back();
-        }
-      });
+    if (!fill || ct.pack_per_tile) return raw;
+    auto panel_at = [&](Value* t) { return b_.CreateGEP(f32, pack_buf_, b_.CreateMul(t, b_.getInt64(ct.ck * ct.cols))); };
+    auto pack_whole = [&](Value* t) {
+      pack_panel(ct, b_.CreateAdd(lo, b_.CreateMul(t, b_.getInt64(ct.cols))), panel_at(t), ct.cols);
     };
     if (ct.jstride1) {
       // b's rows are contiguous along j: read them in order (reduce steps
@@ -1293,17 +1300,12 @@ class Builder {
           }
         }, /*scalar=*/true);
       });
-    } else if (auto runs = panel_runs(ct)) {
-      emit_loop(b_.getInt64(0), b_.CreateUDiv(n, b_.getInt64(ct.cols)), [&](Value* t) {
-        pack_panel_transposed(ct, b_.CreateAdd(lo, b_.CreateMul(t, b_.getInt64(ct.cols))),
-                              b_.CreateGEP(f32, pack_buf_, b_.CreateMul(t, b_.getInt64(ct.ck * ct.cols))), *runs);
-      });
     } else {
-      emit_loop(b_.getInt64(0), b_.CreateUDiv(n, b_.getInt64(ct.cols)), pack_panel);
+      emit_loop(b_.getInt64(0), b_.CreateUDiv(n, b_.getInt64(ct.cols)), pack_whole);
     }
     if (rem) {  // the last channels, zero-padded to a whole panel
-      ncols = rem;
-      at_last_channel(ct, hi, [&] { pack_panel(b_.CreateUDiv(n, b_.getInt64(ct.cols))); });
+      Value* t = b_.CreateUDiv(n, b_.getInt64(ct.cols));
+      at_last_channel(ct, hi, [&] { pack_panel(ct, b_.CreateAdd(lo, b_.CreateMul(t, b_.getInt64(ct.cols))), panel_at(t), rem); });
     }
     return raw;
   }
@@ -1479,6 +1481,10 @@ class Builder {
     std::function<void(Value*)> tile = [&](Value* jt) {
       Value* j0 = b_.CreateAdd(lo_j, b_.CreateMul(jt, b_.getInt64(T)));
       Value* panel = ct.unit ? nullptr : b_.CreateGEP(b_.getFloatTy(), pack_buf_, b_.CreateMul(jt, b_.getInt64(ct.ck * T)));
+      if (ct.pack_per_tile) {
+        panel = pack_buf_;
+        pack_panel(ct, j0, panel, ncols);
+      }
       loops(tile_mid, [&]() {
         if (llvm::isa<llvm::Constant>(lo_i) && llvm::isa<llvm::Constant>(hi_i)) {  // all W rows
           if (ct.padding_taps && W / R <= kMaxStaticTiles) {  // at constant rows (static_taps)

@@ -177,6 +177,11 @@ class CpuLowering {
       p.vector_tile = plan_vector_tile(idx, int(tile_outer), tile_outer != last ? int(tile_outer) : -1, int(last));
     }
     if (ct) ct->padding_taps = has_padding_taps(*ct, idx);
+    if (ct) {  // panels read by one pass of the tiles: no blocks, no outer loop around them
+      bool once = !ct->unit && !ct->pack_inner && !ct->jstride1 && !p.blocks;
+      for (int d = 0; d < ct->first_dim(); d++) once &= shape[size_t(d)] == 1;
+      ct->pack_per_tile = once;
+    }
     p.channel = ct;
     if (!ct && !p.vector_tile && par >= 0 && !k_.serial) p.flat_tail = plan_flat_tail(idx, par);
     if (!ct && !p.vector_tile && !p.flat_tail && par >= 0 && !k_.serial) p.transpose = plan_transpose_tile(idx, par);

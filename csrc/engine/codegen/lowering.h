@@ -107,6 +107,11 @@ struct ChannelTile {
   // phase, not per image). The tiles' first dim where b moves with the last outer dim.
   int pack_at = -1;
   int par_hint = -1;  // pack_inner rows continued over outer dims: their first is the parallel dim
+  // Each panel packed right before its tiles, into one panel's buffer, rather than all of them
+  // first: where nothing outside the tiles reuses a panel, it is then written and read in cache
+  // instead of making three more trips through memory (16 rows through VGG's first classifier
+  // layer, 25088 -> 4096: 58 -> 38 ms; 4096 -> 4096: 10.1 -> 9.0 ms).
+  bool pack_per_tile = false;
   // Rows of the tile's output: dim i's times the dims they continue into.
   int64_t row_count(const Shape& shape) const;
   // The flat reduce step of the reduce variables' values `kv`.

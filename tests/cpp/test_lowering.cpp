@@ -450,6 +450,31 @@ TEST(Lowering, PanelsReadOncePerCallArePackedPerTile) {
   EXPECT_FALSE(pc.channel->pack_per_tile) << describe(pc);
 }
 
+// A linear layer over a small map's positions, channels last (ConvNeXt's MLP at 7x7): its rows
+// along the last dim before the channels are too few for a tile, so they continue over the dims
+// before (images and map rows), one tile of rows across them.
+TEST(Lowering, ShortRowsOfALinearLayerContinueOverTheDimsBefore) {
+  const int64_t B = 3, H = 7, K = 48, N = 64;
+  Tensor x = values({B, H, H, K}), w = values({N, K});
+  Tensor::realize_all({x, w});
+  Tensor y = x.reshape({B, H, H, 1, K}).expand({B, H, H, N, K})
+                 .binary(Op::Mul, w.reshape({1, 1, 1, N, K}).expand({B, H, H, N, K}))
+                 .reduce(ReduceOp::Sum, {4}, false);
+  for (const CpuTarget& target : {kAvx512, kAvx2}) {
+    CpuPlan p = lower_cpu(only_kernel(y), target);
+    ASSERT_TRUE(p.channel) << describe(p);
+    EXPECT_EQ(p.channel->j, 3);
+    EXPECT_EQ(p.channel->row_dims(), (std::vector<int>{0, 1, 2}));
+  }
+  std::vector<double> xv = to_doubles(x), wv = to_doubles(w), got = to_doubles(y);
+  for (int64_t r = 0; r < B * H * H; r++)
+    for (int64_t n = 0; n < N; n++) {
+      double want = 0;
+      for (int64_t q = 0; q < K; q++) want += xv[size_t(r * K + q)] * wv[size_t(n * K + q)];
+      ASSERT_NEAR(got[size_t(r * N + n)], want, 1e-4) << r << ", " << n;
+    }
+}
+
 // Attention's products take channel tiles too: softmax(s) @ v, whose row factor holds the
 // softmax's row sum (a reduce computed once per tile row), and p @ (v + bias), whose column
 // factor is computed per head (packed per index of the dims before the tile's, pack_inner).

@@ -99,6 +99,15 @@ def test_adaptive_avg_pool2d(out):
     check_fwd_bwd(F.adaptive_avg_pool2d, torch.randn(2, 3, 9, 10), out, **TOL)
 
 
+# outputs that repeat the input (VGG's 7x7 pool of a 1x1 map), some dims pooled and others
+# repeated, and one neither (the tap tables)
+@pytest.mark.parametrize("size,out", [((1, 1), (7, 7)), ((2, 3), (6, 3)), ((4, 2), (2, 6)), ((2, 7), (7, 7)),
+                                      ((3, 5), (3, 5))], ids=str)
+def test_adaptive_avg_pool2d_repeats(size, out):
+    check_fwd_bwd(F.adaptive_avg_pool2d, torch.randn(2, 3, *size), out, **TOL)
+    check_fwd_bwd(F.adaptive_avg_pool3d, torch.randn(2, 2, 1, *size), (2, *out), **TOL)
+
+
 def test_adaptive_avg_pool_1d_3d():
     check_fwd_bwd(F.adaptive_avg_pool1d, torch.randn(2, 3, 11), 4, **TOL)
     check_fwd_bwd(F.adaptive_avg_pool3d, torch.randn(2, 2, 5, 6, 7), (2, 3, 4), **TOL)

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "torch/elementwise.h"
 #include "torch/index_util.h"
@@ -574,6 +575,46 @@ Dims adaptive_out(c10::IntArrayRef output_size, size_t D, const char* name) {
   return o;
 }
 
+// Adaptive pooling where every dim pools whole windows (in % out == 0) or repeats each input
+// (out % in == 0: VGG's 7x7 pool of a 1x1 map at 32x32 input): per dim a window k and a repeat
+// r, out = in / k * r. It is then views and a sum, no tap tables: those are gathers, and a
+// weight gradient reading the pooled map recomputed them per output (9.6 s of a 1 s step).
+struct WindowsAndRepeats {
+  Dims k, r;
+};
+std::optional<WindowsAndRepeats> windows_and_repeats(const Dims& in, const Dims& out) {
+  WindowsAndRepeats w{Dims(in.size(), 1), Dims(in.size(), 1)};
+  for (size_t i = 0; i < in.size(); i++) {
+    if (in[i] <= 0 || out[i] <= 0) return std::nullopt;
+    if (in[i] % out[i] == 0) w.k[i] = in[i] / out[i];
+    else if (out[i] % in[i] == 0) w.r[i] = out[i] / in[i];
+    else return std::nullopt;
+  }
+  return w;
+}
+
+// x (B, a1, ..., aD) seen as (B, a1 / n1, n1, ...) and summed over the n's.
+T sum_blocks(const T& x, const Dims& n) {
+  tiny::Shape split{x.shape()[0]};
+  std::vector<int> axes;
+  for (size_t i = 0; i < n.size(); i++) {
+    split.insert(split.end(), {x.shape()[1 + i] / n[i], n[i]});
+    axes.push_back(int(2 + 2 * i));
+  }
+  return x.reshape(split).reduce(ReduceOp::Sum, axes, false);
+}
+
+// x (B, a1, ..., aD) with each element repeated n_i times along dim i (a view).
+T repeat_each(const T& x, const Dims& n) {
+  tiny::Shape one{x.shape()[0]}, rep{x.shape()[0]}, flat{x.shape()[0]};
+  for (size_t i = 0; i < n.size(); i++) {
+    one.insert(one.end(), {x.shape()[1 + i], 1});
+    rep.insert(rep.end(), {x.shape()[1 + i], n[i]});
+    flat.push_back(x.shape()[1 + i] * n[i]);
+  }
+  return x.reshape(one).expand(rep).reshape(flat);
+}
+
 at::Tensor adaptive_avg_pool_impl(const at::Tensor& self, c10::IntArrayRef output_size, size_t D) {
   TinyOp op("adaptive_avg_pool");
   const char* name = D == 2 ? "adaptive_avg_pool2d" : "adaptive_avg_pool3d";
@@ -595,6 +636,8 @@ at::Tensor adaptive_avg_pool_impl(const at::Tensor& self, c10::IntArrayRef outpu
     for (size_t i = 0; i < D; i++) K[i] = l.S[i] / O[i];
     T xw = windows(x, O, K, K, one);
     out = mul(xw.reduce(ReduceOp::Sum, range_axes(int(1 + D), int(1 + 2 * D)), false), 1.0 / double(tiny::numel(K)));
+  } else if (auto w = windows_and_repeats(l.S, O)) {
+    out = repeat_each(mul(sum_blocks(x, w->k), 1.0 / double(tiny::numel(w->k))), w->r);
   } else {
     std::vector<Taps> taps;
     for (size_t i = 0; i < D; i++) taps.push_back(adaptive_taps(l.S[i], O[i], true));
@@ -629,6 +672,8 @@ at::Tensor adaptive_avg_pool_backward_impl(const at::Tensor& grad_output, const 
     tiny::Shape bs{l.B};
     bs.insert(bs.end(), l.S.begin(), l.S.end());
     gi = mul(g.reshape(s1).expand(s2).reshape(bs), 1.0 / double(ksize));
+  } else if (auto w = windows_and_repeats(l.S, O)) {
+    gi = repeat_each(mul(sum_blocks(g, w->r), 1.0 / double(tiny::numel(w->k))), w->k);
   } else {
     std::vector<Taps> taps;
     for (size_t i = 0; i < D; i++) taps.push_back(adaptive_taps(l.S[i], O[i], true).inverse());

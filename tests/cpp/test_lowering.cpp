@@ -450,11 +450,11 @@ TEST(Lowering, PanelsReadOncePerCallArePackedPerTile) {
   EXPECT_FALSE(pc.channel->pack_per_tile) << describe(pc);
 }
 
-// A linear layer over a small map's positions, channels last (ConvNeXt's MLP at 7x7): its rows
-// along the last dim before the channels are too few for a tile, so they continue over the dims
-// before (images and map rows), one tile of rows across them.
+// A linear layer over a small map's positions, channels last (ConvNeXt's MLP at 7x7 and 4x4): its
+// rows along the last dim before the channels are too few for a tile, so they continue over the
+// dims before (images and map rows), one tile of rows across them.
 TEST(Lowering, ShortRowsOfALinearLayerContinueOverTheDimsBefore) {
-  const int64_t B = 3, H = 7, K = 48, N = 64;
+  const int64_t B = 3, H = 4, K = 48, N = 64;
   Tensor x = values({B, H, H, K}), w = values({N, K});
   Tensor::realize_all({x, w});
   Tensor y = x.reshape({B, H, H, 1, K}).expand({B, H, H, N, K})
@@ -472,6 +472,23 @@ TEST(Lowering, ShortRowsOfALinearLayerContinueOverTheDimsBefore) {
       double want = 0;
       for (int64_t q = 0; q < K; q++) want += xv[size_t(r * K + q)] * wv[size_t(n * K + q)];
       ASSERT_NEAR(got[size_t(r * N + n)], want, 1e-4) << r << ", " << n;
+    }
+  // the weight unit-stride along the channels (an input gradient, x @ w): the same rows, not
+  // a tile per image with the images looped outside
+  Tensor wk = values({K, N});
+  Tensor::realize_all({wk});
+  Tensor z = x.reshape({B, H, H, K, 1}).expand({B, H, H, K, N})
+                 .binary(Op::Mul, wk.reshape({1, 1, 1, K, N}).expand({B, H, H, K, N}))
+                 .reduce(ReduceOp::Sum, {3}, false);
+  CpuPlan pz = lower_cpu(only_kernel(z), kAvx512);
+  ASSERT_TRUE(pz.channel) << describe(pz);
+  EXPECT_EQ(pz.channel->row_dims(), (std::vector<int>{0, 1, 2})) << describe(pz);
+  std::vector<double> wkv = to_doubles(wk), gz = to_doubles(z);
+  for (int64_t r = 0; r < B * H * H; r++)
+    for (int64_t n = 0; n < N; n++) {
+      double want = 0;
+      for (int64_t q = 0; q < K; q++) want += xv[size_t(r * K + q)] * wkv[size_t(q * N + n)];
+      ASSERT_NEAR(gz[size_t(r * N + n)], want, 1e-4) << r << ", " << n;
     }
 }
 

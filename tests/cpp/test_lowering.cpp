@@ -50,6 +50,18 @@ void expect_conv3x3(const std::vector<double>& got, const std::vector<double>& x
         }
 }
 
+// got (M, N) = a (M, K) @ b, b stored (K, N) or, `b_rows_are_n`, (N, K).
+void expect_matmul(const std::vector<double>& got, const std::vector<double>& a, const std::vector<double>& b,
+                   int64_t M, int64_t K, int64_t N, bool b_rows_are_n, double tol = 1e-4) {
+  ASSERT_EQ(got.size(), size_t(M * N));
+  for (int64_t m = 0; m < M; m++)
+    for (int64_t n = 0; n < N; n++) {
+      double want = 0;
+      for (int64_t q = 0; q < K; q++) want += a[size_t(m * K + q)] * b[size_t(b_rows_are_n ? n * K + q : q * N + n)];
+      ASSERT_NEAR(got[size_t(m * N + n)], want, tol) << m << ", " << n;
+    }
+}
+
 }  // namespace
 
 // A matmul takes channel tiles of two vectors of its columns by as many rows as the vector
@@ -432,13 +444,7 @@ TEST(Lowering, PanelsReadOncePerCallArePackedPerTile) {
     ASSERT_TRUE(p.channel);
     EXPECT_TRUE(p.channel->pack_per_tile);
   }
-  std::vector<double> xv = to_doubles(x), wv = to_doubles(w), got = to_doubles(y);
-  for (int64_t m = 0; m < M; m++)
-    for (int64_t n = 0; n < N; n++) {
-      double want = 0;
-      for (int64_t q = 0; q < K; q++) want += xv[size_t(m * K + q)] * wv[size_t(n * K + q)];
-      ASSERT_NEAR(got[size_t(m * N + n)], want, 1e-4) << m << ", " << n;
-    }
+  expect_matmul(to_doubles(y), to_doubles(x), to_doubles(w), M, K, N, true);
   // per image: 8 images of a 16x16 map, 64 -> 64 channels
   const int64_t B = 8, C = 64, OC = 64, H = 16;
   Tensor img = values({B, C, H, H}), wc = values({OC, C});
@@ -466,13 +472,7 @@ TEST(Lowering, ShortRowsOfALinearLayerContinueOverTheDimsBefore) {
     EXPECT_EQ(p.channel->j, 3);
     EXPECT_EQ(p.channel->row_dims(), (std::vector<int>{0, 1, 2}));
   }
-  std::vector<double> xv = to_doubles(x), wv = to_doubles(w), got = to_doubles(y);
-  for (int64_t r = 0; r < B * H * H; r++)
-    for (int64_t n = 0; n < N; n++) {
-      double want = 0;
-      for (int64_t q = 0; q < K; q++) want += xv[size_t(r * K + q)] * wv[size_t(n * K + q)];
-      ASSERT_NEAR(got[size_t(r * N + n)], want, 1e-4) << r << ", " << n;
-    }
+  expect_matmul(to_doubles(y), to_doubles(x), to_doubles(w), B * H * H, K, N, true);
   // the weight unit-stride along the channels (an input gradient, x @ w): the same rows, not
   // a tile per image with the images looped outside
   Tensor wk = values({K, N});
@@ -483,13 +483,7 @@ TEST(Lowering, ShortRowsOfALinearLayerContinueOverTheDimsBefore) {
   CpuPlan pz = lower_cpu(only_kernel(z), kAvx512);
   ASSERT_TRUE(pz.channel) << describe(pz);
   EXPECT_EQ(pz.channel->row_dims(), (std::vector<int>{0, 1, 2})) << describe(pz);
-  std::vector<double> wkv = to_doubles(wk), gz = to_doubles(z);
-  for (int64_t r = 0; r < B * H * H; r++)
-    for (int64_t n = 0; n < N; n++) {
-      double want = 0;
-      for (int64_t q = 0; q < K; q++) want += xv[size_t(r * K + q)] * wkv[size_t(q * N + n)];
-      ASSERT_NEAR(gz[size_t(r * N + n)], want, 1e-4) << r << ", " << n;
-    }
+  expect_matmul(to_doubles(z), to_doubles(x), to_doubles(wk), B * H * H, K, N, false);
 }
 
 // Attention's products take channel tiles too: softmax(s) @ v, whose row factor holds the
@@ -753,13 +747,7 @@ TEST(Lowering, MatmulRowsThatWouldAliasInL1AreCopiedApart) {
     for (size_t at = ir.find("call i8* @tiny_scratch_alloc"); at != std::string::npos; at = ir.find("call i8* @tiny_scratch_alloc", at + 1))
       scratch_buffers++;
     EXPECT_EQ(scratch_buffers, K % 512 == 0 ? 2u : 1u) << "the panels of b, and a's rows where they alias";
-    std::vector<double> av = to_doubles(a), bv = to_doubles(b), got = to_doubles(y);
-    for (int64_t m = 0; m < M; m++)
-      for (int64_t n = 0; n < N; n++) {
-        double want = 0;
-        for (int64_t q = 0; q < K; q++) want += av[size_t(m * K + q)] * bv[size_t(q * N + n)];
-        ASSERT_NEAR(got[size_t(m * N + n)], want, 1e-3) << m << ", " << n;
-      }
+    expect_matmul(to_doubles(y), to_doubles(a), to_doubles(b), M, K, N, false, 1e-3);
   }
 }
 

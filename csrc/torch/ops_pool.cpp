@@ -578,7 +578,8 @@ Dims adaptive_out(c10::IntArrayRef output_size, size_t D, const char* name) {
 // Adaptive pooling where every dim pools whole windows (in % out == 0) or repeats each input
 // (out % in == 0: VGG's 7x7 pool of a 1x1 map at 32x32 input): per dim a window k and a repeat
 // r, out = in / k * r. It is then views and a sum, no tap tables: those are gathers, and a
-// weight gradient reading the pooled map recomputed them per output (9.6 s of a 1 s step).
+// weight gradient reading the pooled map recomputed them per output (9.6 s of a 1 s step, when
+// only whole windows took this way).
 struct WindowsAndRepeats {
   Dims k, r;
 };
@@ -627,16 +628,8 @@ at::Tensor adaptive_avg_pool_impl(const at::Tensor& self, c10::IntArrayRef outpu
   tiny::Shape bs{l.B};
   bs.insert(bs.end(), l.S.begin(), l.S.end());
   T x = read(self).cast(acc).reshape(bs);
-  bool regular = true;
-  for (size_t i = 0; i < D; i++) regular &= l.S[i] % O[i] == 0;
   T out;
-  if (regular) {
-    // equal windows: a plain window view (a global pool is a mean)
-    Dims K(D), one(D, 1), zero(D, 0);
-    for (size_t i = 0; i < D; i++) K[i] = l.S[i] / O[i];
-    T xw = windows(x, O, K, K, one);
-    out = mul(xw.reduce(ReduceOp::Sum, range_axes(int(1 + D), int(1 + 2 * D)), false), 1.0 / double(tiny::numel(K)));
-  } else if (auto w = windows_and_repeats(l.S, O)) {
+  if (auto w = windows_and_repeats(l.S, O)) {  // (a global pool is a mean)
     out = repeat_each(mul(sum_blocks(x, w->k), 1.0 / double(tiny::numel(w->k))), w->r);
   } else {
     std::vector<Taps> taps;
@@ -656,23 +649,8 @@ at::Tensor adaptive_avg_pool_backward_impl(const at::Tensor& grad_output, const 
   tiny::Shape bo{l.B};
   bo.insert(bo.end(), O.begin(), O.end());
   T g = read(grad_output).cast(acc).reshape(bo);
-  bool regular = true;
-  for (size_t i = 0; i < D; i++) regular &= l.S[i] % O[i] == 0;
   T gi;
-  if (regular) {
-    // every input gets its window's gradient / window size: a broadcast view
-    int64_t ksize = 1;
-    tiny::Shape s1{l.B}, s2{l.B};
-    for (size_t i = 0; i < D; i++) {
-      int64_t k = l.S[i] / O[i];
-      ksize *= k;
-      s1.insert(s1.end(), {O[i], 1});
-      s2.insert(s2.end(), {O[i], k});
-    }
-    tiny::Shape bs{l.B};
-    bs.insert(bs.end(), l.S.begin(), l.S.end());
-    gi = mul(g.reshape(s1).expand(s2).reshape(bs), 1.0 / double(ksize));
-  } else if (auto w = windows_and_repeats(l.S, O)) {
+  if (auto w = windows_and_repeats(l.S, O)) {  // each input gets its window's gradient / its size
     gi = repeat_each(mul(sum_blocks(g, w->r), 1.0 / double(tiny::numel(w->k))), w->k);
   } else {
     std::vector<Taps> taps;

@@ -30,8 +30,8 @@
 
 #include "engine/codegen/index_walk.h"
 #include "engine/codegen/lowering.h"
-#include "engine/runtime/counters.h"
 #include "engine/codegen/register_tile.h"
+#include "engine/runtime/counters.h"
 #include "engine/runtime/llvm_jit.h"
 #include "engine/runtime/thread_pool.h"
 
@@ -1228,11 +1228,6 @@ class Builder {
     return m_.getOrInsertFunction("tiny_scratch_free", llvm::FunctionType::get(b_.getVoidTy(), {b_.getInt8PtrTy()}, false));
   }
 
-  // Copies the packed leaf for the channels [lo, lo + whole tiles) into
-  // panels: panel t holds [k][c] for channel lo + t*kChanCols + c. Returns
-  // the malloc'ed buffer (freed at the function's end).
-  // Runs `body` inside scalar loops over the tile's reduce variables (their
-  // values bound in vars_), outermost first.
   // The tile's reduce loops, outermost first, binding `kv` (one variable per non-unit reduce
   // axis, ct.kvars or fresh ones); the innermost left to the vectorizer unless `scalar`.
   void each_reduce_step(const ChannelTile& ct, const std::vector<Expr>& kv, const std::function<void()>& body,
@@ -1264,6 +1259,9 @@ class Builder {
     });
   }
 
+  // Copies the packed leaf for the channels [lo, lo + whole tiles) into panels: panel t holds
+  // [k][c] for channel lo + t*kChanCols + c. Returns the scratch buffer (freed at the function's
+  // end); with pack_per_tile it only allocates one panel's.
   Value* emit_pack(const ChannelTile& ct, Value* lo, Value* hi, bool fill = true) {
     llvm::Type* f32 = b_.getFloatTy();
     Value* n = b_.CreateMul(b_.CreateSDiv(b_.CreateSub(hi, lo), b_.getInt64(ct.cols)), b_.getInt64(ct.cols));

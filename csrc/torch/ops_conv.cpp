@@ -144,7 +144,7 @@ T wgrad_core(const T& xp, const T& go, int64_t G, const Dims& K, const Dims& str
 // slower). The caller returns it as a permuted view.
 bool wgrad_channels_last_pays(const T& xp, const T& go, int64_t G, int64_t taps) {
   return G == 1 && go.shape()[1] >= 16 && xp.numel() > 0 &&
-         (go.numel() >= kStoreOperandFrom || store_pays(go, go, xp.shape()[1] * taps));
+         (go.numel() >= kStoreOperandFrom || (recomputed(go) && go.numel() * xp.shape()[1] * taps >= kStoreReadsFrom));
 }
 
 // (C, K..., OC) -> (OC, C, K...)
@@ -500,23 +500,19 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
     if (!transposed) {
       const int64_t taps = tiny::numel(K);
       T xp = stored_operand(pad_spatial(x, p.pad, p.pad), x);
-      if (live) {
-        // the live taps' gradient, padded back to the weight's taps
-        T g = wgrad_channels_last_pays(xp, go_for_weight, groups, taps)
-                  ? wgrad_channels_last(xp, go_for_weight, K, p.stride, p.dil).permute(channels_first(p.D))
-                  : wgrad_core(xp, stored_operand(go_for_weight, go_for_weight, weight.size(1) * taps), groups, K,
-                               p.stride, p.dil).reshape(w.shape());
-        for (size_t i = 0; i < p.D; i++)
-          g = pad_dim(g, int(2 + i), live->lo[i], weight.size(int64_t(2 + i)) - live->lo[i] - K[i]);
-        v = g;
-      } else if (wgrad_channels_last_pays(xp, go_for_weight, groups, taps)) {
+      const bool channels_last = wgrad_channels_last_pays(xp, go_for_weight, groups, taps);
+      if (channels_last && !live) {
         // stored (C, K..., OC); the gradient is its (OC, C, K...) permutation
         gw = make_result(wgrad_channels_last(xp, go_for_weight, K, p.stride, p.dil).cast(edt), dt);
         std::vector<int> perm = channels_first(p.D);
         gw = gw.permute(std::vector<int64_t>(perm.begin(), perm.end()));
       } else {
-        T gv = stored_operand(go_for_weight, go_for_weight, weight.size(1) * taps);
-        v = wgrad_core(xp, gv, groups, K, p.stride, p.dil);
+        v = channels_last ? wgrad_channels_last(xp, go_for_weight, K, p.stride, p.dil).permute(channels_first(p.D))
+                          : wgrad_core(xp, stored_operand(go_for_weight, go_for_weight, weight.size(1) * taps), groups,
+                                       K, p.stride, p.dil).reshape(w.shape());
+        if (live)  // the live taps' gradient, padded back to the weight's taps
+          for (size_t i = 0; i < p.D; i++)
+            v = pad_dim(v, int(2 + i), live->lo[i], weight.size(int64_t(2 + i)) - live->lo[i] - K[i]);
       }
     } else {
       // gw[ic, o, k] = sum x[n, ic, i] * go[n, o, i*s - p + k*d]: the weight

@@ -206,6 +206,26 @@ def test_conv2d_taps_reading_only_padding(size, k, kw):
     check_fwd_bwd(lambda x, w: F.conv3d(x, w, padding=1), torch.randn(2, 3, 1, 2, 1), torch.randn(4, 3, 3, 3, 3))
 
 
+@pytest.mark.parametrize("n,c,size,k,kw", [
+    (2, 96, (14, 14), 7, dict(padding=3)),          # ConvNeXt's depthwise layers: rows as one run
+    (2, 64, (7, 7), 7, dict(padding=3)),
+    (3, 32, (13, 10), 3, dict(padding=(2, 1), dilation=(2, 1))),
+    (2, 32, (17, 17), 3, dict(padding=1, stride=2)),  # strided: not one run
+    (2, 16, (6, 16), 3, dict(padding=1)),             # whole vectors wide: not one run
+])
+def test_conv2d_depthwise(n, c, size, k, kw):
+    torch.manual_seed(0)
+    x, w, b = torch.randn(n, c, *size), torch.randn(c, 1, k, k), torch.randn(c)
+    # the weight gradient sums n * 14 * 14 products of unit normals per tap (a sum of ~20 in
+    # size): summed in another order, it differs by ~4e-5 from the CPU's
+    check_fwd_bwd(F.conv2d, x, w, b, groups=c, atol=1e-4, **kw)
+
+
+def test_conv3d_depthwise_rows_as_one_run():
+    torch.manual_seed(0)
+    check_fwd_bwd(F.conv3d, torch.randn(2, 8, 3, 9, 9), torch.randn(8, 1, 3, 3, 3), None, padding=1, groups=8)
+
+
 def test_resnet_block_training_on_1x1_maps():
     """A residual block at 1x1 (resnet18's layer4 at 32x32 input) trained on the device: the 3x3
     convolutions reduce to their centre taps, the batch norm backward's small grad_output is

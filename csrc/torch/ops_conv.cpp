@@ -28,6 +28,22 @@ Dims dims_of(c10::IntArrayRef a, size_t d, int64_t fill) {
   return out;
 }
 
+// A convolution of one input channel per output channel (depthwise: Cg = OCg = 1; with more
+// output channels they make a channel tile) reduces over its taps alone, so its outputs tile
+// along the output width only: 14 or 7 wide in ConvNeXt's 7x7 depthwise
+// layers, not a whole vector, which left a tile of scalar accumulators (5-7x slower than
+// PyTorch's CPU backend). With the last two strides 1, output (y, x) reads the padded input
+// from y*P + x (P its width) on, so the rows are one run of positions q = y*P + x, affine in
+// q: computed as one (the P - W positions between two rows dropped), viewed back as rows.
+// Where the width is whole vectors already, or the padding wider than the map (P > 2W), the
+// extra positions are not worth it.
+bool rows_as_one_run(const tiny::Shape& xs, int64_t Cg, int64_t OCg, const Dims& stride, const Dims& out) {
+  const size_t D = stride.size();
+  if (D < 2 || Cg != 1 || OCg != 1 || stride[D - 1] != 1 || stride[D - 2] != 1 || out[D - 2] < 2) return false;
+  const int64_t W = out[D - 1], P = xs.back();
+  return W % 16 != 0 && P <= 2 * W;
+}
+
 // out[n, g*OCg + o, y...] = sum_{c, k} xp[n, g*Cg + c, y*s + k*d] * w[g, o, c, k]
 // xp: (N, G*Cg, P...) already padded; w: (G, OCg, Cg, K...). Accumulates in
 // w's dtype (the caller casts).
@@ -46,21 +62,38 @@ T conv_core(const T& xp, const T& w, const Dims& stride, const Dims& dil, const 
   for (size_t i = 0; i < D; i++) { wshape.push_back(ws[3 + i]); wstr.push_back(dil[i] * pstr[2 + i]); }
   tiny::Shape full = wshape;
   full[2] = OCg;
-  if (tiny::numel(full) == 0 || xp.numel() == 0) {
-    tiny::Shape o{N, G * OCg};
-    o.insert(o.end(), out.begin(), out.end());
-    return cnst(o, 0, w.dtype());
-  }
-  T win = xp.as_strided(wshape, wstr, 0).expand(full);
+  tiny::Shape o{N, G * OCg};
+  o.insert(o.end(), out.begin(), out.end());
+  if (tiny::numel(full) == 0 || xp.numel() == 0) return cnst(o, 0, w.dtype());
   // weight: (1, G, OCg, 1..., Cg, K...)
   tiny::Shape wr{1, G, OCg};
   for (size_t i = 0; i < D; i++) wr.push_back(1);
   wr.push_back(Cg);
   for (size_t i = 0; i < D; i++) wr.push_back(ws[3 + i]);
+  const bool one_run = rows_as_one_run(xs, Cg, OCg, stride, out);
+  if (one_run) {
+    // the last two output dims as one run of `run` positions q = y*P + x, each reading the
+    // padded input at q plus its taps' offsets
+    const int64_t P = xs.back(), run = (out[D - 2] - 1) * P + out[D - 1];
+    for (tiny::Shape* s : {&wshape, &full}) s->erase(s->begin() + int64_t(1 + D), s->begin() + int64_t(3 + D));
+    wshape.insert(wshape.begin() + int64_t(1 + D), run);
+    full.insert(full.begin() + int64_t(1 + D), run);
+    wstr.erase(wstr.begin() + int64_t(1 + D), wstr.begin() + int64_t(3 + D));
+    wstr.insert(wstr.begin() + int64_t(1 + D), 1);
+    wr.erase(wr.begin() + int64_t(1 + D));
+  }
+  T win = xp.as_strided(wshape, wstr, 0).expand(full);
   T wv = w.reshape(wr).expand(full);
-  T r = mul(win, wv).reduce(ReduceOp::Sum, range_axes(int(3 + D), int(full.size())), false, allow_tf32());
-  tiny::Shape o{N, G * OCg};
-  o.insert(o.end(), out.begin(), out.end());
+  const int first_reduced = int(full.size() - 1 - D);  // Cg, then the taps
+  T r = mul(win, wv).reduce(ReduceOp::Sum, range_axes(first_reduced, int(full.size())), false, allow_tf32());
+  if (one_run) {  // the run stored, viewed back as rows: the P - W positions between them dropped
+    TinyOp op("convolution (its rows computed as one run)");  // names the realize reason
+    tiny::Shape rs(o.size(), 1);
+    rs[D] = xs.back();
+    rs[D - 1] = r.shape().back();
+    for (size_t i = D - 1; i-- > 0;) rs[i] = rs[i + 1] * o[i + 1];
+    return r.contiguous().as_strided(o, rs, 0);
+  }
   return r.reshape(o);
 }
 

@@ -811,3 +811,76 @@ TEST(Lowering, WeightPanelsAreCopiedByTransposedBlocks) {
       expect_conv3x3(to_doubles(conv), to_doubles(x), to_doubles(w), N, C, OC, P, H, 0, flipped);
     }
 }
+
+// A depthwise convolution's rows computed as one run (rows_as_one_run in ops_conv.cpp: positions
+// q = y*P + x of the padded width P, each reading the padded input from q on): its channels are
+// rows of a vector tile along the run, not a channel tile of one row (two accumulators). Partial
+// column tiles and the leftover positions match a direct sum.
+TEST(Lowering, DepthwiseRunsTakeVectorTilesOverTheChannels) {
+  const int64_t N = 2, C = 24, H = 14, K = 7, P = H + K - 1, run = (H - 1) * P + H;
+  std::vector<float> xv(size_t(N * C * P * P)), wv(size_t(C * K * K));
+  for (size_t i = 0; i < xv.size(); i++) xv[i] = float(int(i * 7 % 13) - 6) * 0.25f;
+  for (size_t i = 0; i < wv.size(); i++) wv[i] = float(int(i * 5 % 11) - 5) * 0.125f;
+  Tensor xp = from(xv, {N, C, P, P}), w = from(wv, {C, K, K});
+  const Shape full{N, C, run, K, K};
+  Tensor out = xp.as_strided(full, {C * P * P, P * P, 1, P, 1}, 0)
+                   .binary(Op::Mul, w.reshape({1, C, 1, K, K}).expand(full))
+                   .reduce(ReduceOp::Sum, {3, 4}, false);
+  for (const CpuTarget& t : {kAvx512, kAvx2}) {
+    CpuPlan plan = lower_cpu(only_kernel(out), t);
+    EXPECT_FALSE(plan.channel);
+    ASSERT_TRUE(plan.vector_tile);
+    EXPECT_EQ(plan.vector_tile->d2, 1);
+    EXPECT_EQ(plan.vector_tile->d, 2);
+    EXPECT_GT(plan.vector_tile->rows, 1);
+    EXPECT_EQ(plan.vector_tile->cols, 2 * t.lanes);
+  }
+  std::vector<double> got = to_doubles(out);
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t c = 0; c < C; c++)
+      for (int64_t q = 0; q < run; q++) {
+        double want = 0;
+        for (int64_t ky = 0; ky < K; ky++)
+          for (int64_t kx = 0; kx < K; kx++)
+            want += double(xv[size_t((n * C + c) * P * P + q + ky * P + kx)]) * double(wv[size_t((c * K + ky) * K + kx)]);
+        ASSERT_NEAR(got[size_t((n * C + c) * run + q)], want, 1e-3) << n << " " << c << " " << q;
+      }
+}
+
+// A weight gradient over few positions (32: a linear layer's batch) with an optimizer's update
+// fused after it: the row tiles run outside the column tiles (ChannelTile::rows_outside), each
+// storing along whole rows of the thread's channels, and the update runs as a parallel loop the
+// vectorizer takes without its run-time overlap checks (five buffers are past their limit).
+// Partial row tiles and the last, partial panel match the direct sums.
+TEST(Lowering, ShortWeightGradientsStoreAlongRowsAndVectorizeTheirUpdate) {
+  const int64_t R = 32, M = 96, N = 136;  // 96 rows: 6 tiles of 14 and one of 12; 136 = 4 * 32 + 8
+  auto fill = [](int64_t n, int mul, int mod) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (size_t i = 0; i < v.size(); i++) v[i] = float(int(i * size_t(mul) % size_t(mod)) - mod / 2) * 0.125f;
+    return v;
+  };
+  std::vector<float> av = fill(R * M, 7, 13), bv = fill(R * N, 5, 11), mv = fill(M * N, 3, 7), vv = fill(M * N, 2, 5);
+  Tensor a = from(av, {R, M}), b = from(bv, {R, N}), m = from(mv, {M, N}), v = from(vv, {M, N});
+  auto scalar = [&](double s) { return Tensor::full({M, N}, Scalar::from_double(s), DType::Float32); };
+  Tensor g = a.permute({1, 0}).matmul(b);
+  Tensor m2 = m.binary(Op::Mul, scalar(0.9)).binary(Op::Add, g.binary(Op::Mul, scalar(0.1)));
+  Tensor v2 = v.binary(Op::Mul, scalar(0.999)).binary(Op::Add, g.binary(Op::Mul, g).binary(Op::Mul, scalar(0.001)));
+  Schedule s = create_schedule({g.node(), m2.node(), v2.node()});
+  ASSERT_EQ(s.kernels.size(), 1u);
+  CpuPlan plan = lower_cpu(s.kernels.back(), kAvx512);
+  ASSERT_TRUE(plan.channel);
+  EXPECT_TRUE(plan.channel->rows_outside);
+  EXPECT_EQ(plan.parallel_dim, plan.channel->j);
+  EXPECT_NE(llvm_ir(s.kernels.back()).find("llvm.loop.parallel_accesses"), std::string::npos);
+  Tensor::realize_all({g, m2, v2});
+  std::vector<double> gg = to_doubles(g), mm = to_doubles(m2), vo = to_doubles(v2);
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++) {
+      double want = 0;
+      for (int64_t r = 0; r < R; r++) want += double(av[size_t(r * M + i)]) * double(bv[size_t(r * N + j)]);
+      const size_t at = size_t(i * N + j);
+      ASSERT_NEAR(gg[at], want, 1e-3) << i << " " << j;
+      ASSERT_NEAR(mm[at], 0.9 * mv[at] + 0.1 * want, 1e-3) << i << " " << j;
+      ASSERT_NEAR(vo[at], 0.999 * vv[at] + 0.001 * want * want, 1e-2) << i << " " << j;
+    }
+}

@@ -422,8 +422,11 @@ class Builder {
     for (auto& [n, ix, v] : found) eval(n, ix, v);
   }
 
+  // parallel: no iteration reads what another writes (an epilogue's in-place optimizer update
+  // loads and stores each element once): said so to the vectorizer, which would otherwise need
+  // a run-time overlap check per pair of buffers and, past its limit of them, stays scalar.
   void emit_loop(Value* lo, Value* hi, const std::function<void(Value*)>& body, bool scalar = false,
-                 bool widen = false) {
+                 bool widen = false, bool parallel = false) {
     auto* pre = b_.GetInsertBlock();
     auto* header = llvm::BasicBlock::Create(ctx_, "loop", fn_);
     auto* bodyb = llvm::BasicBlock::Create(ctx_, "body", fn_);
@@ -440,7 +443,17 @@ class Builder {
     Value* next = b_.CreateAdd(iv, b_.getInt64(1), "", true, true);
     auto* br = b_.CreateBr(header);
     iv->addIncoming(next, b_.GetInsertBlock());
-    if (scalar || widen) {
+    llvm::MDNode* accesses = nullptr;
+    if (parallel) {  // the body's blocks: bodyb and those made after `exit`
+      accesses = llvm::MDNode::getDistinct(ctx_, {});
+      auto tag = [&](llvm::BasicBlock& bb) {
+        for (llvm::Instruction& in : bb)
+          if (in.mayReadOrWriteMemory()) in.setMetadata(llvm::LLVMContext::MD_access_group, accesses);
+      };
+      tag(*bodyb);
+      for (auto it = std::next(exit->getIterator()); it != fn_->end(); ++it) tag(*it);
+    }
+    if (scalar || widen || parallel) {
       // scalar: the body is already wide (an unrolled tile): keep the loop vectorizer off it.
       // widen: vectorize even below the vectorizer's 16 iterations (a pooling window's row
       // of 15 outputs past the padded one), where it would not without a scalar remainder.
@@ -448,8 +461,9 @@ class Builder {
         return llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, name), llvm::ConstantAsMetadata::get(v)});
       };
       std::vector<llvm::Metadata*> ops{nullptr};
+      if (accesses) ops.push_back(llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.parallel_accesses"), accesses}));
       if (scalar) ops.push_back(md("llvm.loop.vectorize.width", b_.getInt32(1)));
-      else {
+      else if (widen) {
         ops.push_back(md("llvm.loop.vectorize.enable", b_.getTrue()));
         ops.push_back(md("llvm.loop.vectorize.predicate.enable", b_.getTrue()));
       }
@@ -1509,7 +1523,19 @@ class Builder {
         }
       });
     };
-    emit_loop(b_.getInt64(0), ntj, tile, /*scalar=*/true);
+    if (ct.rows_outside) {  // each row tile across the whole tiles' panels (all packed already)
+      auto across = [&](Value* i0, int64_t nrows, bool aligned) {
+        emit_loop(b_.getInt64(0), ntj, [&](Value* jt) {
+          Value* panel = b_.CreateGEP(b_.getFloatTy(), pack_buf_, b_.CreateMul(jt, b_.getInt64(ct.ck * T)));
+          channel_block(ct, idx, i0, nrows, b_.CreateAdd(lo_j, b_.CreateMul(jt, b_.getInt64(T))), panel, T, aligned);
+        }, /*scalar=*/true);
+      };
+      emit_loop(b_.getInt64(0), b_.getInt64(W / R), [&](Value* it) { across(b_.CreateMul(it, b_.getInt64(R)), R, true); },
+                /*scalar=*/true);
+      if (W % R) across(b_.getInt64(W / R * R), W % R, false);
+    } else {
+      emit_loop(b_.getInt64(0), ntj, tile, /*scalar=*/true);
+    }
     Value* rest_j = b_.CreateAdd(lo_j, b_.CreateMul(ntj, b_.getInt64(T)));
     if (int64_t rem = partial_cols(ct, lo_j, hi_j)) {  // a zero-padded panel of the last channels
       ncols = rem;
@@ -1523,7 +1549,8 @@ class Builder {
           // rows [lo_i, hi_i) of the flattened row_dims(), or all W of them
           bool all = llvm::isa<llvm::Constant>(lo_i) && llvm::isa<llvm::Constant>(hi_i);
           emit_loop(all ? b_.getInt64(0) : lo_i, all ? b_.getInt64(W) : hi_i, [&](Value* flat) {
-            for (auto [d, v] : row_coords(ct, flat)) vars_[size_t(idx[size_t(d)]->value)] = v;
+            for (auto [d, v] : row_coords(ct, flat))  // (a unit row dim has no variable)
+              if (idx[size_t(d)]->op == EOp::Var) vars_[size_t(idx[size_t(d)]->value)] = v;
             emit_stores(idx);
           });
         });
@@ -2015,7 +2042,7 @@ class Builder {
         remember(context_key(ct.reduce, cc->idx, cc->valid),
                  b_.CreateLoad(b_.getFloatTy(), b_.CreateGEP(b_.getFloatTy(), first, b_.CreateAdd(row_at, c))));
         emit_stores(o);
-      });
+      }, false, false, /*parallel=*/true);
     }, /*scalar=*/true);
     return true;
   }

@@ -168,17 +168,33 @@ class CpuLowering {
         ct = over_channels;
       }
     }
+    // A channel tile of one row holds kChanVecs accumulators, bound by the FMA latency; a
+    // vector tile of several rows where its rows move both operands (a depthwise convolution's
+    // channels, its positions as one run: see rows_as_one_run in ops_conv.cpp) holds more.
+    if (ct && ct->row_count(shape) == 1 && tile_outer < shape.size() && tile_outer != last) {
+      auto vt = plan_vector_tile(idx, int(tile_outer), int(tile_outer), int(last));
+      if (vt && vt->rows > 1 && vt->cols >= kChanCols) {
+        ct.reset();
+        p.vector_tile = vt;
+      }
+    }
     if (ct && ct->pack_inner) par = pack_outside(*ct, idx, par);
     p.parallel_dim = par;
     if (ct && ct->j == par) p.parallel_grain = ct->cols;
     if (ct) {
       p.blocks = plan_reduce_blocks(*ct, par);
-    } else if (tile_outer < shape.size()) {  // the channel tile comes first where there is one
+    } else if (tile_outer < shape.size() && !p.vector_tile) {  // the channel tile comes first where there is one
       p.vector_tile = plan_vector_tile(idx, int(tile_outer), tile_outer != last ? int(tile_outer) : -1, int(last));
     }
     if (ct) ct->padding_taps = has_padding_taps(*ct, idx);
+    if (ct) {  // a short reduce over panels that fit in cache: the rows outermost
+      const int64_t panel_bytes = ct->ck * (shape[size_t(ct->j)] + ct->cols - 1) / ct->cols * ct->cols * 4;
+      ct->rows_outside = ct->ck <= kShortReduce && panel_bytes <= kCachedPanelBytes && !ct->unit && !ct->pack_inner &&
+                         !p.blocks && ct->mid.empty() && !ct->padding_taps && ct->i != par &&
+                         ct->row_dims().front() != par;
+    }
     if (ct) {  // panels read by one pass of the tiles: no blocks, no outer loop around them
-      bool once = !ct->unit && !ct->pack_inner && !ct->jstride1 && !p.blocks;
+      bool once = !ct->unit && !ct->pack_inner && !ct->jstride1 && !p.blocks && !ct->rows_outside;
       for (int d = 0; d < ct->first_dim(); d++) once &= shape[size_t(d)] == 1;
       ct->pack_per_tile = once;
     }
@@ -395,6 +411,8 @@ class CpuLowering {
   // the convolutions and the matmuls measured.
   const int64_t kChanMaxRows = target_.registers >= 32 ? 14 : 4;
   static constexpr int64_t kChanMinReduce = 32;  // shorter reduces are store-bound
+  static constexpr int64_t kShortReduce = 64;     // reduce steps: see ChannelTile::rows_outside
+  static constexpr int64_t kCachedPanelBytes = int64_t(1) << 20;
   static constexpr int64_t kMinRowsLastDim = 8;
   static constexpr int64_t kMinRowsReduce = 128;  // reduce steps for rows over the input channels
 
@@ -1319,7 +1337,8 @@ std::string describe(const CpuPlan& p) {
   if (const auto& c = p.channel) {
     s += "; channel tile " + std::to_string(c->cols) + " x " + std::to_string(c->rows) + ": channels dim " +
          std::to_string(c->j) + ", rows dims " + dims(c->row_dims()) + ", b " +
-         (c->computed ? "computed into panels" : c->unit ? "read in place" : "packed");
+         (c->computed ? "computed into panels" : c->unit ? "read in place" : "packed") +
+         (c->rows_outside ? ", rows outside" : "");
     if (c->padding_taps) s += ", padding taps skipped";
     if (p.blocks) s += "; reduce in blocks of " + std::to_string(p.blocks->step) + " along axis " + std::to_string(p.blocks->axis);
   } else if (const auto& v = p.vector_tile) {

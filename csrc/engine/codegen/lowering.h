@@ -112,6 +112,12 @@ struct ChannelTile {
   // instead of making three more trips through memory (16 rows through VGG's first classifier
   // layer, 25088 -> 4096: 58 -> 38 ms; 4096 -> 4096: 10.1 -> 9.0 ms).
   bool pack_per_tile = false;
+  // The row tiles outside the column tiles: each row tile's outputs are then stored (and what
+  // follows the reduce loads) along whole rows of the thread's channels, rather than down a
+  // column strip of kChanCols floats, one strip per row, each 128 bytes from another page. For
+  // a short reduce whose panels all stay in cache (a weight gradient over 32 positions, with
+  // AdamW's update fused: five such streams), the strips bound the kernel.
+  bool rows_outside = false;
   // Rows of the tile's output: dim i's times the dims they continue into.
   int64_t row_count(const Shape& shape) const;
   // The flat reduce step of the reduce variables' values `kv`.

@@ -189,7 +189,7 @@ class CpuLowering {
     if (ct) ct->padding_taps = has_padding_taps(*ct, idx);
     if (ct) {  // a short reduce over panels that fit in cache: the rows outermost
       const int64_t panel_bytes = ct->ck * (shape[size_t(ct->j)] + ct->cols - 1) / ct->cols * ct->cols * 4;
-      ct->rows_outside = ct->ck <= kShortReduce && panel_bytes <= kCachedPanelBytes && !ct->unit && !ct->pack_inner &&
+      ct->rows_outside = panel_bytes <= kCachedPanelBytes && !ct->unit && !ct->pack_inner &&
                          !p.blocks && ct->mid.empty() && !ct->padding_taps && ct->i != par &&
                          ct->row_dims().front() != par;
     }
@@ -411,7 +411,6 @@ class CpuLowering {
   // the convolutions and the matmuls measured.
   const int64_t kChanMaxRows = target_.registers >= 32 ? 14 : 4;
   static constexpr int64_t kChanMinReduce = 32;  // shorter reduces are store-bound
-  static constexpr int64_t kShortReduce = 64;     // reduce steps: see ChannelTile::rows_outside
   static constexpr int64_t kCachedPanelBytes = int64_t(1) << 20;
   static constexpr int64_t kMinRowsLastDim = 8;
   static constexpr int64_t kMinRowsReduce = 128;  // reduce steps for rows over the input channels

@@ -430,21 +430,26 @@ TEST(Lowering, RowOperandsReadThroughHeadPermutationsArePacked) {
 
 // A linear layer's weight panels are packed one at a time, right before their tiles, where no
 // loop outside the tiles reuses them (x @ w.T with the rows and the channels the only dims; the
-// channels not a whole number of panels). Where the tiles run once per image (a convolution's
-// rows within an image), all panels are packed first and serve every image.
+// channels not a whole number of panels) and they are more than the caches keep. Panels that
+// fit are packed first, the tiles of rows outside (ChannelTile::rows_outside). Where the tiles
+// run once per image (a convolution's rows within an image), all panels are packed first and
+// serve every image.
 TEST(Lowering, PanelsReadOncePerCallArePackedPerTile) {
-  const int64_t M = 20, K = 70, N = 200;  // 6 whole panels of 32 channels and one of 8
-  Tensor x = values({M, K}), w = values({N, K});
-  Tensor::realize_all({x, w});
-  Tensor y = x.reshape({M, 1, K}).expand({M, N, K})
-                 .binary(Op::Mul, w.reshape({1, N, K}).expand({M, N, K}))
-                 .reduce(ReduceOp::Sum, {2}, false);
-  for (const CpuTarget& target : {kAvx512, kAvx2}) {
-    CpuPlan p = lower_cpu(only_kernel(y), target);
-    ASSERT_TRUE(p.channel);
-    EXPECT_TRUE(p.channel->pack_per_tile);
+  for (int64_t K : {1400, 70}) {  // 7 panels (6 whole, of 32 channels, and one of 8): 1.25 MiB, 62 KiB
+    const int64_t M = 20, N = 200;
+    Tensor x = values({M, K}), w = values({N, K});
+    Tensor::realize_all({x, w});
+    Tensor y = x.reshape({M, 1, K}).expand({M, N, K})
+                   .binary(Op::Mul, w.reshape({1, N, K}).expand({M, N, K}))
+                   .reduce(ReduceOp::Sum, {2}, false);
+    for (const CpuTarget& target : {kAvx512, kAvx2}) {
+      CpuPlan p = lower_cpu(only_kernel(y), target);
+      ASSERT_TRUE(p.channel);
+      EXPECT_EQ(p.channel->pack_per_tile, K == 1400) << describe(p);
+      EXPECT_EQ(p.channel->rows_outside, K == 70) << describe(p);
+    }
+    expect_matmul(to_doubles(y), to_doubles(x), to_doubles(w), M, K, N, true, 1e-3);
   }
-  expect_matmul(to_doubles(y), to_doubles(x), to_doubles(w), M, K, N, true);
   // per image: 8 images of a 16x16 map, 64 -> 64 channels
   const int64_t B = 8, C = 64, OC = 64, H = 16;
   Tensor img = values({B, C, H, H}), wc = values({OC, C});

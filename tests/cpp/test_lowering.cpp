@@ -852,13 +852,13 @@ TEST(Lowering, DepthwiseRunsTakeVectorTilesOverTheChannels) {
       }
 }
 
-// A weight gradient over few positions (32: a linear layer's batch) with an optimizer's update
-// fused after it: the row tiles run outside the column tiles (ChannelTile::rows_outside), each
+// A weight gradient over a linear layer's batch (128 rows; its second factor computed) with an
+// optimizer's update fused after it, its panels in cache: the row tiles run outside the column tiles (ChannelTile::rows_outside), each
 // storing along whole rows of the thread's channels, and the update runs as a parallel loop the
 // vectorizer takes without its run-time overlap checks (five buffers are past their limit).
 // Partial row tiles and the last, partial panel match the direct sums.
 TEST(Lowering, ShortWeightGradientsStoreAlongRowsAndVectorizeTheirUpdate) {
-  const int64_t R = 32, M = 96, N = 136;  // 96 rows: 6 tiles of 14 and one of 12; 136 = 4 * 32 + 8
+  const int64_t R = 128, M = 96, N = 136;  // 96 rows: 6 tiles of 14 and one of 12; 136 = 4 * 32 + 8
   auto fill = [](int64_t n, int mul, int mod) {
     std::vector<float> v(static_cast<size_t>(n));
     for (size_t i = 0; i < v.size(); i++) v[i] = float(int(i * size_t(mul) % size_t(mod)) - mod / 2) * 0.125f;
@@ -867,7 +867,7 @@ TEST(Lowering, ShortWeightGradientsStoreAlongRowsAndVectorizeTheirUpdate) {
   std::vector<float> av = fill(R * M, 7, 13), bv = fill(R * N, 5, 11), mv = fill(M * N, 3, 7), vv = fill(M * N, 2, 5);
   Tensor a = from(av, {R, M}), b = from(bv, {R, N}), m = from(mv, {M, N}), v = from(vv, {M, N});
   auto scalar = [&](double s) { return Tensor::full({M, N}, Scalar::from_double(s), DType::Float32); };
-  Tensor g = a.permute({1, 0}).matmul(b);
+  Tensor g = a.permute({1, 0}).matmul(b.binary(Op::Mul, b));  // b squared: computed into the panels
   Tensor m2 = m.binary(Op::Mul, scalar(0.9)).binary(Op::Add, g.binary(Op::Mul, scalar(0.1)));
   Tensor v2 = v.binary(Op::Mul, scalar(0.999)).binary(Op::Add, g.binary(Op::Mul, g).binary(Op::Mul, scalar(0.001)));
   Schedule s = create_schedule({g.node(), m2.node(), v2.node()});
@@ -882,7 +882,7 @@ TEST(Lowering, ShortWeightGradientsStoreAlongRowsAndVectorizeTheirUpdate) {
   for (int64_t i = 0; i < M; i++)
     for (int64_t j = 0; j < N; j++) {
       double want = 0;
-      for (int64_t r = 0; r < R; r++) want += double(av[size_t(r * M + i)]) * double(bv[size_t(r * N + j)]);
+      for (int64_t r = 0; r < R; r++) want += double(av[size_t(r * M + i)]) * double(bv[size_t(r * N + j)]) * bv[size_t(r * N + j)];
       const size_t at = size_t(i * N + j);
       ASSERT_NEAR(gg[at], want, 1e-3) << i << " " << j;
       ASSERT_NEAR(mm[at], 0.9 * mv[at] + 0.1 * want, 1e-3) << i << " " << j;

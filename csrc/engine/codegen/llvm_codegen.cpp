@@ -461,18 +461,14 @@ class Builder {
         return llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, name), llvm::ConstantAsMetadata::get(v)});
       };
       std::vector<llvm::Metadata*> ops{nullptr};
-      auto named = [&](const char* name, llvm::Metadata* v = nullptr) {
-        std::vector<llvm::Metadata*> m{llvm::MDString::get(ctx_, name)};
-        if (v) m.push_back(v);
-        return llvm::MDNode::get(ctx_, m);
-      };
-      if (accesses) ops.push_back(named("llvm.loop.parallel_accesses", accesses));
+      if (accesses) ops.push_back(llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.parallel_accesses"), accesses}));
       if (scalar) {
         ops.push_back(md("llvm.loop.vectorize.width", b_.getInt32(1)));
-        // nor unrolled: two copies of a channel tile's reduce step (28 accumulators) came out
-        // of the register allocator rotating them through copies, two of them spilled (a
-        // linear layer's weight gradient 2.55 -> 1.9 ms, its forward with GELU 3.5 -> 1.8)
-        ops.push_back(named("llvm.loop.unroll.disable"));
+        // nor interleaved: a channel tile's reduce step (28 accumulators) in two interleaved
+        // copies came out of the register allocator rotating them through copies, two of them
+        // spilled (a linear layer's weight gradient 2.55 -> 1.9 ms, its forward with GELU 3.5
+        // -> 1.8)
+        ops.push_back(md("llvm.loop.interleave.count", b_.getInt32(1)));
       } else if (widen) {
         ops.push_back(md("llvm.loop.vectorize.enable", b_.getTrue()));
         ops.push_back(md("llvm.loop.vectorize.predicate.enable", b_.getTrue()));

@@ -187,7 +187,7 @@ class CpuLowering {
       p.vector_tile = plan_vector_tile(idx, int(tile_outer), tile_outer != last ? int(tile_outer) : -1, int(last));
     }
     if (ct) ct->padding_taps = has_padding_taps(*ct, idx);
-    if (ct) {  // a short reduce over panels that fit in cache: the rows outermost
+    if (ct) {  // panels that all fit in cache: the rows outermost
       const int64_t panel_bytes = ct->ck * (shape[size_t(ct->j)] + ct->cols - 1) / ct->cols * ct->cols * 4;
       ct->rows_outside = panel_bytes <= kCachedPanelBytes && !ct->unit && !ct->pack_inner &&
                          !p.blocks && ct->mid.empty() && !ct->padding_taps && ct->i != par &&

@@ -114,9 +114,9 @@ struct ChannelTile {
   bool pack_per_tile = false;
   // The row tiles outside the column tiles: each row tile's outputs are then stored (and what
   // follows the reduce loads) along whole rows of the thread's channels, rather than down a
-  // column strip of kChanCols floats, one strip per row, each 128 bytes from another page. For
-  // a short reduce whose panels all stay in cache (a weight gradient over 32 positions, with
-  // AdamW's update fused: five such streams), the strips bound the kernel.
+  // column strip of kChanCols floats, one strip per row, each 128 bytes from another page.
+  // Where all panels stay in cache (a linear layer's weight gradient over its batch, AdamW's
+  // update fused: five such streams), the strips bound the kernel.
   bool rows_outside = false;
   // Rows of the tile's output: dim i's times the dims they continue into.
   int64_t row_count(const Shape& shape) const;

@@ -889,3 +889,44 @@ TEST(Lowering, ShortWeightGradientsStoreAlongRowsAndVectorizeTheirUpdate) {
       ASSERT_NEAR(vo[at], 0.999 * vv[at] + 0.001 * want * want, 1e-2) << i << " " << j;
     }
 }
+
+// A convolution's weight gradient over few positions (2 images at 2x2: 8 reduce steps, resnet18's
+// layer3 on 32x32 input at batch 2), grad_output read in place along the output channels
+// (stored channels-last), takes a channel tile, not plain loops (3-6 ms a kernel). A linear
+// layer over 8 input features, whose weight would be packed into panels of 8 steps, does not.
+// Both match their direct sums.
+TEST(Lowering, ShortConvolutionWeightGradientsTakeChannelTiles) {
+  const int64_t N = 2, C = 64, OC = 96, H = 2, P = H + 2;
+  std::vector<float> xv(static_cast<size_t>(N * C * P * P)), gv(static_cast<size_t>(N * H * H * OC));
+  for (size_t i = 0; i < xv.size(); i++) xv[i] = float(int(i * 7 % 13) - 6) * 0.25f;
+  for (size_t i = 0; i < gv.size(); i++) gv[i] = float(int(i * 5 % 11) - 5) * 0.125f;
+  Tensor xp = from(xv, {N, C, P, P}), go = from(gv, {N, H, H, OC});
+  const Shape full{OC, C, 3, 3, N, H, H};
+  Tensor gw = xp.as_strided({1, C, 3, 3, N, H, H}, {0, P * P, P, 1, C * P * P, P, 1}, 0)
+                  .expand(full)
+                  .binary(Op::Mul, go.permute({3, 0, 1, 2}).reshape({OC, 1, 1, 1, N, H, H}).expand(full))
+                  .reduce(ReduceOp::Sum, {4, 5, 6}, false);
+  for (const CpuTarget& t : {kAvx512, kAvx2}) {
+    CpuPlan plan = lower_cpu(only_kernel(gw), t);
+    ASSERT_TRUE(plan.channel);
+    EXPECT_TRUE(plan.channel->unit);
+  }
+  std::vector<double> got = to_doubles(gw);
+  for (int64_t o = 0; o < OC; o++)
+    for (int64_t c = 0; c < C; c++)
+      for (int64_t k = 0; k < 9; k++) {
+        double want = 0;
+        for (int64_t n = 0; n < N; n++)
+          for (int64_t y = 0; y < H; y++)
+            for (int64_t x = 0; x < H; x++)
+              want += double(xv[size_t(((n * C + c) * P + y + k / 3) * P + x + k % 3)]) *
+                      double(gv[size_t(((n * H + y) * H + x) * OC + o)]);
+        ASSERT_NEAR(got[size_t((o * C + c) * 9 + k)], want, 1e-4) << o << " " << c << " " << k;
+      }
+  Tensor a = values({5, 8}), w = values({32, 8});
+  Tensor::realize_all({a, w});
+  Tensor y = a.reshape({5, 1, 8}).expand({5, 32, 8}).binary(Op::Mul, w.reshape({1, 32, 8}).expand({5, 32, 8}))
+                 .reduce(ReduceOp::Sum, {2}, false);
+  EXPECT_FALSE(lower_cpu(only_kernel(y), kAvx512).channel);
+  expect_matmul(to_doubles(y), to_doubles(a), to_doubles(w), 5, 8, 32, true);
+}

@@ -168,6 +168,7 @@ class CpuLowering {
         ct = over_channels;
       }
     }
+    if (ct && ct->ck < kChanMinReduce && !ct->unit) ct.reset();  // (see kChanMinReduce)
     // A channel tile of one row holds kChanVecs accumulators, bound by the FMA latency; a
     // vector tile of several rows where its rows move both operands (a depthwise convolution's
     // channels, its positions as one run: see rows_as_one_run in ops_conv.cpp) holds more.
@@ -410,7 +411,13 @@ class CpuLowering {
   // rows ran 2x slower than at 4 or 5 (spills), and 4 was fastest on both
   // the convolutions and the matmuls measured.
   const int64_t kChanMaxRows = target_.registers >= 32 ? 14 : 4;
-  static constexpr int64_t kChanMinReduce = 32;  // shorter reduces are store-bound
+  // Shorter reduces are store-bound: tiled only with b read in place, from kChanMinReduceInPlace
+  // steps, where plain loops were worse (resnet18's weight gradients over 2 images at 2x2, 8
+  // steps, took 3-6 ms each so: a 2-image SGD step at 32x32 47 -> 22-29 ms of kernels). Packed
+  // panels of fewer steps than a vector come out wrong (pack_panel_transposed's runs), so those
+  // stay untiled.
+  static constexpr int64_t kChanMinReduce = 32;
+  static constexpr int64_t kChanMinReduceInPlace = 8;
   static constexpr int64_t kCachedPanelBytes = int64_t(1) << 20;
   static constexpr int64_t kMinRowsLastDim = 8;
   static constexpr int64_t kMinRowsReduce = 128;  // reduce steps for rows over the input channels
@@ -606,7 +613,7 @@ class CpuLowering {
         ct.kext.push_back(src->shape[a]);
         ct.ck *= src->shape[a];
       }
-    if (ct.kvars.empty() || ct.ck < kChanMinReduce) return std::nullopt;
+    if (ct.kvars.empty() || ct.ck < kChanMinReduceInPlace) return std::nullopt;
     ct.kstrides.assign(ct.kvars.size(), 1);
     for (size_t q = ct.kvars.size() - 1; q-- > 0;) ct.kstrides[q] = ct.kstrides[q + 1] * ct.kext[q + 1];
     for (int side = 0; side < 2; side++) {

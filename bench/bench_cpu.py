@@ -147,8 +147,9 @@ def resnet_cases(reps):
 
 def small_input_cases(reps, runner):
     """Not the issue's rows: printed beside them, outside the geometric mean. A resnet18 SGD step
-    at CIFAR's 32x32 (layer4's maps are 1x1, smaller than its 3x3 kernels) and a linear layer of
-    few rows (a small batch through a classifier, a decoder's tokens: the weight streams)."""
+    at CIFAR's 32x32 (layer4's maps are 1x1, smaller than its 3x3 kernels), a linear layer of
+    few rows (a small batch through a classifier, a decoder's tokens: the weight streams) and
+    ConvNeXt's depthwise 7x7 convolution at 14x14, forward and backward (rows 14 wide)."""
     row("resnet18 SGD-momentum step, batch 64 at 32^2", runner("tiny", 64, 32), runner("cpu", 64, 32), reps,
         in_mean=False)
     torch.manual_seed(0)
@@ -156,6 +157,18 @@ def small_input_cases(reps, runner):
     xt, wt, bt = x.to("tiny"), w.to("tiny"), b.to("tiny")
     row("linear 16 x 4096 -> 4096", lambda: sync(F.linear(xt, wt, bt)), lambda: F.linear(x, w, b), reps,
         in_mean=False)
+
+    def depthwise(device):
+        x = torch.randn(8, 384, 14, 14, device=device, requires_grad=True)
+        w = torch.randn(384, 1, 7, 7, device=device, requires_grad=True)
+        g = torch.randn(8, 384, 14, 14, device=device)
+
+        def step():
+            x.grad = w.grad = None
+            F.conv2d(x, w, padding=3, groups=384).backward(g)
+            return w.grad.sum().item()
+        return step
+    row("depthwise 7x7 conv fwd+bwd, 8x384x14x14", depthwise("tiny"), depthwise("cpu"), reps, in_mean=False)
 
 
 class Block(torch.nn.Module):

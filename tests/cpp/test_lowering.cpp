@@ -232,6 +232,18 @@ TEST(Lowering, ChannelsLastCopiesRunInTransposedBlocks) {
   // 40 positions are not whole vectors of 16: the width runs innermost instead
   Tensor odd = values({2, 32, 5, 8}).permute({0, 2, 3, 1}).contiguous();
   EXPECT_FALSE(lower_cpu(only_kernel(odd), kAvx512).transpose);
+  // 40 channels (MobileNet's, EfficientNet's) are 2 blocks of 16 and 8 stored one by one
+  Tensor forty = values({2, 40, 6, 8});
+  Tensor forty_last = forty.permute({0, 2, 3, 1}).contiguous();
+  for (const CpuTarget& target : {kAvx512, kAvx2}) EXPECT_TRUE(lower_cpu(only_kernel(forty_last), target).transpose);
+  {
+    std::vector<double> fv = to_doubles(forty), got = to_doubles(forty_last);
+    for (int n = 0; n < 2; n++)
+      for (int h = 0; h < 6; h++)
+        for (int w = 0; w < 8; w++)
+          for (int c = 0; c < 40; c++)
+            ASSERT_EQ(got[size_t(((n * 6 + h) * 8 + w) * 40 + c)], fv[size_t(((n * 40 + c) * 6 + h) * 8 + w)]);
+  }
   std::vector<double> xv = to_doubles(x), gv = to_doubles(g), sv = to_doubles(scale), want, want_int;
   for (int n = 0; n < 4; n++)
     for (int h = 0; h < 6; h++)

@@ -2124,6 +2124,16 @@ class Builder {
         }
       });
     });
+    // the stored dim's last shape % L positions one output at a time (a 56-wide map's last 8)
+    if (const int64_t rest = k_.shape[sd] % L) {
+      emit_loop(b_.getInt64(k_.shape[sd] - rest), b_.getInt64(k_.shape[sd]), [&](Value* sv) {
+        idx[sd] = new_var(sv, k_.shape[sd]);
+        emit_loop(run_lo, run_hi, [&](Value* r) {
+          idx[size_t(run.last)] = new_var(r, run.count);
+          emit_stores(idx);
+        });
+      });
+    }
   }
 
   // A tile whose only output is the reduce (through views at most), stored with the tile's

@@ -307,7 +307,7 @@ class CpuLowering {
     if (dims.size() < 2) return std::nullopt;
     const int s = dims.back();
     const int sid = int(idx[size_t(s)]->value);
-    if (shape[size_t(s)] % kLanes) return std::nullopt;
+    if (shape[size_t(s)] < kLanes) return std::nullopt;  // a partial block's positions one by one
     dims.pop_back();
     const int lid = int(idx[size_t(dims.back())]->value);
     for (auto& o : k_.outputs) {  // 4-byte elements (the vectors transposed), stored along s, not the run

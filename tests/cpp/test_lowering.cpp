@@ -232,6 +232,29 @@ TEST(Lowering, ChannelsLastCopiesRunInTransposedBlocks) {
   // 40 positions are not whole vectors of 16: the width runs innermost instead
   Tensor odd = values({2, 32, 5, 8}).permute({0, 2, 3, 1}).contiguous();
   EXPECT_FALSE(lower_cpu(only_kernel(odd), kAvx512).transpose);
+  // An NHWC value plus an NCHW one stored NCHW (ConvNeXt's residual stream, its MLP's outputs
+  // channels last): the run is the channels alone, the height looped around the blocks, the
+  // width stored (40: two blocks of 16 and 8 one by one)
+  Tensor nhwc = values({480, 32}), x_nchw = values({2, 32, 6, 40});
+  Tensor nchw = nhwc.reshape({2, 6, 40, 32}).permute({0, 3, 1, 2}).binary(Op::Add, x_nchw).contiguous();
+  for (const CpuTarget& target : {kAvx512, kAvx2}) {
+    CpuPlan p = lower_cpu(only_kernel(nchw), target);
+    ASSERT_TRUE(p.transpose) << describe(p);
+    EXPECT_EQ(p.transpose->run.from, 1);
+    EXPECT_EQ(p.transpose->run.last, 1);
+    EXPECT_EQ(p.transpose->mid, std::vector<int>{2});
+    EXPECT_EQ(p.transpose->dim, 3);
+  }
+  {
+    std::vector<double> v = to_doubles(nhwc), xv = to_doubles(x_nchw), got = to_doubles(nchw);
+    for (int n = 0; n < 2; n++)
+      for (int c = 0; c < 32; c++)
+        for (int h = 0; h < 6; h++)
+          for (int w = 0; w < 40; w++) {
+            const size_t at = size_t(((n * 32 + c) * 6 + h) * 40 + w);
+            ASSERT_EQ(got[at], double(float(v[size_t(((n * 6 + h) * 40 + w) * 32 + c)]) + float(xv[at])));
+          }
+  }
   // 40 channels (MobileNet's, EfficientNet's) are 2 blocks of 16 and 8 stored one by one
   Tensor forty = values({2, 40, 6, 8});
   Tensor forty_last = forty.permute({0, 2, 3, 1}).contiguous();

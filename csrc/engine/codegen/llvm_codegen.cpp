@@ -2075,7 +2075,15 @@ class Builder {
   // TransposeTile: blocks of L run positions x L positions along the stored dim. Each
   // output's block is computed along the run into a buffer (the loads stream, the loop
   // vectorizes), then its L rows are transposed in registers and stored along the dim.
-  void transposed_blocks(std::vector<Expr> idx, const TransposeTile& tt, Value* run_lo, Value* run_hi) {
+  void transposed_blocks(std::vector<Expr> idx, const TransposeTile& tt, Value* run_lo, Value* run_hi, size_t mid = 0) {
+    if (mid < tt.mid.size()) {  // the dims between the run and the stored dim, each a loop
+      const int d = tt.mid[mid];
+      emit_loop(b_.getInt64(0), b_.getInt64(k_.shape[size_t(d)]), [&](Value* v) {
+        idx[size_t(d)] = new_var(v, k_.shape[size_t(d)]);
+        transposed_blocks(idx, tt, run_lo, run_hi, mid + 1);
+      });
+      return;
+    }
     const int64_t L = kLanes;
     const FlatTail& run = tt.run;
     const size_t sd = size_t(tt.dim);

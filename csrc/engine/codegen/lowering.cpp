@@ -309,19 +309,32 @@ class CpuLowering {
     const int sid = int(idx[size_t(s)]->value);
     if (shape[size_t(s)] < kLanes) return std::nullopt;  // a partial block's positions one by one
     dims.pop_back();
-    const int lid = int(idx[size_t(dims.back())]->value);
-    for (auto& o : k_.outputs) {  // 4-byte elements (the vectors transposed), stored along s, not the run
+    for (auto& o : k_.outputs) {  // 4-byte elements (the vectors transposed), stored along s
       if (o.scatter_index || itemsize(k_.buffers[size_t(o.buffer)]->dtype()) != 4) return std::nullopt;
-      const Expr at = o.store.index_valid(idx).first;
-      auto c = linear_coefficient(at, sid);
-      if (!c || *c != 1 || linear_coefficient(at, lid) == 1) return std::nullopt;
+      auto c = linear_coefficient(o.store.index_valid(idx).first, sid);
+      if (!c || *c != 1) return std::nullopt;
     }
-    std::vector<int64_t> coefficients;
-    auto run = flatten(idx, dims, coefficients);
-    if (!run || run->count % kLanes) return std::nullopt;
-    // a load along the run (the stores are not)
-    if (std::find(coefficients.begin(), coefficients.end(), 1) == coefficients.end()) return std::nullopt;
-    return TransposeTile{*run, s};
+    // the run: the dims before s that flatten, the longest first; those after it looped around,
+    // not for masked reads (padded copies: their masks per element made them slower so)
+    bool masked = false;
+    accesses(idx, [&](const Expr&, const Expr& valid) {
+      masked |= !is_true(valid);
+      return true;
+    });
+    for (size_t n = dims.size(); n > 0 && (n == dims.size() || !masked); n--) {
+      const std::vector<int> run_dims(dims.begin(), dims.begin() + long(n));
+      const int lid = int(idx[size_t(run_dims.back())]->value);
+      bool stored_along_run = false;  // (then not a transposition)
+      for (auto& o : k_.outputs) stored_along_run |= linear_coefficient(o.store.index_valid(idx).first, lid) == 1;
+      if (stored_along_run) return std::nullopt;
+      std::vector<int64_t> coefficients;
+      auto run = flatten(idx, run_dims, coefficients);
+      if (!run || run->count % kLanes) continue;
+      // a load along the run (the stores are not)
+      if (std::find(coefficients.begin(), coefficients.end(), 1) == coefficients.end()) continue;
+      return TransposeTile{*run, s, std::vector<int>(dims.begin() + long(n), dims.end())};
+    }
+    return std::nullopt;
   }
 
   // ---- the innermost loop (InnerLoop)
@@ -1354,6 +1367,7 @@ std::string describe(const CpuPlan& p) {
     s += "; dims " + std::to_string(p.flat_tail->from) + ".." + std::to_string(p.flat_tail->last) + " as one loop";
   } else if (p.transpose) {
     s += "; transposed blocks along dim " + std::to_string(p.transpose->dim);
+    if (!p.transpose->mid.empty()) s += " around dims " + dims(p.transpose->mid);
   } else if (p.inner_loop) {
     s += "; dim " + std::to_string(p.inner_loop->dim) + " innermost";
   } else {

@@ -171,6 +171,9 @@ struct InnerLoop {
 struct TransposeTile {
   FlatTail run;
   int dim = -1;
+  // Dims between the run and `dim`, looped around the blocks: a run that does not flatten with
+  // them (an NHWC value stored NCHW: the channels the run, the height between, the width stored).
+  std::vector<int> mid;
 };
 
 struct CpuPlan {

@@ -1496,9 +1496,14 @@ class Builder {
     Value* ntj = b_.CreateSDiv(b_.CreateSub(hi_j, lo_j), b_.getInt64(T));
     Value* a_raw = tile_mid.empty() ? pack_a(ct, idx, lo_i, hi_i, W) : nullptr;
     int64_t ncols = T;
+    // column tile jt's first channel and its packed panel
+    auto first_channel = [&](Value* jt) { return b_.CreateAdd(lo_j, b_.CreateMul(jt, b_.getInt64(T))); };
+    auto panel_of = [&](Value* jt) {
+      return ct.unit ? nullptr : b_.CreateGEP(b_.getFloatTy(), pack_buf_, b_.CreateMul(jt, b_.getInt64(ct.ck * T)));
+    };
     std::function<void(Value*)> tile = [&](Value* jt) {
-      Value* j0 = b_.CreateAdd(lo_j, b_.CreateMul(jt, b_.getInt64(T)));
-      Value* panel = ct.unit ? nullptr : b_.CreateGEP(b_.getFloatTy(), pack_buf_, b_.CreateMul(jt, b_.getInt64(ct.ck * T)));
+      Value* j0 = first_channel(jt);
+      Value* panel = panel_of(jt);
       if (ct.pack_per_tile) {
         panel = pack_buf_;
         pack_panel(ct, j0, panel, ncols);
@@ -1532,8 +1537,7 @@ class Builder {
     if (ct.rows_outside) {  // each row tile across the whole tiles' panels (all packed already)
       auto across = [&](Value* i0, int64_t nrows, bool aligned) {
         emit_loop(b_.getInt64(0), ntj, [&](Value* jt) {
-          Value* panel = b_.CreateGEP(b_.getFloatTy(), pack_buf_, b_.CreateMul(jt, b_.getInt64(ct.ck * T)));
-          channel_block(ct, idx, i0, nrows, b_.CreateAdd(lo_j, b_.CreateMul(jt, b_.getInt64(T))), panel, T, aligned);
+          channel_block(ct, idx, i0, nrows, first_channel(jt), panel_of(jt), T, aligned);
         }, /*scalar=*/true);
       };
       emit_loop(b_.getInt64(0), b_.getInt64(W / R), [&](Value* it) { across(b_.CreateMul(it, b_.getInt64(R)), R, true); },

@@ -189,7 +189,7 @@ class CpuLowering {
     }
     if (ct) ct->padding_taps = has_padding_taps(*ct, idx);
     if (ct) {  // panels that all fit in cache: the rows outermost
-      const int64_t panel_bytes = ct->ck * (shape[size_t(ct->j)] + ct->cols - 1) / ct->cols * ct->cols * 4;
+      const int64_t panel_bytes = ct->ck * ((shape[size_t(ct->j)] + ct->cols - 1) / ct->cols * ct->cols) * 4;
       ct->rows_outside = panel_bytes <= kCachedPanelBytes && !ct->unit && !ct->pack_inner &&
                          !p.blocks && ct->mid.empty() && !ct->padding_taps && ct->i != par &&
                          ct->row_dims().front() != par;

@@ -925,6 +925,30 @@ TEST(Lowering, ShortWeightGradientsStoreAlongRowsAndVectorizeTheirUpdate) {
     }
 }
 
+// A channel tile's epilogue loop (here an exp of another input times the product) is a
+// function of its own, called once per tile: in the kernel's function, the exp's constants
+// were hoisted above the reduce loop and took the accumulators' registers (40 GMAC/s for a
+// 128 x 384 x 1536 product, 96 without). Full, partial and leftover tiles all match.
+TEST(Lowering, TileEpiloguesAreFunctionsOfTheirOwn) {
+  const int64_t M = 37, K = 40, N = 80;  // 2 tiles of 14 rows and 9; 2 panels of 32 and 16 channels
+  Tensor a = values({M, K}), b = values({K, N}), e = values({M, N});
+  Tensor y = a.matmul(b).binary(Op::Mul, e.unary(Op::Exp));
+  Kernel k = only_kernel(y);
+  std::string ir = llvm_ir(k);
+  EXPECT_NE(ir.find("define internal void @" + k.name()), std::string::npos) << ir;
+  EXPECT_NE(ir.find(".epilogue("), std::string::npos);
+  EXPECT_NE(ir.find("noinline"), std::string::npos);
+  std::vector<double> av = to_doubles(a), bv = to_doubles(b), ev = to_doubles(e), got = to_doubles(y);
+  ASSERT_EQ(got.size(), size_t(M * N));
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++) {
+      double want = 0;
+      for (int64_t q = 0; q < K; q++) want += av[size_t(i * K + q)] * bv[size_t(q * N + j)];
+      want *= std::exp(ev[size_t(i * N + j)]);
+      ASSERT_NEAR(got[size_t(i * N + j)], want, 1e-4 * (1 + std::abs(want))) << i << ", " << j;
+    }
+}
+
 // A convolution's weight gradient over few positions (2 images at 2x2: 8 reduce steps, resnet18's
 // layer3 on 32x32 input at batch 2), grad_output read in place along the output channels
 // (stored channels-last), takes a channel tile, not plain loops (3-6 ms a kernel). A linear

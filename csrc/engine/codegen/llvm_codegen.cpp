@@ -27,6 +27,7 @@
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
+#include <llvm/Transforms/Utils/CodeExtractor.h>
 
 #include "engine/codegen/index_walk.h"
 #include "engine/codegen/lowering.h"
@@ -280,6 +281,7 @@ class Builder {
     }
     if (pack_buf) b_.CreateCall(scratch_free(), {pack_buf});
     b_.CreateRetVoid();
+    for (const auto& blocks : epilogues_) outline(blocks, "epilogue");
   }
 
  private:
@@ -2040,6 +2042,7 @@ class Builder {
         b_.CreateAlignedStore(b_.CreateLoad(vty, acc[size_t(row * nvecs + v)]), b_.CreateBitCast(at, vty->getPointerTo()),
                               llvm::Align(4));
       }
+    llvm::BasicBlock* last = &fn_->back();
     emit_loop(b_.getInt64(0), b_.getInt64(nrows), [&](Value* q) {
       std::vector<Expr> row = idx;
       for (auto [d, v] : row_coords(ct, b_.CreateAdd(i0, q))) row[size_t(d)] = new_var(v, k_.shape[size_t(d)]);
@@ -2054,7 +2057,26 @@ class Builder {
         emit_stores(o);
       }, false, false, /*parallel=*/true);
     }, /*scalar=*/true);
+    // the loop's blocks (those made since, but the one code goes on in) become a function
+    std::vector<llvm::BasicBlock*> blocks;
+    for (auto it = std::next(last->getIterator()); it != fn_->end(); ++it)
+      if (&*it != b_.GetInsertBlock()) blocks.push_back(&*it);
+    epilogues_.push_back(std::move(blocks));
     return true;
+  }
+
+  // Moves `blocks` (one loop nest, entered at its first block) into a function of their own,
+  // called where they were. For a tile's epilogue: in the kernel's function, machine LICM
+  // hoisted its constants (an exp's dozen coefficients) above the tile's reduce loop, where
+  // they took the registers of the 28 accumulators, spilled in each step (a 128 x 1536
+  // linear layer with an exp after it ran at 40 GMAC/s, 96 without).
+  void outline(const std::vector<llvm::BasicBlock*>& blocks, const std::string& suffix) {
+    llvm::CodeExtractorAnalysisCache cache(*fn_);
+    llvm::CodeExtractor extractor(blocks, nullptr, false, nullptr, nullptr, nullptr, false, false, suffix);
+    if (!extractor.isEligible()) throw std::logic_error("tiny codegen: a tile epilogue cannot be outlined");
+    llvm::Function* f = extractor.extractCodeRegion(cache);
+    if (!f) throw std::logic_error("tiny codegen: outlining a tile epilogue failed");
+    f->addFnAttr(llvm::Attribute::NoInline);
   }
 
   // The L x L matrix whose rows are the L vectors `m` (L lanes each), transposed in place:
@@ -2788,6 +2810,7 @@ class Builder {
   Value* scratch_ = nullptr;
   Value* params_ = nullptr;
   // channel tiling's packed operand (see ChannelTile)
+  std::vector<std::vector<llvm::BasicBlock*>> epilogues_;  // epilogue loops to outline (see outline)
   Value* pack_buf_ = nullptr;
   Value* a_rows_ = nullptr;       // a channel tile's `a` packed per (row, step) (pack_a), or null
   int64_t a_pitch_ = 0;           // ... its rows this many floats apart

@@ -1,6 +1,7 @@
 // Fusion: exact kernel counts for canonical graphs (and their values).
 // A test named DISABLED_ holds the goal count the scheduler does not reach
 // yet; its comment says what it does now.
+#include <cmath>
 #include <numeric>
 #include <set>
 
@@ -263,6 +264,36 @@ TEST(Fusion, MergedKernelsNumberTheirBuffersTheSameEveryRun) {
     keys.insert(s.kernels[0].key());
   }
   EXPECT_EQ(keys.size(), 1u);
+}
+
+// An optimizer's step after a weight gradient (Adam: the moments read the gradient, the weight's
+// update reads the moments) is one kernel with the gradient's: the moments join its kernel as
+// consumers, and so does the update, which reads nothing newer than that kernel writes (it was
+// a kernel of its own, reading the moments back, in every training step).
+TEST(Fusion, OptimizerUpdateJoinsItsGradientsKernel) {
+  const int64_t R = 40, M = 24, N = 36;
+  Tensor a = from(data(R * M), {R, M}), b = from(data(R * N, 0.05f), {R, N});
+  Tensor m = from(data(M * N, 0.02f), {M, N}), v = from(data(M * N, 0.03f), {M, N});
+  Tensor w = from(data(M * N, 0.07f), {M, N});
+  Tensor g = a.permute({1, 0}).matmul(b);
+  Tensor m2 = m.binary(Op::Mul, cf(0.9, {M, N})).binary(Op::Add, g.binary(Op::Mul, cf(0.1, {M, N})));
+  Tensor v2 = v.binary(Op::Mul, v).binary(Op::Mul, cf(0.5, {M, N})).binary(Op::Add, g.binary(Op::Mul, g).binary(Op::Mul, cf(0.5, {M, N})));
+  Tensor w2 = w.binary(Op::Sub, m2.binary(Op::Div, v2.unary(Op::Sqrt).binary(Op::Add, cf(1e-3, {M, N}))));
+  EXPECT_EQ(count({g, m2, v2, w2}), 1);
+  std::vector<float> av = to_vec<float>(a), bv = to_vec<float>(b), mv = to_vec<float>(m), vv = to_vec<float>(v),
+                     wv = to_vec<float>(w), gg = to_vec<float>(g), mm = to_vec<float>(m2), vo = to_vec<float>(v2),
+                     wo = to_vec<float>(w2);
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++) {
+      double want = 0;
+      for (int64_t r = 0; r < R; r++) want += double(av[size_t(r * M + i)]) * double(bv[size_t(r * N + j)]);
+      const size_t at = size_t(i * N + j);
+      double m_new = 0.9 * mv[at] + 0.1 * want, v_new = 0.5 * vv[at] * vv[at] + 0.5 * want * want;
+      ASSERT_NEAR(gg[at], want, 1e-4) << i << " " << j;
+      ASSERT_NEAR(mm[at], m_new, 1e-4) << i << " " << j;
+      ASSERT_NEAR(vo[at], v_new, 1e-4) << i << " " << j;
+      ASSERT_NEAR(wo[at], wv[at] - m_new / (std::sqrt(v_new) + 1e-3), 1e-3 * (1 + std::abs(wo[at]))) << i << " " << j;
+    }
 }
 
 // mean and (two-pass) variance of one input over the same axes

@@ -752,6 +752,10 @@ Schedule create_schedule(const std::vector<NodeRef>& targets, Device& device) {
       for (auto it = pk.k.loads.begin(); it != pk.k.loads.end();)
         it = into->writes.count(pk.k.buffers[size_t(it->second)].get()) ? pk.k.loads.erase(it) : std::next(it);
     into->writes.insert(own.begin(), own.end());
+    // an inlined consumer's values are now written where the group runs: its own consumers
+    // (an optimizer's parameter update, after its moments' updates) may join the group too
+    if (inline_loads)
+      for (const Buffer* b : own) level_of[b->owner()] = into->level;
     into->reduces |= reduces;
     into->tiles |= tiles;
     Kernel& a = into->k;

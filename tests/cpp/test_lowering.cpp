@@ -284,6 +284,23 @@ TEST(Lowering, ChannelsLastCopiesRunInTransposedBlocks) {
   }
 }
 
+// A batch norm's backward over (N, C, H * W): its per-channel terms are tables of the channels,
+// read from cache in any order, not loads along a run of channels; with no other load moving
+// along the channels, it runs along its rows (it took transposed blocks, 10x slower).
+TEST(Lowering, PerChannelTablesDoNotMakeATransposition) {
+  const int64_t N = 4, C = 32, P = 64;
+  Tensor x = values({N, C, P}), scale = values({1, C, 1}), shift = values({1, C, 1});
+  Tensor y = x.binary(Op::Mul, scale.expand({N, C, P})).binary(Op::Add, shift.expand({N, C, P}));
+  for (const CpuTarget& target : {kAvx512, kAvx2}) EXPECT_FALSE(lower_cpu(only_kernel(y), target).transpose) << target.lanes;
+  std::vector<double> xv = to_doubles(x), sv = to_doubles(scale), tv = to_doubles(shift), got = to_doubles(y);
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t c = 0; c < C; c++)
+      for (int64_t q = 0; q < P; q++) {
+        const size_t at = size_t((n * C + c) * P + q);
+        ASSERT_NEAR(got[at], xv[at] * sv[size_t(c)] + tv[size_t(c)], 1e-6) << n << " " << c << " " << q;
+      }
+}
+
 // A matrix's transpose (x.t().contiguous()) has no dim after the parallel one to run along:
 // the run is the parallel dim itself, each thread's slice of it in whole blocks (its slices
 // start at multiples of the lanes). Element by element, the stores were 8 KB apart at 2048

@@ -1247,7 +1247,16 @@ class Builder {
     return f;
   }
   llvm::FunctionCallee scratch_free() {
-    return m_.getOrInsertFunction("tiny_scratch_free", llvm::FunctionType::get(b_.getVoidTy(), {b_.getInt8PtrTy()}, false));
+    llvm::FunctionCallee f =
+        m_.getOrInsertFunction("tiny_scratch_free", llvm::FunctionType::get(b_.getVoidTy(), {b_.getInt8PtrTy()}, false));
+    // as free: the pointer does not escape through it, so the scratch memory stays provably
+    // apart from every buffer (else a packed operand's loop kept its loads in the loop, unhoisted
+    // and unvectorized, for fear they alias its stores)
+    if (auto* fn = llvm::dyn_cast<llvm::Function>(f.getCallee())) {
+      fn->addParamAttr(0, llvm::Attribute::NoCapture);
+      fn->addFnAttr(llvm::Attribute::NoUnwind);
+    }
+    return f;
   }
 
   // The tile's reduce loops, outermost first, binding `kv` (one variable per non-unit reduce
@@ -1602,6 +1611,37 @@ class Builder {
     std::vector<int> axes;
     for (int a : ct.reduce->args.axes)
       if (src->shape[a] > 1) axes.push_back(a);
+    // a's rows at one (row, step) context, o's row and channel given
+    auto row_context = [&](std::vector<Expr> o) {
+      o[size_t(ct.j)] = new_var(b_.getInt64(0), k_.shape[size_t(ct.j)]);  // a does not move along j
+      auto cc = find_tiled_reduce(o, int(o[size_t(ct.j)]->value));
+      if (!cc || cc->reduce != ct.reduce) throw std::logic_error("tiny codegen: packed a lost its reduce");
+      return *cc;
+    };
+    a_step_major_ = !k_.loads.count(leaf) && a_reads_along_rows(ct, idx, axes, row_context);
+    if (a_step_major_) {  // step by step, each step's rows in one loop that vectorizes along them
+      a_rows_count_ = b_.CreateSub(rhi, rlo);
+      std::vector<Expr> kv;
+      for (int a : axes) kv.push_back(placeholder_var(src->shape[size_t(a)]));
+      each_reduce_step(ct, kv, [&] {
+        Value* step_at = b_.CreateMul(index(ct.kflat(kv)), a_rows_count_);
+        emit_loop(rlo, rhi, [&](Value* row) {
+          memo_.emplace_back();
+          std::vector<Expr> o = idx;
+          for (auto [d, v] : row_coords(ct, row)) o[size_t(d)] = new_var(v, k_.shape[size_t(d)]);
+          TiledReduce cc = row_context(o);
+          std::vector<Expr> sub = cc.idx;
+          for (size_t q = 0; q < axes.size(); q++) sub[size_t(axes[q])] = kv[q];
+          Value* at = b_.CreateAdd(step_at, b_.CreateSub(row, rlo));
+          b_.CreateStore(eval(ct.a, sub, cc.valid), b_.CreateGEP(b_.getFloatTy(), buf, at, "a.by_step"));
+          memo_.pop_back();
+        }, false, false, /*parallel=*/true);  // (each row's value stored once, its inputs only read)
+      });
+      a_rows_ = buf;
+      a_first_row_ = rlo;
+      packs_a = true;
+      return raw;
+    }
     emit_loop(rlo, rhi, [&](Value* row) {
       memo_.emplace_back();  // values computed here do not dominate what follows
       std::vector<Expr> o = idx;
@@ -1645,6 +1685,43 @@ class Builder {
     a_first_row_ = rlo;
     packs_a = true;
     return raw;
+  }
+
+  // Whether a computed `a` (no reduce or gather under it) reads the loads that move along both
+  // its rows and its steps along the rows, none along the steps: a weight gradient's grad_output, computed (positions, channels)
+  // and read as (channels, positions) (ConvNeXt's, through its layer scales and stochastic
+  // depth). Packed row by row, its evaluation ran scalar, strided, and took 84 % of such a
+  // kernel; packed step by step (a_step_major_), it vectorizes along the rows.
+  bool a_reads_along_rows(const ChannelTile& ct, const std::vector<Expr>& idx, const std::vector<int>& axes,
+                          const std::function<TiledReduce(std::vector<Expr>)>& row_context) {
+    if (ct.row_dims().size() != 1 || axes.empty()) return false;
+    const int rd = ct.row_dims()[0];
+    std::vector<Expr> o = idx;
+    o[size_t(rd)] = placeholder_var(k_.shape[size_t(rd)]);
+    const int row_id = int(o[size_t(rd)]->value);
+    TiledReduce cc = row_context(o);
+    std::vector<Expr> sub = cc.idx;
+    for (int a : axes) sub[size_t(a)] = placeholder_var(ct.reduce->src[0]->shape[size_t(a)]);
+    const int step_id = int(sub[size_t(axes.back())]->value);
+    std::unordered_set<const Node*> seen;
+    bool along_rows = false, along_steps = false;
+    std::function<bool(const Node*, const std::vector<Expr>&)> walk = [&](const Node* n, const std::vector<Expr>& at) {
+      if (!seen.insert(n).second) return true;  // (a's nodes are shared: each once)
+      if (k_.loads.count(n)) {
+        // (tables of the rows alone or of the steps alone, a LayerNorm's terms, read from cache)
+        Expr flat = row_major(at, n->shape);
+        const bool both = uses_vars(flat, row_id, row_id + 1) && uses_vars(flat, step_id, step_id + 1);
+        along_rows |= both && linear_coefficient(flat, row_id) == 1;
+        along_steps |= both && linear_coefficient(flat, step_id) == 1;
+        return true;
+      }
+      if (n->op == Op::Reduce || n->op == Op::Gather) return false;
+      if (n->op == Op::View) return walk(n->src[0].get(), view_source_index(n, at).idx);
+      for (auto& s : n->src)
+        if (!walk(s.get(), at)) return false;
+      return true;
+    };
+    return walk(ct.a, sub) && along_rows && !along_steps;
   }
 
   // The longest runs of variable `id` along which `flat` is affine: the greatest common divisor
@@ -1960,7 +2037,8 @@ class Builder {
           Value* a_value;
           if (a_rows_) {  // packed before the panels (pack_a)
             Value* r0 = b_.CreateSub(b_.CreateAdd(i0, b_.getInt64(row)), a_first_row_);
-            Value* at = b_.CreateAdd(b_.CreateMul(r0, b_.getInt64(a_pitch_)), index(ct.kflat(kv)));
+            Value* at = a_step_major_ ? b_.CreateAdd(b_.CreateMul(index(ct.kflat(kv)), a_rows_count_), r0)
+                                      : b_.CreateAdd(b_.CreateMul(r0, b_.getInt64(a_pitch_)), index(ct.kflat(kv)));
             a_value = b_.CreateLoad(b_.getFloatTy(), b_.CreateGEP(b_.getFloatTy(), a_rows_, at));
           } else {
             a_value = eval(ct.a, sub, c0.valid);
@@ -2814,6 +2892,8 @@ class Builder {
   Value* pack_buf_ = nullptr;
   Value* a_rows_ = nullptr;       // a channel tile's `a` packed per (row, step) (pack_a), or null
   int64_t a_pitch_ = 0;           // ... its rows this many floats apart
+  bool a_step_major_ = false;     // ... or step by step, each step's rows consecutive
+  Value* a_rows_count_ = nullptr; // ... that many of them
   Value* a_first_row_ = nullptr;  // the row its first values belong to
 };
 

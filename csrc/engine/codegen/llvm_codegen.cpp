@@ -1546,14 +1546,29 @@ class Builder {
       });
     };
     if (ct.rows_outside) {  // each row tile across the whole tiles' panels (all packed already)
+      // Several outputs (an optimizer's update after a weight gradient: 4 stored, 3 loaded) run
+      // their epilogue once per row tile, after all its column tiles, row by row along all the
+      // thread's channels: per column tile, its 14 rows x 7 streams of 128 bytes each were more
+      // streams than the prefetchers follow (a 3072 x 768 weight gradient's AdamW epilogue ran
+      // at 13 GB/s of this machine's 29).
+      Value* width = b_.CreateMul(ntj, b_.getInt64(T));
+      Value* raw = nullptr;
+      if (k_.outputs.size() > 1 && plain_epilogue(ct))
+        raw = b_.CreateCall(scratch_alloc(), {b_.CreateMul(width, b_.getInt64(R * 4))});
       auto across = [&](Value* i0, int64_t nrows, bool aligned) {
+        if (raw) row_tile_ = RowTileBuffer{b_.CreateBitCast(raw, b_.getFloatTy()->getPointerTo()), width, lo_j};
         emit_loop(b_.getInt64(0), ntj, [&](Value* jt) {
           channel_block(ct, idx, i0, nrows, first_channel(jt), panel_of(jt), T, aligned);
         }, /*scalar=*/true);
+        if (!raw) return;
+        RowTileBuffer rt = *row_tile_;
+        row_tile_.reset();
+        epilogue_rows(ct, idx, i0, nrows, lo_j, width, rt.buffer, rt.pitch);
       };
       emit_loop(b_.getInt64(0), b_.getInt64(W / R), [&](Value* it) { across(b_.CreateMul(it, b_.getInt64(R)), R, true); },
                 /*scalar=*/true);
       if (W % R) across(b_.getInt64(W / R * R), W % R, false);
+      if (raw) b_.CreateCall(scratch_free(), {raw});
     } else {
       emit_loop(b_.getInt64(0), ntj, tile, /*scalar=*/true);
     }
@@ -2096,8 +2111,8 @@ class Builder {
   // most of a kernel's IR, and the SLP vectorizer and instruction selection spent 0.3-1.1 s on
   // each such kernel of a small MLP's training step. False (nothing emitted) where the epilogue
   // reads another reduce, gathers or scatters.
-  bool epilogue_loop(const ChannelTile& ct, const std::vector<Expr>& idx, Value* i0, int64_t nrows, Value* j0,
-                     int64_t ncols, const std::vector<llvm::AllocaInst*>& acc) {
+  // Whether what follows the reduce is element-wise only (no other reduce, gather or scatter).
+  bool plain_epilogue(const ChannelTile& ct) {
     bool plain = true;
     std::unordered_set<const Node*> seen;
     std::function<void(const Node*)> walk = [&](const Node* n) {
@@ -2109,23 +2124,44 @@ class Builder {
       if (o.scatter_index) return false;
       walk(o.value.get());
     }
-    if (!plain) return false;
+    return plain;
+  }
+
+  bool epilogue_loop(const ChannelTile& ct, const std::vector<Expr>& idx, Value* i0, int64_t nrows, Value* j0,
+                     int64_t ncols, const std::vector<llvm::AllocaInst*>& acc) {
+    if (!plain_epilogue(ct)) return false;
     const int64_t nvecs = (ncols + kLanes - 1) / kLanes, width = nvecs * kLanes;
     auto* vty = llvm::FixedVectorType::get(b_.getFloatTy(), unsigned(kLanes));
-    auto* tile = llvm::IRBuilder<>(entry_, entry_->begin()).CreateAlloca(llvm::ArrayType::get(b_.getFloatTy(), uint64_t(nrows * width)));
-    Value* first = b_.CreateConstGEP2_64(tile->getAllocatedType(), tile, 0, 0);
+    Value* first;
+    Value* pitch;
+    if (row_tile_) {  // into the row tile's buffer, at this tile's channels (its loop comes later)
+      first = b_.CreateGEP(b_.getFloatTy(), row_tile_->buffer, b_.CreateSub(j0, row_tile_->first_channel));
+      pitch = row_tile_->pitch;
+    } else {
+      auto* tile = llvm::IRBuilder<>(entry_, entry_->begin()).CreateAlloca(llvm::ArrayType::get(b_.getFloatTy(), uint64_t(nrows * width)));
+      first = b_.CreateConstGEP2_64(tile->getAllocatedType(), tile, 0, 0);
+      pitch = b_.getInt64(width);
+    }
     for (int64_t row = 0; row < nrows; row++)
       for (int64_t v = 0; v < nvecs; v++) {
-        Value* at = b_.CreateConstGEP1_64(b_.getFloatTy(), first, uint64_t(row * width + v * kLanes));
+        Value* at = b_.CreateGEP(b_.getFloatTy(), first, b_.CreateAdd(b_.CreateMul(b_.getInt64(row), pitch), b_.getInt64(v * kLanes)));
         b_.CreateAlignedStore(b_.CreateLoad(vty, acc[size_t(row * nvecs + v)]), b_.CreateBitCast(at, vty->getPointerTo()),
                               llvm::Align(4));
       }
+    if (!row_tile_) epilogue_rows(ct, idx, i0, nrows, j0, b_.getInt64(ncols), first, pitch);
+    return true;
+  }
+
+  // The epilogue loop of `nrows` rows from i0 by `ncols` channels from j0, the accumulators
+  // at `first`, rows `pitch` floats apart: for each output, its value stored.
+  void epilogue_rows(const ChannelTile& ct, const std::vector<Expr>& idx, Value* i0, int64_t nrows, Value* j0,
+                     Value* ncols, Value* first, Value* pitch) {
     llvm::BasicBlock* last = &fn_->back();
     emit_loop(b_.getInt64(0), b_.getInt64(nrows), [&](Value* q) {
       std::vector<Expr> row = idx;
       for (auto [d, v] : row_coords(ct, b_.CreateAdd(i0, q))) row[size_t(d)] = new_var(v, k_.shape[size_t(d)]);
-      Value* row_at = b_.CreateMul(q, b_.getInt64(width));
-      emit_loop(b_.getInt64(0), b_.getInt64(ncols), [&](Value* c) {
+      Value* row_at = b_.CreateMul(q, pitch);
+      emit_loop(b_.getInt64(0), ncols, [&](Value* c) {
         std::vector<Expr> o = row;
         o[size_t(ct.j)] = new_var(b_.CreateAdd(j0, c), k_.shape[size_t(ct.j)]);
         auto cc = find_tiled_reduce(o, int(o[size_t(ct.j)]->value));
@@ -2140,7 +2176,6 @@ class Builder {
     for (auto it = std::next(last->getIterator()); it != fn_->end(); ++it)
       if (&*it != b_.GetInsertBlock()) blocks.push_back(&*it);
     epilogues_.push_back(std::move(blocks));
-    return true;
   }
 
   // Moves `blocks` (one loop nest, entered at its first block) into a function of their own,
@@ -2889,6 +2924,13 @@ class Builder {
   Value* params_ = nullptr;
   // channel tiling's packed operand (see ChannelTile)
   std::vector<std::vector<llvm::BasicBlock*>> epilogues_;  // epilogue loops to outline (see outline)
+  // where a row tile's accumulators wait for its epilogue (rows_outside, several outputs)
+  struct RowTileBuffer {
+    Value* buffer;         // floats, the row tile's rows `pitch` apart
+    Value* pitch;          // the thread's whole column tiles' channels
+    Value* first_channel;  // the channel at the start of each row
+  };
+  std::optional<RowTileBuffer> row_tile_;
   Value* pack_buf_ = nullptr;
   Value* a_rows_ = nullptr;       // a channel tile's `a` packed per (row, step) (pack_a), or null
   int64_t a_pitch_ = 0;           // ... its rows this many floats apart

@@ -190,7 +190,10 @@ class CpuLowering {
     if (ct) ct->padding_taps = has_padding_taps(*ct, idx);
     if (ct) {  // panels that all fit in cache: the rows outermost
       const int64_t panel_bytes = ct->ck * ((shape[size_t(ct->j)] + ct->cols - 1) / ct->cols * ct->cols) * 4;
-      ct->rows_outside = panel_bytes <= kCachedPanelBytes && !ct->unit && !ct->pack_inner &&
+      // (or in L3, for several outputs: an optimizer's update after a weight gradient, whose
+      // epilogue then runs row by row along the channels, see llvm_codegen's RowTileBuffer)
+      const int64_t cached = k_.outputs.size() > 1 ? kCachedPanelBytesSeveralOutputs : kCachedPanelBytes;
+      ct->rows_outside = panel_bytes <= cached && !ct->unit && !ct->pack_inner &&
                          !p.blocks && ct->mid.empty() && !ct->padding_taps && ct->i != par &&
                          ct->row_dims().front() != par;
     }
@@ -441,6 +444,7 @@ class CpuLowering {
   static constexpr int64_t kChanMinReduce = 32;
   static constexpr int64_t kChanMinReduceInPlace = 8;
   static constexpr int64_t kCachedPanelBytes = int64_t(1) << 20;
+  static constexpr int64_t kCachedPanelBytesSeveralOutputs = int64_t(4) << 20;
   static constexpr int64_t kMinRowsLastDim = 8;
   static constexpr int64_t kMinRowsReduce = 128;  // reduce steps for rows over the input channels
 

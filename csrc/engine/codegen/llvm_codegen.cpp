@@ -1703,9 +1703,9 @@ class Builder {
   }
 
   // Whether a computed `a` (no reduce or gather under it) reads the loads that move along both
-  // its rows and its steps along the rows, none along the steps: a weight gradient's grad_output, computed (positions, channels)
-  // and read as (channels, positions) (ConvNeXt's, through its layer scales and stochastic
-  // depth). Packed row by row, its evaluation ran scalar, strided, and took 84 % of such a
+  // its rows and its steps along the rows, none along the steps: a weight gradient's
+  // grad_output, computed (positions, channels) and read as (channels, positions) (ConvNeXt's,
+  // through its layer scales and stochastic depth). Packed row by row, its evaluation ran scalar, strided, and took 84 % of such a
   // kernel; packed step by step (a_step_major_), it vectorizes along the rows.
   bool a_reads_along_rows(const ChannelTile& ct, const std::vector<Expr>& idx, const std::vector<int>& axes,
                           const std::function<TiledReduce(std::vector<Expr>)>& row_context) {
@@ -2922,7 +2922,6 @@ class Builder {
   Part part_ = Part::Whole;
   Value* scratch_ = nullptr;
   Value* params_ = nullptr;
-  // channel tiling's packed operand (see ChannelTile)
   std::vector<std::vector<llvm::BasicBlock*>> epilogues_;  // epilogue loops to outline (see outline)
   // where a row tile's accumulators wait for its epilogue (rows_outside, several outputs)
   struct RowTileBuffer {
@@ -2931,6 +2930,7 @@ class Builder {
     Value* first_channel;  // the channel at the start of each row
   };
   std::optional<RowTileBuffer> row_tile_;
+  // channel tiling's packed operand (see ChannelTile)
   Value* pack_buf_ = nullptr;
   Value* a_rows_ = nullptr;       // a channel tile's `a` packed per (row, step) (pack_a), or null
   int64_t a_pitch_ = 0;           // ... its rows this many floats apart

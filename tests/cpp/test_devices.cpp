@@ -227,9 +227,11 @@ TEST(Devices, CpuKernelScratchComesFromTheCachingAllocator) {
   };
   run();
   MemoryStats s1 = d->memory_stats();
-  run();
+  for (int i = 0; i < 4; i++) run();
   EXPECT_GT(d->memory_stats().allocations, s1.allocations);  // the buffers and the panels
-  EXPECT_EQ(d->memory_stats().device_allocations, s1.device_allocations);
+  // served from the cache: at most one block more per thread whose panels were alive at once
+  // with another's in a later run but not in the first (which threads overlap is timing)
+  EXPECT_LE(d->memory_stats().device_allocations, s1.device_allocations + int64_t(thread_pool().size()) - 1);
   d->empty_cache();
 }
 

@@ -953,6 +953,7 @@ TEST(Lowering, ShortWeightGradientsStoreAlongRowsAndVectorizeTheirUpdate) {
   CpuPlan plan = lower_cpu(s.kernels.back(), kAvx512);
   ASSERT_TRUE(plan.channel);
   EXPECT_TRUE(plan.channel->rows_outside);
+  EXPECT_TRUE(plan.channel->epilogue_per_row_tile);  // three outputs, element-wise after the reduce
   EXPECT_EQ(plan.parallel_dim, plan.channel->j);
   EXPECT_NE(llvm_ir(s.kernels.back()).find("llvm.loop.parallel_accesses"), std::string::npos);
   Tensor::realize_all({g, m2, v2});

@@ -1546,15 +1546,12 @@ class Builder {
       });
     };
     if (ct.rows_outside) {  // each row tile across the whole tiles' panels (all packed already)
-      // Several outputs (an optimizer's update after a weight gradient: 4 stored, 3 loaded) run
-      // their epilogue once per row tile, after all its column tiles, row by row along all the
-      // thread's channels: per column tile, its 14 rows x 7 streams of 128 bytes each were more
-      // streams than the prefetchers follow (a 3072 x 768 weight gradient's AdamW epilogue ran
-      // at 13 GB/s of this machine's 29).
+      // epilogue_per_row_tile: the row tile's accumulators wait in a buffer for one epilogue
+      // loop after all its column tiles (a 3072 x 768 weight gradient's AdamW epilogue ran at
+      // 13 GB/s of this machine's 29 per tile)
       Value* width = b_.CreateMul(ntj, b_.getInt64(T));
       Value* raw = nullptr;
-      if (k_.outputs.size() > 1 && plain_epilogue(ct))
-        raw = b_.CreateCall(scratch_alloc(), {b_.CreateMul(width, b_.getInt64(R * 4))});
+      if (ct.epilogue_per_row_tile) raw = b_.CreateCall(scratch_alloc(), {b_.CreateMul(width, b_.getInt64(R * 4))});
       auto across = [&](Value* i0, int64_t nrows, bool aligned) {
         if (raw) row_tile_ = RowTileBuffer{b_.CreateBitCast(raw, b_.getFloatTy()->getPointerTo()), width, lo_j};
         emit_loop(b_.getInt64(0), ntj, [&](Value* jt) {
@@ -2111,25 +2108,9 @@ class Builder {
   // most of a kernel's IR, and the SLP vectorizer and instruction selection spent 0.3-1.1 s on
   // each such kernel of a small MLP's training step. False (nothing emitted) where the epilogue
   // reads another reduce, gathers or scatters.
-  // Whether what follows the reduce is element-wise only (no other reduce, gather or scatter).
-  bool plain_epilogue(const ChannelTile& ct) {
-    bool plain = true;
-    std::unordered_set<const Node*> seen;
-    std::function<void(const Node*)> walk = [&](const Node* n) {
-      if (n == ct.reduce || k_.loads.count(n) || !seen.insert(n).second) return;
-      if (n->op == Op::Reduce || n->op == Op::Gather) plain = false;
-      for (auto& s : n->src) walk(s.get());
-    };
-    for (auto& o : k_.outputs) {
-      if (o.scatter_index) return false;
-      walk(o.value.get());
-    }
-    return plain;
-  }
-
   bool epilogue_loop(const ChannelTile& ct, const std::vector<Expr>& idx, Value* i0, int64_t nrows, Value* j0,
                      int64_t ncols, const std::vector<llvm::AllocaInst*>& acc) {
-    if (!plain_epilogue(ct)) return false;
+    if (!elementwise_epilogue(k_, ct.reduce)) return false;
     const int64_t nvecs = (ncols + kLanes - 1) / kLanes, width = nvecs * kLanes;
     auto* vty = llvm::FixedVectorType::get(b_.getFloatTy(), unsigned(kLanes));
     Value* first;
@@ -2923,7 +2904,7 @@ class Builder {
   Value* scratch_ = nullptr;
   Value* params_ = nullptr;
   std::vector<std::vector<llvm::BasicBlock*>> epilogues_;  // epilogue loops to outline (see outline)
-  // where a row tile's accumulators wait for its epilogue (rows_outside, several outputs)
+  // where a row tile's accumulators wait for its epilogue (ChannelTile::epilogue_per_row_tile)
   struct RowTileBuffer {
     Value* buffer;         // floats, the row tile's rows `pitch` apart
     Value* pitch;          // the thread's whole column tiles' channels

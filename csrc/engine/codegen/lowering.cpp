@@ -190,12 +190,12 @@ class CpuLowering {
     if (ct) ct->padding_taps = has_padding_taps(*ct, idx);
     if (ct) {  // panels that all fit in cache: the rows outermost
       const int64_t panel_bytes = ct->ck * ((shape[size_t(ct->j)] + ct->cols - 1) / ct->cols * ct->cols) * 4;
-      // (or in L3, for several outputs: an optimizer's update after a weight gradient, whose
-      // epilogue then runs row by row along the channels, see llvm_codegen's RowTileBuffer)
-      const int64_t cached = k_.outputs.size() > 1 ? kCachedPanelBytesSeveralOutputs : kCachedPanelBytes;
+      const bool row_epilogue = k_.outputs.size() > 1 && elementwise_epilogue(k_, ct->reduce);
+      const int64_t cached = row_epilogue ? kCachedPanelBytesRowEpilogue : kCachedPanelBytes;
       ct->rows_outside = panel_bytes <= cached && !ct->unit && !ct->pack_inner &&
                          !p.blocks && ct->mid.empty() && !ct->padding_taps && ct->i != par &&
                          ct->row_dims().front() != par;
+      ct->epilogue_per_row_tile = ct->rows_outside && row_epilogue;
     }
     if (ct) {  // panels read by one pass of the tiles: no blocks, no outer loop around them
       bool once = !ct->unit && !ct->pack_inner && !ct->jstride1 && !p.blocks && !ct->rows_outside;
@@ -444,7 +444,7 @@ class CpuLowering {
   static constexpr int64_t kChanMinReduce = 32;
   static constexpr int64_t kChanMinReduceInPlace = 8;
   static constexpr int64_t kCachedPanelBytes = int64_t(1) << 20;
-  static constexpr int64_t kCachedPanelBytesSeveralOutputs = int64_t(4) << 20;
+  static constexpr int64_t kCachedPanelBytesRowEpilogue = int64_t(4) << 20;  // (epilogue_per_row_tile)
   static constexpr int64_t kMinRowsLastDim = 8;
   static constexpr int64_t kMinRowsReduce = 128;  // reduce steps for rows over the input channels
 
@@ -1357,6 +1357,21 @@ std::vector<Expr> flat_tail_index(std::vector<Expr> idx, const FlatTail& t) {
 
 CpuPlan lower_cpu(const Kernel& k, const CpuTarget& target) { return CpuLowering(k, target).lower(); }
 
+bool elementwise_epilogue(const Kernel& k, const Node* reduce) {
+  bool plain = true;
+  std::unordered_set<const Node*> seen;
+  std::function<void(const Node*)> walk = [&](const Node* n) {
+    if (!plain || n == reduce || k.loads.count(n) || !seen.insert(n).second) return;
+    if (n->op == Op::Reduce || n->op == Op::Gather) plain = false;
+    for (auto& s : n->src) walk(s.get());
+  };
+  for (auto& o : k.outputs) {
+    if (o.scatter_index) return false;
+    walk(o.value.get());
+  }
+  return plain;
+}
+
 std::string describe(const CpuPlan& p) {
   auto dims = [](const std::vector<int>& ds) {
     std::string s;
@@ -1370,7 +1385,7 @@ std::string describe(const CpuPlan& p) {
     s += "; channel tile " + std::to_string(c->cols) + " x " + std::to_string(c->rows) + ": channels dim " +
          std::to_string(c->j) + ", rows dims " + dims(c->row_dims()) + ", b " +
          (c->computed ? "computed into panels" : c->unit ? "read in place" : "packed") +
-         (c->rows_outside ? ", rows outside" : "");
+         (c->rows_outside ? ", rows outside" : "") + (c->epilogue_per_row_tile ? ", epilogue per row tile" : "");
     if (c->padding_taps) s += ", padding taps skipped";
     if (p.blocks) s += "; reduce in blocks of " + std::to_string(p.blocks->step) + " along axis " + std::to_string(p.blocks->axis);
   } else if (const auto& v = p.vector_tile) {

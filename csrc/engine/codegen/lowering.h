@@ -118,6 +118,12 @@ struct ChannelTile {
   // Where all panels stay in cache (a linear layer's weight gradient over its batch, AdamW's
   // update fused: five such streams), the strips bound the kernel.
   bool rows_outside = false;
+  // rows_outside with several outputs and only element-wise work after the reduce (an
+  // optimizer's update after a weight gradient): the epilogue runs once per row tile, row by
+  // row along the thread's channels (the code generator's RowTileBuffer); per tile, 14 rows x
+  // 7 streams of 128 bytes were more streams than the prefetchers follow. Such tiles keep the
+  // rows outside for panels up to 4 MiB (read from L3).
+  bool epilogue_per_row_tile = false;
   // Rows of the tile's output: dim i's times the dims they continue into.
   int64_t row_count(const Shape& shape) const;
   // The flat reduce step of the reduce variables' values `kv`.
@@ -194,6 +200,10 @@ struct CpuPlan {
 CpuPlan lower_cpu(const Kernel& k, const CpuTarget& target);
 // One line saying how the loops run (TINY_DEBUG=3): "plain loops" where no tiling applies.
 std::string describe(const CpuPlan& p);
+
+// Whether what `k` computes from `reduce` is element-wise only: no other reduce, gather or
+// scatter after it (a channel tile's epilogue then runs as one loop over its outputs).
+bool elementwise_epilogue(const Kernel& k, const Node* reduce);
 
 // ---------------------------------------------------------------- CUDA
 

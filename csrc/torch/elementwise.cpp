@@ -20,23 +20,38 @@ tiny::Tensor scalar_operand(const c10::Scalar& s, c10::ScalarType dt, const tiny
   return tiny::Tensor::full(shape, to_engine(s), to_engine(dt));
 }
 
+namespace {
+// The value of a 0-d CPU tensor (a Python number ATen wrapped): read directly for the types
+// Python numbers wrap to, as t.item() would go through the dispatcher (a tenth of an add's cost).
+c10::Scalar cpu_scalar(const at::Tensor& t) {
+  if (t.is_neg() || t.is_conj()) return t.item();  // lazy views: item() applies them
+  switch (t.scalar_type()) {
+    case c10::kDouble: return *t.const_data_ptr<double>();
+    case c10::kLong: return *t.const_data_ptr<int64_t>();
+    case c10::kBool: return *t.const_data_ptr<bool>();
+    case c10::kFloat: return *t.const_data_ptr<float>();
+    default: return t.item();
+  }
+}
+}  // namespace
+
 tiny::Tensor operand(const at::Tensor& t, c10::ScalarType dt, const tiny::Shape& shape) {
   if (t.device().type() == c10::DeviceType::CPU) {
     TORCH_CHECK(t.dim() == 0, "Expected all tensors to be on the same device, but found at least two devices, tiny:0 and cpu!");
-    return scalar_operand(t.item(), dt, shape);
+    return scalar_operand(cpu_scalar(t), dt, shape);
   }
   return broadcast_to(read(t).cast(to_engine(dt)), shape);
 }
 
-tiny::Shape broadcast_shape(const std::vector<at::Tensor>& ts) {
+tiny::Shape broadcast_shape(std::initializer_list<std::reference_wrapper<const at::Tensor>> ts) {
   c10::DimVector shape;
   bool first = true;
-  for (auto& t : ts) {
+  for (const at::Tensor& t : ts) {
     if (!t.defined()) continue;
     if (first) {
       shape = c10::DimVector(t.sizes());
       first = false;
-    } else {
+    } else if (t.dim() != 0 && t.sizes() != c10::IntArrayRef(shape)) {  // 0-d and equal shapes change nothing
       shape = at::infer_size_dimvector(shape, t.sizes());
     }
   }

@@ -17,18 +17,12 @@ Computed clamp_compute(const at::Tensor& x, const std::optional<at::Tensor>& lo,
   bool has_lo = lo.has_value() && lo->defined(), has_hi = hi.has_value() && hi->defined();
   TORCH_CHECK(has_lo || has_hi, "torch.clamp: At least one of 'min' or 'max' must not be None");
   at::native::ResultTypeState st = at::native::update_result_type_state(x, {});
-  std::vector<at::Tensor> all{x};
-  if (has_lo) {
-    st = at::native::update_result_type_state(*lo, st);
-    all.push_back(*lo);
-  }
-  if (has_hi) {
-    st = at::native::update_result_type_state(*hi, st);
-    all.push_back(*hi);
-  }
+  if (has_lo) st = at::native::update_result_type_state(*lo, st);
+  if (has_hi) st = at::native::update_result_type_state(*hi, st);
   c10::ScalarType common = at::native::result_type(st);
   if (kernel) check_dtype(common, kNoBool, kernel);
-  tiny::Shape shape = broadcast_shape(all);
+  static const at::Tensor none;  // broadcast_shape skips undefined tensors
+  tiny::Shape shape = broadcast_shape({x, has_lo ? *lo : none, has_hi ? *hi : none});
   T v = operand(x, common, shape);
   bool f = c10::isFloatingType(common);
   if (has_lo) {

@@ -58,11 +58,10 @@ tiny::Tensor read(const at::Tensor& t) {
   tiny::Tensor flat = cell.value_as(dt);
   tiny::Shape sizes = to_shape(t.sizes());
   if (t.numel() == 0) return tiny::Tensor::full(sizes, tiny::Scalar::from_int(0), dt);
-  tiny::Shape strides = to_shape(t.strides());
   int64_t offset = t.storage_offset();
   // The whole storage in order: the value itself.
   if (offset == 0 && t.is_contiguous() && t.numel() == flat.numel()) return flat.reshape(sizes);
-  return flat.as_strided(sizes, strides, offset);
+  return flat.as_strided(sizes, to_shape(t.strides()), offset);
 }
 
 void write(const at::Tensor& t, const tiny::Tensor& v) {

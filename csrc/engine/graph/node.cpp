@@ -153,11 +153,6 @@ void set_scope(const std::string& path) {
 void set_scope(const std::string* interned) { g_scope = interned; }
 const std::string* current_scope() { return g_scope; }
 
-BufferRef Node::realized() const {
-  if (op == Op::Buffer) return args.buffer;
-  return realized_;
-}
-
 void Node::set_realized(BufferRef b, Box box) const {
   realized_ = std::move(b);
   realized_box_ = std::move(box);
@@ -178,6 +173,7 @@ NodeRef make_node(Op op, DType dtype, Shape shape, std::vector<NodeRef> src, Nod
   n->shape = std::move(shape);
   n->src = std::move(src);
   n->args = std::move(args);
+  if (op == Op::Buffer) n->realized_ = n->args.buffer;
   n->hash = h;
   n->origin = g_origin;
   n->scope = g_scope;
@@ -188,6 +184,40 @@ NodeRef make_node(Op op, DType dtype, Shape shape, std::vector<NodeRef> src, Nod
 size_t hash_cons_entries() {
   std::lock_guard<std::recursive_mutex> g(engine_mutex());
   return table().full;
+}
+
+namespace {
+uint64_t g_walk = 0;  // the latest toposort's mark
+}  // namespace
+
+int Node::order_position() const { return visit_ == g_walk ? order_position_ : -1; }
+
+std::vector<const Node*> toposort(const std::vector<NodeRef>& targets) {
+  std::lock_guard<std::recursive_mutex> g(engine_mutex());
+  const uint64_t walk = ++g_walk;
+  std::vector<const Node*> order;
+  std::vector<std::pair<const Node*, size_t>> stack;
+  auto visit = [&](const Node* n) {
+    if (n->visit_ == walk || n->realized()) return false;
+    n->visit_ = walk;
+    n->order_position_ = -1;  // on the stack, not placed yet
+    stack.push_back({n, 0});
+    return true;
+  };
+  for (auto& t : targets) {
+    if (!visit(t.get())) continue;
+    while (!stack.empty()) {
+      auto& [n, i] = stack.back();
+      if (i < n->src.size()) {
+        visit(n->src[i++].get());
+      } else {
+        n->order_position_ = int32_t(order.size());
+        order.push_back(n);
+        stack.pop_back();
+      }
+    }
+  }
+  return order;
 }
 
 std::string Node::str() const {

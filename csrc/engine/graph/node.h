@@ -37,10 +37,25 @@ struct NodeArgs {
 };
 
 struct Node {
+  // Provided, so that make_shared does not zero the whole node before the members' own
+  // initializers run (a tenth of make_node's time); make_node sets op and dtype.
+  Node() {}
+
   Op op;
   DType dtype;
-  Shape shape;
+
+ private:
+  // What graph walks (toposort, graph keys, replays) read of every node, first
+  // and together: a training step's walk reads thousands of nodes from memory.
+  // The toposort that visited this node last, and where it put it (a mark
+  // instead of a visited set: 30 % of a cached step's graph key was hashing).
+  mutable int32_t order_position_ = -1;
+  mutable uint64_t visit_ = 0;
+  mutable BufferRef realized_;  // a Buffer node's buffer too
+
+ public:
   mutable std::vector<NodeRef> src;  // cleared once realized (see below)
+  Shape shape;
   NodeArgs args;
   size_t hash = 0;
   // Where the node came from, for debug tools: the torch op and the module
@@ -50,13 +65,16 @@ struct Node {
 
   // Once a schedule has computed this value, it lives here and the sources
   // are dropped. The value never changes; this only caches where it is.
-  BufferRef realized() const;
+  const BufferRef& realized() const { return realized_; }
   // `box` (see nonzero_box in codegen/index_walk.h) is kept: a padded copy still says where
   // its padding is once its sources are gone.
   void set_realized(BufferRef b, Box box = {}) const;
   // Per dim, the [lo, hi) outside of which a realized value is zero; empty: not known.
   const Box& realized_box() const { return realized_box_; }
   const std::vector<NodeRef>& sources() const { return src; }
+  // Where the latest toposort (below) put this node; -1 when it did
+  // not visit it. Graph walks run under engine_mutex, one at a time.
+  int order_position() const;
 
   int64_t numel() const { return tiny::numel(shape); }
   std::string str() const;  // one line
@@ -64,10 +82,14 @@ struct Node {
   void print(TextOut& os) const;  // the same text (graph keys: no stream per node)
 
  private:
-  mutable BufferRef realized_;
   mutable Box realized_box_;
+  friend std::vector<const Node*> toposort(const std::vector<NodeRef>& targets);
   friend NodeRef make_node(Op, DType, Shape, std::vector<NodeRef>, NodeArgs);
 };
+
+// Unrealized nodes reachable from the targets, producers first (deterministic).
+// Each node remembers its place until the next toposort (Node::order_position).
+std::vector<const Node*> toposort(const std::vector<NodeRef>& targets);
 
 // Creates (or finds the existing identical) node.
 NodeRef make_node(Op op, DType dtype, Shape shape, std::vector<NodeRef> src, NodeArgs args = {});

@@ -14,14 +14,12 @@ namespace tiny {
 GraphShape graph_shape(const std::vector<NodeRef>& targets) {
   GraphShape g;
   g.order = toposort(targets);
-  std::unordered_map<const Node*, int> pos;
-  for (size_t i = 0; i < g.order.size(); i++) pos[g.order[i]] = int(i);
   std::unordered_map<const Buffer*, int> input_id;
   TextOut os;
   auto ref = [&](const Node* s) {
-    auto it = pos.find(s);
-    if (it != pos.end()) {
-      os << " n" << it->second;
+    int p = s->order_position();
+    if (p >= 0) {
+      os << " n" << p;
       return;
     }
     const BufferRef& b = s->realized();
@@ -49,7 +47,7 @@ GraphShape graph_shape(const std::vector<NodeRef>& targets) {
   os << "T";
   for (auto& t : targets) {
     if (t->realized()) continue;
-    os << " " << pos.at(t.get());
+    os << " " << t->order_position();
   }
   // inputs that share memory (bitcast aliases) schedule differently
   os << "I";
@@ -84,7 +82,7 @@ std::shared_ptr<CachedSchedule> CachedSchedule::record(const GraphShape& g, cons
         c->slots_.push_back({Slot::Fresh, -1, buf->dtype(), buf->numel()});
       }
     }
-    c->realized_.emplace_back(it->second, slot_of.at(buf.get()));
+    c->realized_.push_back({it->second, slot_of.at(buf.get()), nonzero_box(node.get())});
   }
   for (size_t k = 0; k < s.kernels.size(); k++) {
     const Kernel& kern = s.kernels[k];
@@ -160,10 +158,7 @@ int64_t CachedSchedule::replay(const GraphShape& g, Device& device, int trace) {
     counters().kernels++;
     counters().flops += step.info->flops;
   }
-  for (auto& [p, slot] : realized_) {
-    const Node* n = g.order[size_t(p)];
-    n->set_realized(bufs[size_t(slot)], nonzero_box(n));
-  }
+  for (const Realized& r : realized_) g.order[size_t(r.position)]->set_realized(bufs[size_t(r.slot)], r.box);
   return total;
 }
 

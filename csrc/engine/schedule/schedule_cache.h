@@ -52,7 +52,12 @@ class CachedSchedule {
   };
   std::vector<Slot> slots_;
   std::vector<Step> kernels_;
-  std::vector<std::pair<int, int>> realized_;  // (position in order, slot)
+  struct Realized {
+    int position;  // in the graph order
+    int slot;
+    Box box;       // nonzero_box: the graph's structure decides it
+  };
+  std::vector<Realized> realized_;
   int replays_ = 0;
   std::unique_ptr<ReplayState> replay_state_;
 };

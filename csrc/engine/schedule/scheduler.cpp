@@ -36,31 +36,6 @@ bool is_size_changing_bitcast(const Node* n) {
 }  // namespace
 
 // Nodes reachable from the targets without passing realized ones, producers first.
-std::vector<const Node*> toposort(const std::vector<NodeRef>& targets) {
-  std::vector<const Node*> order;
-  std::unordered_set<const Node*> visited;
-  std::vector<std::pair<const Node*, size_t>> stack;
-  for (auto& t : targets) {
-    if (t->realized() || visited.count(t.get())) continue;
-    visited.insert(t.get());
-    stack.push_back({t.get(), 0});
-    while (!stack.empty()) {
-      auto& [n, i] = stack.back();
-      if (i < n->src.size()) {
-        const Node* s = n->src[i++].get();
-        if (!s->realized() && !visited.count(s)) {
-          visited.insert(s);
-          stack.push_back({s, 0});
-        }
-      } else {
-        order.push_back(n);
-        stack.pop_back();
-      }
-    }
-  }
-  return order;
-}
-
 namespace {
 
 // The computed value a CONTIGUOUS copies (through reshapes, which keep the

@@ -18,7 +18,5 @@ struct Schedule {
 
 // The schedule's buffers are allocated on `device` when the kernels run.
 Schedule create_schedule(const std::vector<NodeRef>& targets, Device& device = compute_device());
-// Unrealized nodes reachable from the targets, producers first (deterministic).
-std::vector<const Node*> toposort(const std::vector<NodeRef>& targets);
 
 }  // namespace tiny

@@ -168,6 +168,25 @@ def test_foreach_ops():
     assert_same(torch._foreach_add(da, to_dev(s), alpha=-1), torch._foreach_add(a, s, alpha=-1))
 
 
+def test_foreach_lerp_scalar_weights():
+    # A scalar weight picks lerp's formula when the graph is built; ATen picks it per element
+    # from the weight in opmath (float32 for 16-bit tensors). ATen's vector kernel fuses the
+    # multiply-add, so float32 results differ in the last bit.
+    g = torch.Generator().manual_seed(3)
+    for dt in (torch.float32, torch.float16, torch.bfloat16):
+        a = [(torch.randn(3, 4, generator=g) * 100).to(dt), torch.randn(5, generator=g).to(dt)]
+        b = [(torch.randn(3, 4, generator=g) * 100).to(dt), torch.randn(5, generator=g).to(dt)]
+        da, db = [to_dev(t) for t in a], [to_dev(t) for t in b]
+        for w in (0.0, 0.1, 0.49999, 0.5, 0.7, 1.0, -0.5, 2.0, float("nan")):
+            assert_same(torch._foreach_lerp(da, db, w), torch._foreach_lerp(a, b, w), msg=f"{dt} weight {w}")
+        assert_same(torch._foreach_lerp(da, db, [0.3, 0.8]), torch._foreach_lerp(a, b, [0.3, 0.8]),
+                    msg=f"{dt} weights [0.3, 0.8]")
+        x, dx = [t.clone() for t in a], [t.clone() for t in da]
+        torch._foreach_lerp_(x, b, 0.9)
+        torch._foreach_lerp_(dx, db, 0.9)
+        assert_same(dx, x, msg=f"{dt} in place")
+
+
 def test_foreach_inplace_ops():
     a = [torch.randn(3, 4), torch.randn(5)]
     b = [torch.randn(3, 4), torch.randn(5)]

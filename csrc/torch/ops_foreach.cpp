@@ -12,6 +12,7 @@
 #include "torch/elementwise.h"
 #include "torch/nn_util.h"
 #include "torch/ops_util.h"
+#include "torch/pointwise.h"
 
 namespace torch_tiny {
 namespace {
@@ -272,15 +273,8 @@ Computed lerp_value(const at::Tensor& self, const at::Tensor& end, const at::Ten
   c10::ScalarType dt = self.scalar_type();
   TORCH_CHECK(end.scalar_type() == dt, "expected dtype ", dt, " for `end` but got dtype ", end.scalar_type());
   tiny::Shape shape = broadcast_shape({self, end, weight});
-  T s = operand(self, dt, shape), e = operand(end, dt, shape), w = operand(weight, dt, shape);
-  tiny::DType acc = tiny::compute_dtype(s.dtype());
-  s = s.cast(acc);
-  e = e.cast(acc);
-  w = w.cast(acc);
-  T d = e.binary(Op::Sub, s);
-  T small = w.unary(Op::Abs).binary(Op::CmpLt, cnst_like(w, 0.5));
-  T v = T::where(small, s.binary(Op::Add, w.binary(Op::Mul, d)),
-                 e.binary(Op::Sub, d.binary(Op::Mul, cnst_like(w, 1.0).binary(Op::Sub, w))));
+  T v = pw::lerp_formula(pw::operand_op(self, dt, shape), pw::operand_op(end, dt, shape),
+                         pw::operand_op(weight, pw::opmath(dt), shape));  // a scalar weight is not rounded to dt
   return {v.cast(to_engine(dt)), dt};
 }
 std::vector<at::Tensor> run_lerp(TL self, TL end, const std::function<at::Tensor(size_t)>& w) {

@@ -112,11 +112,6 @@ Computed masked_fill_s(const at::Tensor& self, const at::Tensor& mask, const c10
 }
 
 // ---------------------------------------------------------------- lerp
-// self + w * (end - self) for |w| < 0.5, else end - (end - self) * (1 - w): exact at both ends.
-T lerp_formula(const T& s, const T& e, const T& w) {
-  T small = lt(un(Op::Abs, w), 0.5);
-  return where(small, s + w * (e - s), e - (e - s) * (1.0 - w));
-}
 Computed lerp_t(const at::Tensor& self, const at::Tensor& end, const at::Tensor& weight) {
   TORCH_CHECK(self.scalar_type() == end.scalar_type(), "expected dtype ", self.dtype(),
               " for `end` but got dtype ", end.dtype());

@@ -5,6 +5,8 @@
 #include <ATen/ops/any.h>
 #include <ATen/ops/from_blob.h>
 
+#include <cmath>
+
 #include "torch/storage_cell.h"
 
 namespace torch_tiny::pw {
@@ -18,6 +20,16 @@ T cnst(const T& like, double v) {
 T cnst(const T& like, const c10::Scalar& s) { return T::full(like.shape(), to_engine(s), like.dtype()); }
 T user_scalar(const T& like, const c10::Scalar& s) {
   return is_float(like.dtype()) ? T::param(like.shape(), to_engine(s), like.dtype()) : cnst(like, s);
+}
+
+T lerp_formula(const T& s, const T& e, const T& w) {
+  const tiny::Node* scalar = w.node().get();
+  if (scalar->op == Op::Cast) scalar = scalar->src[0].get();  // a 16-bit weight widened to float32
+  if (scalar->op == Op::Param || scalar->op == Op::Const) {
+    if (std::abs(scalar->args.value.to_double()) < 0.5) return s + w * (e - s);
+    return e - (e - s) * (1.0 - w);
+  }
+  return where(lt(un(Op::Abs, w), 0.5), s + w * (e - s), e - (e - s) * (1.0 - w));
 }
 
 c10::ScalarType opmath(c10::ScalarType t) {

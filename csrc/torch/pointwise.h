@@ -71,6 +71,11 @@ inline T max(const T& a, const T& b) { return a.binary(Op::Max, b); }
 inline T min(const T& a, const T& b) { return a.binary(Op::Min, b); }
 inline T un(Op op, const T& a) { return a.unary(op); }
 
+// self + w * (end - self) for |w| < 0.5, else end - (end - self) * (1 - w): exact at both ends.
+// A weight known when the graph is built (a scalar: a launch parameter or a constant) picks its
+// formula here, as it does uniformly in ATen's kernel: half the nodes of exp_avg.lerp_(grad, 0.1).
+T lerp_formula(const T& s, const T& e, const T& w);
+
 // ---------------------------------------------------------------- dtypes
 // The type composite formulas compute in: 16-bit floats compute in float32 and
 // round once at the end, as ATen's CPU kernels do.

@@ -107,6 +107,33 @@ TEST(Graph, RealizingDropsHistory) {
   EXPECT_NE(y.node()->str().find("MUL"), std::string::npos);
 }
 
+// toposort places producers first, each node once, and leaves each node its place (graph keys
+// read sources' positions from them); realized nodes and nodes outside the latest walk have none.
+TEST(Graph, ToposortLeavesEachNodeItsPlace) {
+  Tensor x = from(iota_f(8), {8});
+  Tensor a = x.unary(Op::Exp);
+  Tensor b = a.binary(Op::Mul, a);  // a shared source is visited once
+  Tensor c = b.binary(Op::Add, a);
+  std::vector<const Node*> order = toposort({c.node(), b.node()});
+  ASSERT_EQ(order.size(), 3u);
+  EXPECT_EQ(order.back(), c.node().get());
+  for (size_t i = 0; i < order.size(); i++) {
+    EXPECT_EQ(order[i]->order_position(), int(i));
+    for (auto& s : order[i]->sources())
+      if (!s->realized()) EXPECT_LT(s->order_position(), int(i));  // producers first
+  }
+  EXPECT_EQ(x.node()->order_position(), -1);  // a buffer: realized, not walked
+  Tensor other = x.unary(Op::Neg);
+  toposort({other.node()});  // a later walk: the first one's places are gone
+  EXPECT_EQ(c.node()->order_position(), -1);
+  EXPECT_EQ(other.node()->order_position(), 0);
+  b.realize();
+  std::vector<const Node*> after = toposort({c.node()});
+  ASSERT_EQ(after.size(), 2u);  // exp, add: the realized product is an input now
+  EXPECT_EQ(b.node()->order_position(), -1);
+  EXPECT_EQ(c.node()->order_position(), 1);
+}
+
 // Graph keys are printed through TextOut, the nodes' text for people (and the trace's key diffs,
 // which compare the two) through streams: both must print the same characters for every kind
 // of node and value (doubles with every digit, infinities, NaN, negative zero, large integers).

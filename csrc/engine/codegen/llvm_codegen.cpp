@@ -1702,8 +1702,9 @@ class Builder {
   // Whether a computed `a` (no reduce or gather under it) reads the loads that move along both
   // its rows and its steps along the rows, none along the steps: a weight gradient's
   // grad_output, computed (positions, channels) and read as (channels, positions) (ConvNeXt's,
-  // through its layer scales and stochastic depth). Packed row by row, its evaluation ran scalar, strided, and took 84 % of such a
-  // kernel; packed step by step (a_step_major_), it vectorizes along the rows.
+  // through its layer scales and stochastic depth). Packed row by row, its evaluation ran
+  // scalar, strided, and took 84 % of such a kernel; packed step by step (a_step_major_), it
+  // vectorizes along the rows.
   bool a_reads_along_rows(const ChannelTile& ct, const std::vector<Expr>& idx, const std::vector<int>& axes,
                           const std::function<TiledReduce(std::vector<Expr>)>& row_context) {
     if (ct.row_dims().size() != 1 || axes.empty()) return false;

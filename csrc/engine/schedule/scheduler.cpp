@@ -35,7 +35,6 @@ bool is_size_changing_bitcast(const Node* n) {
 
 }  // namespace
 
-// Nodes reachable from the targets without passing realized ones, producers first.
 namespace {
 
 // The computed value a CONTIGUOUS copies (through reshapes, which keep the

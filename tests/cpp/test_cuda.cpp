@@ -199,9 +199,7 @@ Memory run_on(Device& dev, const Schedule& sched, const Memory& before, const Cu
   for (size_t i = 0; i < ks.size(); i++) {
     std::vector<void*> args;
     for (auto& b : ks[i]->buffers) args.push_back(static_cast<char*>(mem.at(b->owner())) + b->owner_offset());
-    std::vector<uint64_t> params = ks[i]->launch_params();
-    args.push_back(params.data());
-    dev.launch(*programs[i], args.data());
+    dev.launch(LaunchStep(programs[i].get(), std::move(args), ks[i]->launch_params()));
   }
   Memory out = before;
   for (auto& [owner, p] : mem) {
@@ -319,10 +317,9 @@ class CudaCheck {
       auto p = cpu_program(k);
       std::vector<void*> ptrs;
       for (auto& b : k.buffers) ptrs.push_back(b->ptr());
-      std::vector<uint64_t> params = k.launch_params();  // the launch parameters follow the buffers
-      ptrs.push_back(params.data());
-      cpu_device()->launch(*p, ptrs.data());
+      cpu_device()->launch(LaunchStep(p.get(), std::move(ptrs), k.launch_params()));
     }
+    cpu_device()->synchronize();  // the CPU's results are read from its memory below
     for (auto& [node, buf] : sched.realized) node->set_realized(buf);
 
     // 5. compare every requested value

@@ -40,9 +40,13 @@ class Buffer {
   // Where this buffer starts in its owner's memory, in bytes.
   size_t owner_offset() const { return base_ ? base_->owner_offset() + byte_offset_ : 0; }
   void* ptr();  // allocates on first use
-  // Copy bytes between host memory and this buffer (host side of copies).
+  // Copy bytes between host memory and this buffer (host side of copies). copy_out waits
+  // for the buffer's last writer where the device knows it (see mark_written).
   void copy_in(const void* src, size_t nbytes, size_t offset = 0);
   void copy_out(void* dst, size_t nbytes, size_t offset = 0);
+  // Records that the device's queued work up to `position` (Device::queued_position) writes
+  // this buffer's memory last, so far.
+  void mark_written(uint64_t position) { owner()->written_at_.store(position, std::memory_order_relaxed); }
 
  private:
   static uint64_t next_id() {
@@ -56,6 +60,8 @@ class Buffer {
   size_t byte_offset_ = 0;  // into base_
   void* ptr_ = nullptr;
   std::shared_ptr<Buffer> base_;
+  // The owner's last writer's position; unknown (wait for everything) until marked.
+  mutable std::atomic<uint64_t> written_at_{UINT64_MAX};
 };
 
 using BufferRef = std::shared_ptr<Buffer>;

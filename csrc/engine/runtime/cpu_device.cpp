@@ -4,14 +4,19 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <string>
 #include <vector>
 
 #include "engine/runtime/buffer.h"
 #include "engine/runtime/counters.h"
 #include "engine/runtime/device.h"
+#include "engine/runtime/launch_queue.h"
 #ifndef TINY_NO_CPU_JIT
 #include "engine/runtime/llvm_jit.h"
 #endif
@@ -77,25 +82,42 @@ class CpuDevice final : public Device {
   }
   std::pair<int64_t, int64_t> mem_get_info() override { return host_memory(); }
 
-  void copy_in(void* dst, const void* src, size_t nbytes) override { std::memcpy(dst, src, nbytes); }
-  void copy_out(void* dst, const void* src, size_t nbytes) override { std::memcpy(dst, src, nbytes); }
-
-  static constexpr int kFineSlicesPerThread = 4;
-  void launch(const Program& p, void** args) override {
-    // Aim for slices of at least ~32k elements of work so threads pay off.
-    int64_t min_slice = std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(1, p.work_per_item));
-    const int per_thread = p.fine_slices ? kFineSlicesPerThread : 1;
-    if (p.scratch_bytes == 0) {
-      thread_pool().parallel_for(p.parallel_size, min_slice, [&](int64_t b, int64_t e) { p.run(args, b, e); },
-                                 p.parallel_grain, per_thread);
+  // The host writes `dst` now only when no queued work might still read or write that memory;
+  // otherwise the bytes are copied aside and the copy is queued.
+  void copy_in(void* dst, const void* src, size_t nbytes) override {
+    LaunchQueue* q = queue_.load(std::memory_order_acquire);
+    if (!q || q->idle()) {
+      std::memcpy(dst, src, nbytes);
       return;
     }
-    std::vector<void*> with_scratch(args, args + p.scratch_index);
-    std::vector<uint64_t> scratch((p.scratch_bytes + 7) / 8);
-    with_scratch.push_back(scratch.data());
-    thread_pool().parallel_for(p.parallel_size, min_slice,
-                               [&](int64_t b, int64_t e) { p.run(with_scratch.data(), b, e); }, p.parallel_grain);
-    p.finish(with_scratch.data());
+    QueuedWork w;
+    w.bytes.assign(static_cast<const unsigned char*>(src), static_cast<const unsigned char*>(src) + nbytes);
+    w.copy_to = dst;
+    q->push(std::move(w));
+  }
+  void copy_out(void* dst, const void* src, size_t nbytes) override {
+    synchronize();
+    std::memcpy(dst, src, nbytes);
+  }
+  void copy_out_after(uint64_t position, void* dst, const void* src, size_t nbytes) override {
+    if (LaunchQueue* q = queue_.load(std::memory_order_acquire)) q->wait_for(position);
+    std::memcpy(dst, src, nbytes);
+  }
+  uint64_t queued_position() const override {
+    LaunchQueue* q = queue_.load(std::memory_order_acquire);
+    return q ? q->queued() : 0;
+  }
+  void launch(LaunchStep&& step) override {
+    if (!kAsync) {
+      run_kernel(step);
+      return;
+    }
+    QueuedWork w;
+    w.launch = std::move(step);
+    queue().push(std::move(w));
+  }
+  void synchronize() override {
+    if (LaunchQueue* q = queue_.load(std::memory_order_acquire)) q->wait_for(q->queued());
   }
 
  protected:
@@ -116,6 +138,66 @@ class CpuDevice final : public Device {
     return p;
   }
   void raw_free(void* ptr, size_t) override { std::free(ptr); }
+
+ private:
+  // TINY_CPU_ASYNC=0: each launch runs before it returns (to tell a queue problem from others).
+  inline static const bool kAsync = [] {
+    const char* s = std::getenv("TINY_CPU_ASYNC");
+    return !(s && std::string(s) == "0");
+  }();
+  static constexpr int kFineSlicesPerThread = 4;
+
+  void run_kernel(const LaunchStep& step) {
+    const Program& p = *step.program;
+    void** args = const_cast<void**>(step.args.data());
+    auto start = std::chrono::steady_clock::now();
+    // Aim for slices of at least ~32k elements of work so threads pay off.
+    int64_t min_slice = std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(1, p.work_per_item));
+    const int per_thread = p.fine_slices ? kFineSlicesPerThread : 1;
+    // Run while the host builds the next graph, a kernel leaves it a core; while the host
+    // waits for the queue, kernels take them all.
+    const bool host_builds = LaunchQueue::running_here() && !queue_.load()->host_waits();
+    const int threads = host_builds ? std::max(1, thread_pool().size() - 1) : thread_pool().size();
+    if (p.scratch_bytes == 0) {
+      thread_pool().parallel_for(p.parallel_size, min_slice, [&](int64_t b, int64_t e) { p.run(args, b, e); },
+                                 p.parallel_grain, per_thread, threads);
+    } else {
+      std::vector<void*> with_scratch(args, args + p.scratch_index);
+      std::vector<uint64_t> scratch((p.scratch_bytes + 7) / 8);
+      with_scratch.push_back(scratch.data());
+      thread_pool().parallel_for(p.parallel_size, min_slice,
+                                 [&](int64_t b, int64_t e) { p.run(with_scratch.data(), b, e); }, p.parallel_grain,
+                                 1, threads);
+      p.finish(with_scratch.data());
+    }
+    counters().kernel_ns +=
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+  }
+
+  void run_work(QueuedWork& w) {
+    if (w.launch.program) run_kernel(w.launch);
+    else std::memcpy(w.copy_to, w.bytes.data(), w.bytes.size());
+  }
+
+  LaunchQueue& queue() {
+    if (LaunchQueue* q = queue_.load(std::memory_order_acquire)) return *q;
+    std::lock_guard<std::mutex> g(queue_mu_);
+    if (!queue_.load()) {
+      // Work still queued when the process exits finishes before the statics it runs on (the
+      // thread pool, the JIT) are destroyed: those exist now, so they are destroyed after this.
+      thread_pool();
+      std::atexit([] {
+        try {
+          cpu_device()->synchronize();
+        } catch (...) {  // an error nobody waited for: nothing left to report it to
+        }
+      });
+      queue_.store(new LaunchQueue([this](QueuedWork& w) { run_work(w); }), std::memory_order_release);  // lives as long as the device
+    }
+    return *queue_.load();
+  }
+  std::atomic<LaunchQueue*> queue_{nullptr};
+  std::mutex queue_mu_;
 };
 
 }  // namespace
@@ -133,7 +215,7 @@ void* kernel_scratch_alloc(int64_t bytes) {
   const size_t total = size_t(std::max<int64_t>(bytes, 0)) + kHeader;
   void* block = nullptr;
   try {
-    block = cpu_device()->alloc(total);
+    block = cpu_device()->alloc(total, Device::Use::KernelScratch);
   } catch (...) {
     block = std::aligned_alloc(64, (total + 63) / 64 * 64);
     if (!block) {
@@ -152,7 +234,7 @@ void kernel_scratch_free(void* p) {
   char* block = static_cast<char*>(p) - 64;
   const size_t total = *reinterpret_cast<size_t*>(block);
   if (total == 0) std::free(block);
-  else cpu_device()->free(block, total);
+  else cpu_device()->free(block, total, Device::Use::KernelScratch);
 }
 
 Counters& counters() {
@@ -180,12 +262,14 @@ void* Buffer::ptr() {
 
 void Buffer::copy_in(const void* src, size_t nbytes, size_t offset) {
   device_->copy_in(static_cast<char*>(ptr()) + offset, src, nbytes);
+  mark_written(device_->queued_position());
   counters().copies_in++;
   counters().bytes_in += int64_t(nbytes);
 }
 
 void Buffer::copy_out(void* dst, size_t nbytes, size_t offset) {
-  device_->copy_out(dst, static_cast<char*>(ptr()) + offset, nbytes);
+  const uint64_t writer = owner()->written_at_.load(std::memory_order_relaxed);
+  device_->copy_out_after(writer, dst, static_cast<char*>(ptr()) + offset, nbytes);
   counters().copies_out++;
   counters().bytes_out += int64_t(nbytes);
 }

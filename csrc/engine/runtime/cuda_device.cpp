@@ -213,7 +213,7 @@ class CudaDevice final : public Device {
     d_.check(d_.api.MemcpyDtoHAsync(dst, reinterpret_cast<CUdeviceptr>(src), nbytes, stream_), "cuMemcpyDtoHAsync");
     d_.check(d_.api.StreamSynchronize(stream_), "cuStreamSynchronize");
   }
-  void launch(const Program& p, void** args) override { p.run(args, 0, p.parallel_size); }
+  void launch(LaunchStep&& step) override { step.program->run(step.args.data(), 0, step.program->parallel_size); }
 
   void launch_all(std::vector<LaunchStep>& steps, std::unique_ptr<ReplayState>* state) override {
     if (!state) {
@@ -236,7 +236,7 @@ class CudaDevice final : public Device {
     d_.check(d_.api.StreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_RELAXED), "cuStreamBeginCapture");
     CUgraph captured = nullptr;
     try {
-      for (auto& s : steps) launch(*s.program, s.args.data());
+      for (auto& s : steps) launch(std::move(s));
     } catch (...) {
       if (d_.api.StreamEndCapture(stream_, &captured) == CUDA_SUCCESS && captured) d_.api.GraphDestroy(captured);
       throw;

@@ -1,6 +1,7 @@
 // What every device shares: the caching allocator and its statistics, the
 // default launch of a replayed sequence, and the choice of the compute device.
 #include "engine/runtime/device.h"
+#include "engine/runtime/launch_queue.h"
 
 #include <algorithm>
 #include <atomic>
@@ -10,6 +11,7 @@
 #include <stdexcept>
 
 #include "engine/runtime/cuda_device.h"
+#include "engine/runtime/launch_queue.h"
 #include "engine/runtime/nvrtc.h"
 
 namespace tiny {
@@ -49,7 +51,7 @@ size_t Device::round_up(size_t n) const {
   return (n + g - 1) / g * g;
 }
 
-void* Device::alloc(size_t nbytes) {
+void* Device::alloc(size_t nbytes, Use use) {
   size_t size = round_up(nbytes);
   auto count = [&](bool fresh) {  // under mu_
     stats_.allocations++;
@@ -63,18 +65,22 @@ void* Device::alloc(size_t nbytes) {
   };
   {
     std::lock_guard<std::mutex> g(mu_);
-    auto it = cache_.find(size);
-    if (it != cache_.end()) {
+    auto& cache = cache_[int(use)];
+    auto it = cache.find(size);
+    if (it != cache.end()) {
       void* p = it->second;
       cached_bytes_ -= size;
-      cache_.erase(it);
+      cache.erase(it);
       count(false);
       return p;
     }
   }
   void* p = raw_alloc(size);
-  if (!p) {
-    // memory held for reuse goes back, then one more try
+  // Memory held for reuse goes back, then one more try. Queued work may still use cached
+  // blocks (their buffers died when it was queued): wait for it first. Not on a thread that
+  // runs queued work (a kernel's scratch), which cannot wait for what comes after it.
+  if (!p && !LaunchQueue::running_here()) {
+    synchronize();
     std::lock_guard<std::mutex> g(mu_);
     release_cache_locked();
     stats_.cache_flushes++;
@@ -95,26 +101,31 @@ void* Device::alloc(size_t nbytes) {
   return p;
 }
 
-void Device::free(void* ptr, size_t nbytes) {
+void Device::free(void* ptr, size_t nbytes, Use use) {
   size_t size = round_up(nbytes);
-  std::lock_guard<std::mutex> g(mu_);
-  stats_.frees++;
-  stats_.allocated -= int64_t(size);
-  // Keep freed blocks for reuse: a training step frees and allocates the
-  // same sizes every iteration. Bound the cache so memory goes back.
-  if (cached_bytes_ + size > max_cached_bytes()) {
-    raw_free(ptr, size);
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    stats_.frees++;
+    stats_.allocated -= int64_t(size);
+    // Keep freed blocks for reuse: a training step frees and allocates the
+    // same sizes every iteration. Bound the cache so memory goes back.
+    if (cached_bytes_ + size <= max_cached_bytes()) {
+      cache_[int(use)].emplace(size, ptr);
+      cached_bytes_ += size;
+      return;
+    }
     stats_.reserved -= int64_t(size);
-    return;
   }
-  cache_.emplace(size, ptr);
-  cached_bytes_ += size;
+  synchronize();  // work queued before the buffer died may still use its memory
+  raw_free(ptr, size);
 }
 
 void Device::release_cache_locked() {
-  for (auto& [size, p] : cache_) raw_free(p, size);
+  for (auto& cache : cache_) {
+    for (auto& [size, p] : cache) raw_free(p, size);
+    cache.clear();
+  }
   stats_.reserved -= int64_t(cached_bytes_);
-  cache_.clear();
   cached_bytes_ = 0;
 }
 
@@ -130,6 +141,7 @@ void Device::reset_peak_memory_stats() {
 }
 
 void Device::empty_cache() {
+  synchronize();  // queued work may still use cached blocks
   std::lock_guard<std::mutex> g(mu_);
   release_cache_locked();
 }
@@ -153,7 +165,7 @@ std::unique_ptr<DeviceEvent> Device::record_event() {
 }
 
 void Device::launch_all(std::vector<LaunchStep>& steps, std::unique_ptr<ReplayState>*) {
-  for (auto& s : steps) launch(*s.program, s.args.data());
+  for (auto& s : steps) launch(std::move(s));
 }
 
 // ---------------------------------------------------------------- the compute device

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tiny {
@@ -69,11 +70,20 @@ class OutOfMemoryError : public std::runtime_error {
 using OutOfMemoryHandler = void (*)(const std::string& message);
 void set_out_of_memory_handler(OutOfMemoryHandler handler);
 
-// A launch sequence recorded by a cached schedule (see Device::launch_all).
+// One kernel launch: the program, its buffers' addresses and its launch words.
 struct LaunchStep {
-  const Program* program;
-  std::vector<void*> args;  // buffers, then the launch words' address (filled by launch_all)
+  const Program* program = nullptr;
+  std::vector<void*> args;  // buffers, then the address of `params` (moving a step keeps it valid)
   std::vector<uint64_t> params;
+  LaunchStep() = default;
+  LaunchStep(const Program* p, std::vector<void*> buffers, std::vector<uint64_t> words)
+      : program(p), args(std::move(buffers)), params(std::move(words)) {
+    args.push_back(params.data());
+  }
+  LaunchStep(LaunchStep&&) = default;
+  LaunchStep& operator=(LaunchStep&&) = default;
+  LaunchStep(const LaunchStep&) = delete;  // a copy's last argument would name the original's words
+  LaunchStep& operator=(const LaunchStep&) = delete;
 };
 // Device state a replayed sequence keeps between calls (a CUDA graph).
 struct ReplayState {
@@ -101,8 +111,12 @@ class Device {
   // The caching allocator: freed blocks are kept by size and reused; when the
   // device refuses, the cache is emptied and the allocation tried once more,
   // then OutOfMemoryError names the size and the free / total memory.
-  void* alloc(size_t nbytes);
-  void free(void* ptr, size_t nbytes);
+  // Kernel scratch has a free list of its own: it is allocated while queued work runs, when a
+  // buffer's freed block may still be used by work queued before the buffer died (a block the
+  // host frees is safe for what the host queues next, which runs after that work).
+  enum class Use { Buffer, KernelScratch };
+  void* alloc(size_t nbytes, Use use = Use::Buffer);
+  void free(void* ptr, size_t nbytes, Use use = Use::Buffer);
   MemoryStats memory_stats();
   void reset_peak_memory_stats();
   void empty_cache();
@@ -117,12 +131,20 @@ class Device {
   void host_free(void* p);
   bool host_pinned(const void* p);
 
-  // Host <-> device copies. copy_out waits for the work before it; copy_in
-  // has finished reading `src` when it returns.
+  // Host <-> device copies, in order with the launches. copy_out waits for the work before
+  // it; copy_in has finished reading `src` when it returns.
   virtual void copy_in(void* dst, const void* src, size_t nbytes) = 0;
   virtual void copy_out(void* dst, const void* src, size_t nbytes) = 0;
+  // A device that numbers its queued work (see queued_position) waits only for the work up to
+  // `position` (the last writer of what it reads); the others wait for all of it.
+  virtual void copy_out_after(uint64_t position, void* dst, const void* src, size_t nbytes) {
+    copy_out(dst, src, nbytes);
+  }
+  // Where the device's queue stands: launches and copies it queues are numbered 1, 2, ... in
+  // order, and this is the last one's number. 0 on a device that numbers nothing.
+  virtual uint64_t queued_position() const { return 0; }
   // Runs the whole parallel range. May return before the kernel finishes.
-  virtual void launch(const Program& p, void** args) = 0;
+  virtual void launch(LaunchStep&& step) = 0;
   // Runs a cached schedule's kernels in order. `state` lets a device keep a
   // faster form of the sequence between replays (a CUDA graph); the default
   // launches one by one.
@@ -148,7 +170,7 @@ class Device {
   size_t round_up(size_t n) const;
   void release_cache_locked();
   std::mutex mu_;
-  std::multimap<size_t, void*> cache_;
+  std::multimap<size_t, void*> cache_[2];  // by Use
   size_t cached_bytes_ = 0;
   MemoryStats stats_;
   std::mutex host_mu_;

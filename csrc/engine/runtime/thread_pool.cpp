@@ -58,7 +58,7 @@ void ThreadPool::worker_loop() {
       if (stop_) return;
       seen = generation_of(job_word_.load());
     }
-    run_slices(seen);
+    if (seats_.fetch_sub(1, std::memory_order_acq_rel) > 0) run_slices(seen);
   }
 }
 
@@ -79,11 +79,12 @@ void ThreadPool::run_slices(uint32_t generation) {
 }
 
 void ThreadPool::parallel_for(int64_t n, int64_t min_slice, const std::function<void(int64_t, int64_t)>& fn,
-                              int64_t grain, int per_thread) {
+                              int64_t grain, int per_thread, int threads) {
   if (n <= 0) return;
-  const int64_t most = std::min<int64_t>(0xffff, int64_t(size()) * std::max(1, per_thread));
+  threads = threads > 0 ? std::min(threads, size()) : size();
+  const int64_t most = std::min<int64_t>(0xffff, int64_t(threads) * std::max(1, per_thread));
   int64_t parts = std::min<int64_t>(most, std::max<int64_t>(1, n / std::max<int64_t>(1, min_slice)));
-  if (parts <= 1 || workers_.empty()) {
+  if (parts <= 1 || threads <= 1 || workers_.empty()) {
     fn(0, n);
     return;
   }
@@ -94,6 +95,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t min_slice, const std::function<
   for (int64_t at = 0; at < n; at += chunk) slices_.push_back({at, std::min(n, at + chunk)});
   job_ = &fn;
   slices_done_ = 0;
+  seats_.store(threads - 1, std::memory_order_relaxed);
   const uint32_t generation = generation_of(job_word_.load()) + 1;
   {
     std::lock_guard<std::mutex> g(mu_);

@@ -18,9 +18,10 @@ class ThreadPool {
   // Calls fn(begin, end) on disjoint slices covering [0, n); the caller works too. Slices
   // start at multiples of `grain` (a kernel's tile of channels), up to `per_thread` per
   // thread, and whichever thread is free takes the next: with several per thread, a thread
-  // the VM's host stalls for a while no longer holds the others up.
+  // the VM's host stalls for a while no longer holds the others up. At most `threads`
+  // threads take part (0: all).
   void parallel_for(int64_t n, int64_t min_slice, const std::function<void(int64_t, int64_t)>& fn,
-                    int64_t grain = 1, int per_thread = 1);
+                    int64_t grain = 1, int per_thread = 1, int threads = 0);
   // Calls fn(i) for every i in [0, n), each thread taking the next i when it is free (tasks
   // whose costs differ by orders of magnitude, such as compiles). The first exception thrown
   // is rethrown after all tasks ran.
@@ -43,6 +44,7 @@ class ThreadPool {
   // job's slices before they are there. Written under mu_ for a new job (waiters sleep on it).
   std::atomic<uint64_t> job_word_{0};
   std::atomic<size_t> slices_done_{0};
+  std::atomic<int> seats_{0};  // workers that may still join the job
   bool stop_ = false;
 };
 

@@ -53,7 +53,7 @@ void realize_nodes(const std::vector<NodeRef>& nodes, Device& device) {
     }
     int64_t ns = hit->second->replay(shape, device, traced_index);
     if (trace) trace_schedule_end(traced_index);
-    counters().kernel_ns += ns;
+    if (device.kind() != DeviceKind::Cpu) counters().kernel_ns += ns;  // the CPU times its kernels as they run
     if (level >= 1)
       std::fprintf(stderr, "tiny: schedule %zu kernels (cached), lookup %.3f ms, run %.3f ms\n",
                    hit->second->kernel_count(), ns_since(t1) / 1e6, ns / 1e6);
@@ -83,10 +83,9 @@ void realize_nodes(const std::vector<NodeRef>& nodes, Device& device) {
     Kernel& k = sched.kernels[i];
     std::vector<void*> args;
     for (auto& b : k.buffers) args.push_back(b->ptr());
-    std::vector<uint64_t> params = k.launch_params();
-    args.push_back(params.data());
     int64_t ks = trace_clock_ns();
-    device.launch(*programs[i], args.data());
+    device.launch(LaunchStep(programs[i].get(), std::move(args), k.launch_params()));
+    for (auto& out : k.outputs) k.buffers[size_t(out.buffer)]->mark_written(device.queued_position());
     if (level >= 2 || trace) device.synchronize();  // so the time is the kernel's, not its launch's
     int64_t ke = trace_clock_ns();
     kernel_ns += ke - ks;
@@ -103,7 +102,7 @@ void realize_nodes(const std::vector<NodeRef>& nodes, Device& device) {
     if (level >= 3) std::fprintf(stderr, "%s", k.ast().c_str());
   }
   if (trace) trace_schedule_end(traced_index);
-  counters().kernel_ns += kernel_ns;
+  if (device.kind() != DeviceKind::Cpu) counters().kernel_ns += kernel_ns;
   if (cache->size() > 4096) cache->clear();  // bound the memory of programs that change every time
   if (auto c = CachedSchedule::record(shape, sched, programs, infos)) cache->emplace(shape.key, c);
   for (auto& [node, buf] : sched.realized) node->set_realized(buf, nonzero_box(node.get()));

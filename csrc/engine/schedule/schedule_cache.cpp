@@ -93,6 +93,7 @@ std::shared_ptr<CachedSchedule> CachedSchedule::record(const GraphShape& g, cons
       if (it == slot_of.end()) return nullptr;
       step.slots.push_back(it->second);
     }
+    for (auto& out : kern.outputs) step.written.push_back(step.slots[size_t(out.buffer)]);
     for (auto* n : kern.launch_nodes()) {
       auto it = pos.find(n);
       if (it == pos.end()) return nullptr;
@@ -120,19 +121,23 @@ int64_t CachedSchedule::replay(const GraphShape& g, Device& device, int trace) {
   std::vector<LaunchStep> steps(kernels_.size());
   for (size_t k = 0; k < kernels_.size(); k++) {
     const Step& step = kernels_[k];
-    LaunchStep& ls = steps[k];
-    ls.program = step.program.get();
-    for (int slot : step.slots) ls.args.push_back(bufs[size_t(slot)]->ptr());
-    for (int p : step.launch_nodes) append_launch_words(g.order[size_t(p)], ls.params);
-    ls.args.push_back(ls.params.data());
+    std::vector<void*> args;
+    for (int slot : step.slots) args.push_back(bufs[size_t(slot)]->ptr());
+    std::vector<uint64_t> params;
+    for (int p : step.launch_nodes) append_launch_words(g.order[size_t(p)], params);
+    steps[k] = LaunchStep(step.program.get(), std::move(args), std::move(params));
   }
+  auto mark_written = [&](size_t k, uint64_t position) {
+    for (int slot : kernels_[k].written) bufs[size_t(slot)]->mark_written(position);
+  };
   int level = debug_level();
   int64_t total = 0;
   if (level >= 2 || trace >= 0) {  // one by one, each timed to its end
     for (size_t k = 0; k < kernels_.size(); k++) {
       const Step& step = kernels_[k];
       int64_t t0 = trace_clock_ns();
-      device.launch(*steps[k].program, steps[k].args.data());
+      device.launch(std::move(steps[k]));
+      mark_written(k, device.queued_position());
       device.synchronize();
       int64_t t1 = trace_clock_ns();
       total += t1 - t0;
@@ -153,6 +158,8 @@ int64_t CachedSchedule::replay(const GraphShape& g, Device& device, int trace) {
     auto t0 = std::chrono::steady_clock::now();
     device.launch_all(steps, ++replays_ >= 2 ? &replay_state_ : nullptr);
     total = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+    const uint64_t last = device.queued_position();  // kernel k's position: last - (count - 1 - k)
+    for (size_t k = 0; k < kernels_.size(); k++) mark_written(k, last ? last - (kernels_.size() - 1 - k) : 0);
   }
   for (auto& step : kernels_) {
     counters().kernels++;

@@ -44,6 +44,7 @@ class CachedSchedule {
   struct Step {
     std::shared_ptr<Program> program;
     std::vector<int> slots;       // one per kernel buffer
+    std::vector<int> written;     // slots of the kernel's outputs
     std::vector<int> launch_nodes;  // positions in the graph order, in the kernel's launch_nodes() order
     std::shared_ptr<const KernelInfo> info;
     // positions in the graph order of the kernel's work (kernel_work): a traced

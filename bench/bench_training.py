@@ -30,14 +30,22 @@ from mnist import beautiful_mnist  # noqa: E402  (the example's model, one defin
 
 
 def timed(fn, warmup, reps):
-    """Median seconds of `fn()` after `warmup` calls; `fn` returns once its work is done."""
+    """Median seconds of `fn()` after `warmup` calls. On tiny a call may return while its last
+    kernels still run (a training step returns with its loss while the backward and optimizer
+    kernels run; the next step's kernels wait for them): the block starts with nothing left
+    running, and what is left when it ends counts in its last call, so none of it runs in
+    another block's time."""
     for _ in range(warmup):
         fn()
+    torch.tiny.synchronize()
     times = []
     for _ in range(reps):
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    torch.tiny.synchronize()
+    times[-1] += time.perf_counter() - t0
     return statistics.median(times)
 
 

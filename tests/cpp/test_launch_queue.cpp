@@ -73,6 +73,36 @@ TEST(LaunchQueue, RunsWorkInOrderAndWaitsForAPosition) {
   for (int i = 0; i < 200; i++) EXPECT_EQ(ran[size_t(i)], i);
 }
 
+// A waiter that arrives while the queue's thread runs a piece sleeps until its own position
+// and is not held up by the piece the thread takes next.
+TEST(LaunchQueue, AWaiterDoesNotWaitForALaterPiece) {
+  std::atomic<bool> started[2] = {false, false}, gate[2] = {false, false}, done[2] = {false, false};
+  LaunchQueue q([&](QueuedWork& w) {
+    int i = w.bytes.at(0);
+    started[i] = true;
+    auto until = Clock::now() + std::chrono::seconds(20);
+    while (!gate[i] && Clock::now() < until) std::this_thread::yield();
+    done[i] = true;
+  });
+  for (unsigned char i : {0, 1}) {
+    QueuedWork w;
+    w.bytes = {i};
+    q.push(std::move(w));
+  }
+  while (!started[0]) std::this_thread::yield();  // the queue's thread runs piece 1
+  std::thread opener([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    gate[0] = true;
+  });
+  q.wait_for(1);
+  EXPECT_TRUE(done[0]);
+  EXPECT_FALSE(done[1]);  // returned although piece 2 has not run
+  opener.join();
+  gate[1] = true;
+  q.wait_for(q.queued());
+  EXPECT_TRUE(done[1]);
+}
+
 TEST(LaunchQueue, AnErrorReachesTheNextWaitOnce) {
   LaunchQueue q([](QueuedWork& w) {
     if (w.bytes.at(0) == 1) throw std::runtime_error("kernel failed");

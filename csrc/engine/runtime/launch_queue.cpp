@@ -1,5 +1,6 @@
 #include "engine/runtime/launch_queue.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace tiny {
@@ -39,8 +40,10 @@ uint64_t LaunchQueue::push(QueuedWork&& work) {
   return position;
 }
 
-bool LaunchQueue::run_next() {
-  std::lock_guard<std::mutex> order(run_mu_);
+bool LaunchQueue::run_next(bool wait) {
+  std::unique_lock<std::mutex> order(run_mu_, std::defer_lock);
+  if (wait) order.lock();
+  else if (!order.try_lock()) return false;
   QueuedWork work;
   {
     std::lock_guard<std::mutex> g(mu_);
@@ -56,17 +59,29 @@ bool LaunchQueue::run_next() {
     if (!error_) error_ = std::current_exception();
   }
   running_work--;
-  finished_.fetch_add(1, std::memory_order_acq_rel);
+  // Sequentially consistent with wait_for's store of wake_at_ and load of finished_: one of
+  // the two sees the other's write. A helper always wakes the sleepers: it may stop helping
+  // before their positions (the queue's thread then runs the rest, but a forked child has none).
+  if (finished_.fetch_add(1) + 1 >= wake_at_.load() || !wait) {
+    std::lock_guard<std::mutex> g(mu_);
+    wake_at_ = UINT64_MAX;
+    finished_cv_.notify_all();
+  }
   return true;
 }
 
 void LaunchQueue::wait_for(uint64_t position) {
   if (running_here()) return;
-  // run_next blocks while the queue's thread runs a piece of work, and finds the queue empty
-  // only when everything queued has finished.
+  position = std::min(position, queued());  // a position past the end: everything queued
   if (finished() < position) {
     waiters_++;
-    while (finished() < position && run_next()) {
+    while (finished() < position) {
+      if (run_next(false)) continue;
+      // Another thread runs a piece: sleep until the piece at `position` has finished.
+      std::unique_lock<std::mutex> l(mu_);
+      wake_at_ = std::min<uint64_t>(wake_at_, position);
+      if (finished_.load() >= position) break;
+      finished_cv_.wait(l);
     }
     waiters_--;
   }
@@ -84,7 +99,7 @@ void LaunchQueue::thread_loop() {
       }
       if (stop_ && work_.empty()) return;
     }
-    run_next();
+    run_next(true);
   }
 }
 

@@ -39,11 +39,12 @@ class LaunchQueue {
   uint64_t queued() const { return queued_.load(std::memory_order_acquire); }
   uint64_t finished() const { return finished_.load(std::memory_order_acquire); }
   bool idle() const { return finished() == queued(); }
-  // Returns once the work up to `position` has finished, running queued work on this thread
-  // while the queue's thread is not (waking a sleeping thread costs tens of microseconds in a
-  // VM; a caller that waits has nothing better to do). Rethrows the first error work raised
-  // since the last one rethrown. On a thread that is running queued work it returns at once:
-  // what that work could wait for comes after it.
+  // Returns once the work up to `position` has finished. While the queue's thread is not
+  // running work (it sleeps, or is being woken: tens of microseconds in a VM), the caller runs
+  // the next piece itself; while it is, the caller sleeps until `position` is reached, never
+  // waiting for a later piece. Rethrows the first error work raised since the last one
+  // rethrown. On a thread that is running queued work it returns at once: what that work
+  // could wait for comes after it.
   void wait_for(uint64_t position);
   // Whether this thread is running queued work now.
   static bool running_here();
@@ -51,15 +52,18 @@ class LaunchQueue {
   bool host_waits() const { return waiters_.load(std::memory_order_acquire) > 0; }
 
  private:
-  bool run_next();  // runs the oldest queued work; false when there is none
+  // Runs the oldest queued work; false when there is none, or (`wait` false) when another
+  // thread is running a piece.
+  bool run_next(bool wait);
   void thread_loop();
   std::function<void(QueuedWork&)> run_;
   std::mutex mu_;           // the deque, the error and the thread's sleep
   std::mutex run_mu_;       // one piece of work at a time, in queue order
-  std::condition_variable work_cv_;
+  std::condition_variable work_cv_, finished_cv_;
   std::deque<QueuedWork> work_;
   std::atomic<uint64_t> queued_{0}, finished_{0};
   std::atomic<int> waiters_{0};
+  std::atomic<uint64_t> wake_at_{UINT64_MAX};  // the lowest position a sleeping waiter waits for
   std::exception_ptr error_;
   bool sleeping_ = false, stop_ = false;
   std::thread thread_;

@@ -103,6 +103,26 @@ TEST(LaunchQueue, AWaiterDoesNotWaitForALaterPiece) {
   EXPECT_TRUE(done[1]);
 }
 
+TEST(LaunchQueue, APushWaitsWhenTooMuchIsPending) {
+  std::atomic<bool> gate{false};
+  LaunchQueue q([&](QueuedWork&) {
+    auto until = Clock::now() + std::chrono::seconds(20);
+    while (!gate && Clock::now() < until) std::this_thread::yield();
+  });
+  for (uint64_t i = 0; i < LaunchQueue::kMaxPending; i++) q.push(QueuedWork());
+  EXPECT_EQ(q.finished(), 0u);  // nothing ran: the first piece waits for the gate
+  std::thread opener([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    gate = true;
+  });
+  auto start = Clock::now();
+  q.push(QueuedWork());  // one past the bound: returns once the older half has run
+  EXPECT_GE(Clock::now() - start, std::chrono::milliseconds(40));
+  EXPECT_GE(q.finished(), LaunchQueue::kMaxPending / 2);
+  opener.join();
+  q.wait_for(q.queued());
+}
+
 TEST(LaunchQueue, AnErrorReachesTheNextWaitOnce) {
   LaunchQueue q([](QueuedWork& w) {
     if (w.bytes.at(0) == 1) throw std::runtime_error("kernel failed");

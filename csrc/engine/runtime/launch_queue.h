@@ -33,7 +33,9 @@ class LaunchQueue {
   LaunchQueue(const LaunchQueue&) = delete;
   LaunchQueue& operator=(const LaunchQueue&) = delete;
 
-  // Queues the work; returns its position.
+  // Queues the work; returns its position. Waits while more than kMaxPending pieces are
+  // queued and unfinished.
+  static constexpr uint64_t kMaxPending = 4096;
   uint64_t push(QueuedWork&& work);
   // The position of the last work queued, and of the last finished.
   uint64_t queued() const { return queued_.load(std::memory_order_acquire); }

@@ -8,8 +8,9 @@ Rows: the median time of each after warm-up, the two run in turns (three rounds 
   a resnet18 SGD-momentum step at batch 16 on 64x64 images
 and their geometric mean; then, outside the mean, a pre-norm transformer block at (8, 128, 512)
 (LayerNorm, attention, GELU MLP: a LayerNorm feeding linear layers), a resnet18 SGD step at batch
-64 on 32x32 images and a linear layer of 16 rows, 4096 -> 4096. Then the cold start, each in a fresh interpreter: `examples/demo.py`'s
-tiny half with an empty kernel cache and again with it warm, and the first two resnet18 training
+64 on 32x32 images, a linear layer of 16 rows, 4096 -> 4096, ConvNeXt's depthwise 7x7 convolution
+and MobileNetV2's AdamW step at batch 2 on 64x64 images. Then the cold start, each in a fresh
+interpreter: `examples/demo.py`'s tiny half with an empty kernel cache and again with it warm, and the first two resnet18 training
 steps with an empty cache (`--no-cold` skips these). Printed figures only; nothing here is pass/fail.
 
     python bench/bench_cpu.py [--reps 5] [--no-cold]
@@ -149,7 +150,8 @@ def small_input_cases(reps, runner):
     """Not the issue's rows: printed beside them, outside the geometric mean. A resnet18 SGD step
     at CIFAR's 32x32 (layer4's maps are 1x1, smaller than its 3x3 kernels), a linear layer of
     few rows (a small batch through a classifier, a decoder's tokens: the weight streams) and
-    ConvNeXt's depthwise 7x7 convolution at 14x14, forward and backward (rows 14 wide)."""
+    ConvNeXt's depthwise 7x7 convolution at 14x14, forward and backward (rows 14 wide), and
+    MobileNetV2's AdamW step at batch 2 (a small model's step, host time as much as kernels)."""
     row("resnet18 SGD-momentum step, batch 64 at 32^2", runner("tiny", 64, 32), runner("cpu", 64, 32), reps,
         in_mean=False)
     torch.manual_seed(0)
@@ -169,6 +171,28 @@ def small_input_cases(reps, runner):
             return w.grad.sum().item()
         return step
     row("depthwise 7x7 conv fwd+bwd, 8x384x14x14", depthwise("tiny"), depthwise("cpu"), reps, in_mean=False)
+
+    # A small model's training step: 357 small kernels whose time is as much the host's
+    # (building the graphs) as the kernels'; the CPU's launch queue overlaps the two.
+    import torchvision
+    torch.manual_seed(0)
+    mobilenet = torchvision.models.mobilenet_v2(num_classes=10).train()
+
+    def mobilenet_step(device):
+        m = copy.deepcopy(mobilenet).to(device)
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-3)
+        torch.manual_seed(1)
+        xd, yd = torch.randn(2, 3, 64, 64).to(device), torch.randint(0, 10, (2,)).to(device)
+
+        def step():
+            opt.zero_grad()
+            loss = F.cross_entropy(m(xd), yd)
+            loss.backward()
+            opt.step()
+            return loss.item()
+        return step
+    row("MobileNetV2 AdamW step, batch 2 at 64^2", mobilenet_step("tiny"), mobilenet_step("cpu"), reps,
+        in_mean=False)
 
 
 class Block(torch.nn.Module):

@@ -1,7 +1,6 @@
 // What every device shares: the caching allocator and its statistics, the
 // default launch of a replayed sequence, and the choice of the compute device.
 #include "engine/runtime/device.h"
-#include "engine/runtime/launch_queue.h"
 
 #include <algorithm>
 #include <atomic>
@@ -77,7 +76,7 @@ void* Device::alloc(size_t nbytes, Use use) {
   }
   void* p = raw_alloc(size);
   // Memory held for reuse goes back, then one more try. Queued work may still use cached
-  // blocks (their buffers died when it was queued): wait for it first. Not on a thread that
+  // blocks (their buffers died after it was queued): wait for it first. Not on a thread that
   // runs queued work (a kernel's scratch), which cannot wait for what comes after it.
   if (!p && !LaunchQueue::running_here()) {
     synchronize();

@@ -270,3 +270,38 @@ def test_pin_memory_as_on_cuda():
     assert seen == 10
     del p, back
     gc.collect()
+
+
+def test_host_copies_keep_their_place_among_queued_kernels():
+    """On the CPU a training step's loss.item() returns while its backward and optimizer
+    kernels still run on the device's queue. What the host does next must see and leave the
+    values as if each kernel had run at once: a new batch copied in over memory a queued
+    kernel may still read, a parameter overwritten from the host, parameters read back."""
+    requires_tiny()
+    torch.manual_seed(0)
+    # wide enough that the backward's kernels (~10 ms) still run when the next batch comes in
+    model = torch.nn.Sequential(torch.nn.Linear(512, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 10))
+    batches = [(torch.randn(512, 512), torch.randint(0, 10, (512,))) for _ in range(6)]
+    new_bias = torch.randn(10)
+
+    def train(m, dev):
+        opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+        losses = []
+        for step, (x, y) in enumerate(batches):
+            opt.zero_grad()
+            loss = F.cross_entropy(m(x.to(dev)), y.to(dev))
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+            if step == 2:
+                with torch.no_grad():
+                    m[2].bias.copy_(new_bias)  # a host write while the step's kernels may run
+        return losses, [p.detach().cpu() for p in m.parameters()]
+
+    import copy
+    want_losses, want = train(copy.deepcopy(model), "cpu")
+    got_losses, got = train(copy.deepcopy(model).to(DEV), DEV)
+    for step, (a, b) in enumerate(zip(got_losses, want_losses)):
+        assert abs(a - b) <= 1e-4 * max(1.0, abs(b)), f"loss of step {step}: {a} vs {b}"
+    for i, (a, b) in enumerate(zip(got, want)):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5, msg=f"parameter {i} after the last step")

@@ -85,6 +85,23 @@ def sync(t):
     return t
 
 
+def training_step(model, make_optimizer, device, batch, size):
+    """step(): a training step of a copy of `model` (10 classes) on `device`, on one random
+    batch of `size`^2 images; returns the loss."""
+    m = copy.deepcopy(model).to(device)
+    opt = make_optimizer(m.parameters())
+    torch.manual_seed(1)
+    xd, yd = torch.randn(batch, 3, size, size).to(device), torch.randint(0, 10, (batch,)).to(device)
+
+    def step():
+        opt.zero_grad()
+        loss = F.cross_entropy(m(xd), yd)
+        loss.backward()
+        opt.step()
+        return loss.item()
+    return step
+
+
 def kernels_cases(reps):
     x = torch.randn(1 << 24)
     xt = x.to("tiny")
@@ -130,18 +147,7 @@ def resnet_cases(reps):
     train = torchvision.models.resnet18(num_classes=10).train()
 
     def runner(device, batch=16, size=64):
-        m = copy.deepcopy(train).to(device)
-        opt = torch.optim.SGD(m.parameters(), lr=1e-2, momentum=0.9)
-        torch.manual_seed(1)
-        xd, yd = torch.randn(batch, 3, size, size).to(device), torch.randint(0, 10, (batch,)).to(device)
-
-        def step():
-            opt.zero_grad()
-            loss = F.cross_entropy(m(xd), yd)
-            loss.backward()
-            opt.step()
-            return loss.item()
-        return step
+        return training_step(train, lambda params: torch.optim.SGD(params, lr=1e-2, momentum=0.9), device, batch, size)
     row("resnet18 SGD-momentum step, batch 16 at 64^2", runner("tiny"), runner("cpu"), reps)
     return runner
 
@@ -178,21 +184,10 @@ def small_input_cases(reps, runner):
     torch.manual_seed(0)
     mobilenet = torchvision.models.mobilenet_v2(num_classes=10).train()
 
-    def mobilenet_step(device):
-        m = copy.deepcopy(mobilenet).to(device)
-        opt = torch.optim.AdamW(m.parameters(), lr=1e-3)
-        torch.manual_seed(1)
-        xd, yd = torch.randn(2, 3, 64, 64).to(device), torch.randint(0, 10, (2,)).to(device)
-
-        def step():
-            opt.zero_grad()
-            loss = F.cross_entropy(m(xd), yd)
-            loss.backward()
-            opt.step()
-            return loss.item()
-        return step
-    row("MobileNetV2 AdamW step, batch 2 at 64^2", mobilenet_step("tiny"), mobilenet_step("cpu"), reps,
-        in_mean=False)
+    def adamw(params):
+        return torch.optim.AdamW(params, lr=1e-3)
+    row("MobileNetV2 AdamW step, batch 2 at 64^2", training_step(mobilenet, adamw, "tiny", 2, 64),
+        training_step(mobilenet, adamw, "cpu", 2, 64), reps, in_mean=False)
 
 
 class Block(torch.nn.Module):

@@ -2114,6 +2114,22 @@ class Builder {
     if (!elementwise_epilogue(k_, ct.reduce)) return false;
     const int64_t nvecs = (ncols + kLanes - 1) / kLanes, width = nvecs * kLanes;
     auto* vty = llvm::FixedVectorType::get(b_.getFloatTy(), unsigned(kLanes));
+    // Outputs that store each channel's rows consecutively (a 1x1 convolution's weight
+    // gradient, (o, c) from a tile over c x o, its AdamW update fused): the accumulators turned
+    // around in registers and the loop run down each channel's rows, where along the channels
+    // every load and store of the epilogue was a gather or a scatter.
+    bool by_column = !row_tile_ && nrows >= 2 && nrows <= kLanes && ncols == ct.cols;
+    for (auto& o : k_.outputs) by_column = by_column && rows_consecutive(o, ct, idx);
+    if (by_column) {
+      auto* tile = llvm::IRBuilder<>(entry_, entry_->begin()).CreateAlloca(llvm::ArrayType::get(vty, uint64_t(ncols)));
+      Value* first = b_.CreateConstGEP2_64(tile->getAllocatedType(), tile, 0, 0);
+      for (int64_t v = 0; v < nvecs; v++) {
+        std::vector<Value*> m = transposed_rows(acc, nrows, nvecs, v);
+        for (int64_t l = 0; l < kLanes; l++) b_.CreateAlignedStore(m[size_t(l)], b_.CreateConstGEP1_64(vty, first, uint64_t(v * kLanes + l)), llvm::Align(4));
+      }
+      epilogue_columns(ct, idx, i0, nrows, j0, ncols, b_.CreateBitCast(first, b_.getFloatTy()->getPointerTo()), kLanes);
+      return true;
+    }
     Value* first;
     Value* pitch;
     if (row_tile_) {  // into the row tile's buffer, at this tile's channels (its loop comes later)
@@ -2138,21 +2154,40 @@ class Builder {
   // at `first`, rows `pitch` floats apart: for each output, its value stored.
   void epilogue_rows(const ChannelTile& ct, const std::vector<Expr>& idx, Value* i0, int64_t nrows, Value* j0,
                      Value* ncols, Value* first, Value* pitch) {
+    epilogue(ct, idx, i0, nrows, j0, ncols, first, pitch, /*by_column=*/false);
+  }
+
+  // The same epilogue with the loops the other way round, each channel's rows innermost (their
+  // outputs consecutive in memory), the accumulators at `first` channel by channel, `pitch`
+  // floats apart.
+  void epilogue_columns(const ChannelTile& ct, const std::vector<Expr>& idx, Value* i0, int64_t nrows, Value* j0,
+                        int64_t ncols, Value* first, int64_t pitch) {
+    epilogue(ct, idx, i0, nrows, j0, b_.getInt64(ncols), first, b_.getInt64(pitch), /*by_column=*/true);
+  }
+
+  void epilogue(const ChannelTile& ct, const std::vector<Expr>& idx, Value* i0, int64_t nrows, Value* j0, Value* ncols,
+                Value* first, Value* pitch, bool by_column) {
     llvm::BasicBlock* last = &fn_->back();
-    emit_loop(b_.getInt64(0), b_.getInt64(nrows), [&](Value* q) {
-      std::vector<Expr> row = idx;
-      for (auto [d, v] : row_coords(ct, b_.CreateAdd(i0, q))) row[size_t(d)] = new_var(v, k_.shape[size_t(d)]);
-      Value* row_at = b_.CreateMul(q, pitch);
+    auto element = [&](Value* q, Value* c) {
+      std::vector<Expr> o = idx;
+      for (auto [d, v] : row_coords(ct, b_.CreateAdd(i0, q))) o[size_t(d)] = new_var(v, k_.shape[size_t(d)]);
+      o[size_t(ct.j)] = new_var(b_.CreateAdd(j0, c), k_.shape[size_t(ct.j)]);
+      auto cc = find_tiled_reduce(o, int(o[size_t(ct.j)]->value));
+      if (!cc || cc->reduce != ct.reduce) throw std::logic_error("tiny codegen: channel tile context mismatch");
+      Value* at = by_column ? b_.CreateAdd(b_.CreateMul(c, pitch), q) : b_.CreateAdd(b_.CreateMul(q, pitch), c);
+      remember(context_key(ct.reduce, cc->idx, cc->valid),
+               b_.CreateLoad(b_.getFloatTy(), b_.CreateGEP(b_.getFloatTy(), first, at)));
+      emit_stores(o);
+    };
+    Value* rows = b_.getInt64(nrows);
+    if (by_column)
       emit_loop(b_.getInt64(0), ncols, [&](Value* c) {
-        std::vector<Expr> o = row;
-        o[size_t(ct.j)] = new_var(b_.CreateAdd(j0, c), k_.shape[size_t(ct.j)]);
-        auto cc = find_tiled_reduce(o, int(o[size_t(ct.j)]->value));
-        if (!cc || cc->reduce != ct.reduce) throw std::logic_error("tiny codegen: channel tile context mismatch");
-        remember(context_key(ct.reduce, cc->idx, cc->valid),
-                 b_.CreateLoad(b_.getFloatTy(), b_.CreateGEP(b_.getFloatTy(), first, b_.CreateAdd(row_at, c))));
-        emit_stores(o);
-      }, false, false, /*parallel=*/true);
-    }, /*scalar=*/true);
+        emit_loop(b_.getInt64(0), rows, [&](Value* q) { element(q, c); }, false, false, /*parallel=*/true);
+      }, /*scalar=*/true);
+    else
+      emit_loop(b_.getInt64(0), rows, [&](Value* q) {
+        emit_loop(b_.getInt64(0), ncols, [&](Value* c) { element(q, c); }, false, false, /*parallel=*/true);
+      }, /*scalar=*/true);
     // the loop's blocks (those made since, but the one code goes on in) become a function
     std::vector<llvm::BasicBlock*> blocks;
     for (auto it = std::next(last->getIterator()); it != fn_->end(); ++it)
@@ -2265,6 +2300,35 @@ class Builder {
     }
   }
 
+  // Whether output `o` stores the tile's rows consecutively: its index linear in the row dims
+  // with their row-major strides (consecutive flat rows are consecutive elements), unmasked,
+  // and not unit-stride along the channels.
+  bool rows_consecutive(const KernelOutput& o, const ChannelTile& ct, const std::vector<Expr>& idx) {
+    if (o.scatter_index) return false;
+    auto [at, valid] = o.store.index_valid(idx);
+    if (!is_true(valid)) return false;
+    const std::vector<int> rows = ct.row_dims();
+    int64_t stride = 1;
+    for (size_t q = rows.size(); q-- > 0;) {
+      auto c = linear_coefficient(at, int(idx[size_t(rows[q])]->value));
+      if (!c || *c != stride) return false;
+      stride *= k_.shape[size_t(rows[q])];
+    }
+    auto cj = linear_coefficient(at, int(idx[size_t(ct.j)]->value));
+    return !(cj && *cj == 1);
+  }
+
+  // Vector `v` of a tile's channels (accumulators `acc`, row by row, `nvecs` per row) turned
+  // around: one vector per channel of that vector, lane q its row q, zeros past `nrows`.
+  std::vector<Value*> transposed_rows(const std::vector<llvm::AllocaInst*>& acc, int64_t nrows, int64_t nvecs, int64_t v) {
+    auto* vty = llvm::FixedVectorType::get(b_.getFloatTy(), unsigned(kLanes));
+    std::vector<Value*> m;
+    for (int64_t q = 0; q < kLanes; q++)
+      m.push_back(q < nrows ? (Value*)b_.CreateLoad(vty, acc[size_t(q * nvecs + v)]) : llvm::ConstantFP::get(vty, 0.0));
+    transpose_square(m);
+    return m;
+  }
+
   // A tile whose only output is the reduce (through views at most), stored with the tile's
   // rows consecutive and its channels apart (a weight gradient requested in the weight's
   // layout, (o, c, kh, kw), from a tile over (c, kh, kw) x o): the accumulators are transposed in registers
@@ -2288,29 +2352,14 @@ class Builder {
       if (!is_true(v.valid)) return false;
       at_node = v.idx;
     }
-    // the stored index, linear in the row dims with their row-major strides (consecutive
-    // flat rows are consecutive elements) and not unit-stride along the channels
-    auto [at, valid] = o.store.index_valid(idx);
-    if (!is_true(valid)) return false;
-    const std::vector<int> rows = ct.row_dims();
-    int64_t stride = 1;
-    for (size_t q = rows.size(); q-- > 0;) {
-      auto c = linear_coefficient(at, int(idx[size_t(rows[q])]->value));
-      if (!c || *c != stride) return false;
-      stride *= k_.shape[size_t(rows[q])];
-    }
-    auto cj = linear_coefficient(at, int(idx[size_t(ct.j)]->value));
-    if (cj && *cj == 1) return false;
+    if (!rows_consecutive(o, ct, idx)) return false;
     const int64_t L = kLanes, nvecs = ncols / L;
     auto* vty = llvm::FixedVectorType::get(b_.getFloatTy(), unsigned(L));
     std::vector<llvm::Constant*> mask;
     for (int64_t l = 0; l < L; l++) mask.push_back(b_.getInt1(l < nrows));
     Value* lanes = llvm::ConstantVector::get(mask);
     for (int64_t v = 0; v < nvecs; v++) {
-      std::vector<Value*> m;  // rows of this vector of channels, zeros past nrows
-      for (int64_t q = 0; q < L; q++)
-        m.push_back(q < nrows ? (Value*)b_.CreateLoad(vty, acc[size_t(q * nvecs + v)]) : llvm::ConstantFP::get(vty, 0.0));
-      transpose_square(m);
+      std::vector<Value*> m = transposed_rows(acc, nrows, nvecs, v);
       DType dt = DType::Float32;
       for (int64_t l = 0; l < L; l++) {  // channel v * L + l: rows 0..nrows from its row 0's place
         Value* first = index(o.store.index_valid(out_idx[size_t(v * L + l)]).first);

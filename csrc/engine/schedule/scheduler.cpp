@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <unordered_set>
 
 #include "engine/codegen/index_walk.h"
@@ -458,8 +459,9 @@ bool reads_in_place(const Kernel& k, const std::unordered_set<const Buffer*>& bu
 // iterations (each computes and stores the scalar again: cheap up to here).
 constexpr int64_t kRideAlongMaxNumel = int64_t(1) << 16;
 
-// Whether kernel `k` evaluates a reduce (not just loads one).
-bool computes_reduce(const Kernel& k) {
+// The reduces kernel `k` evaluates (not just loads), outermost only.
+std::set<const Node*> computed_reduces(const Kernel& k) {
+  std::set<const Node*> reduces;
   std::vector<const Node*> stack;
   std::unordered_set<const Node*> seen;
   for (auto& o : k.outputs) stack.push_back(o.value.get());
@@ -467,11 +469,16 @@ bool computes_reduce(const Kernel& k) {
     const Node* n = stack.back();
     stack.pop_back();
     if (!seen.insert(n).second || k.loads.count(n)) continue;
-    if (n->op == Op::Reduce) return true;
+    if (n->op == Op::Reduce) {
+      reduces.insert(n);
+      continue;
+    }
     for (auto& s : n->src) stack.push_back(s.get());
   }
-  return false;
+  return reduces;
 }
+
+bool computes_reduce(const Kernel& k) { return !computed_reduces(k).empty(); }
 
 // Adds `n`'s expression tree to kernel `k`, turning realized nodes and other
 // realize points into loads.
@@ -644,7 +651,8 @@ Schedule create_schedule(const std::vector<NodeRef>& targets, Device& device) {
     int level;
     bool mergeable;
     std::unordered_set<const Buffer*> writes;  // output buffers
-    bool reduces, tiles;                       // computes a reduce; one a register tile serves
+    std::set<const Node*> reduces;             // the reduces it computes
+    bool tiles;                                // one a register tile serves
   };
   std::vector<Group> groups;
   // Scalars nothing here reads go last, so that every kernel they could ride
@@ -671,17 +679,19 @@ Schedule create_schedule(const std::vector<NodeRef>& targets, Device& device) {
             g.level >= pk.level && g.level <= last && (!into || numel(g.k.shape) < numel(into->k.shape)))
           into = &g;
     bool ride_along = into != nullptr;
-    const bool reduces = computes_reduce(pk.k), tiles = reduces && has_tileable_reduce(pk.k);
+    std::set<const Node*> pk_reduces = computed_reduces(pk.k);
+    const bool reduces = !pk_reduces.empty(), tiles = reduces && has_tileable_reduce(pk.k);
     if (pk.mergeable && !into) {
       for (auto& g : groups) {
         if (!g.mergeable || g.k.outputs.empty() || numel(g.k.shape) != numel(pk.k.shape)) continue;
         // Two reduces in one kernel leave the code generator nothing to tile: a matmul or
         // convolution merged with another (q, k and v projections of one input) ran 40x slower.
-        if (reduces && g.reduces && (tiles || g.tiles)) continue;
+        // One reduce read by both (a weight gradient, its two Adam moments) is computed once.
+        if (reduces && !g.reduces.empty() && (tiles || g.tiles) && pk_reduces != g.reduces) continue;
         // A reduce seen through a reshape into another iteration shape is
         // indexed by divisions: its loads stop being linear, and the code
         // generator can no longer tile it (a convolution ran 8x slower).
-        if (non_unit(g.k.shape) != non_unit(pk.k.shape) && (g.reduces || reduces)) continue;
+        if (non_unit(g.k.shape) != non_unit(pk.k.shape) && (!g.reduces.empty() || reduces)) continue;
         if (g.level >= pk.level && g.level <= last) {  // independent: run side by side
           into = &g;
           break;
@@ -717,7 +727,7 @@ Schedule create_schedule(const std::vector<NodeRef>& targets, Device& device) {
       }
     }
     if (!into) {
-      Group g{std::move(pk.k), pk.level, pk.mergeable, {}, reduces, tiles};
+      Group g{std::move(pk.k), pk.level, pk.mergeable, {}, std::move(pk_reduces), tiles};
       g.writes = own;
       groups.push_back(std::move(g));
       continue;
@@ -730,7 +740,7 @@ Schedule create_schedule(const std::vector<NodeRef>& targets, Device& device) {
     // (an optimizer's parameter update, after its moments' updates) may join the group too
     if (inline_loads)
       for (const Buffer* b : own) level_of[b->owner()] = into->level;
-    into->reduces |= reduces;
+    into->reduces.insert(pk_reduces.begin(), pk_reduces.end());
     into->tiles |= tiles;
     Kernel& a = into->k;
     Kernel& b = pk.k;

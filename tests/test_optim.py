@@ -112,20 +112,23 @@ def test_fused_adam_step_is_lazy():
     assert debug.kernel_count() > 0
 
 
-def test_weight_gradient_and_its_adamw_update_are_one_kernel():
+@pytest.mark.parametrize("cin,cout", [(320, 1280), (301, 1283)])
+def test_weight_gradient_and_its_adamw_update_are_one_kernel(cin, cout):
     """A 1x1 convolution's weight gradient read by AdamW (the gradient stored, both moments and
     the weight updated) is computed once, in one kernel with all four outputs, not once per
     reader (MobileNetV2's last layer: its gradient was a kernel of its own and again in each
-    moment's). The values match the CPU's over three steps."""
+    moment's). Its tile's epilogue runs down each output channel's input channels, the stored
+    order; 301 x 1283 leaves partial tiles both ways. The values match the CPU's over three
+    steps."""
     requires_tiny()
     from torch_tiny import debug
 
     torch.manual_seed(0)
-    mc = nn.Sequential(nn.Conv2d(320, 1280, 1, bias=False), nn.BatchNorm2d(1280), nn.ReLU6(),
-                       nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(1280, 10))
+    mc = nn.Sequential(nn.Conv2d(cin, cout, 1, bias=False), nn.BatchNorm2d(cout), nn.ReLU6(),
+                       nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cout, 10))
     md = copy.deepcopy(mc).to(DEV)
     oc, od = (torch.optim.AdamW(m.parameters(), lr=1e-3) for m in (mc, md))
-    x, y = torch.randn(2, 320, 2, 2), torch.randint(0, 10, (2,))
+    x, y = torch.randn(2, cin, 2, 2), torch.randint(0, 10, (2,))
     for _ in range(3):
         with debug.count_kernels() as c:
             for m, o, xx, yy in [(mc, oc, x, y), (md, od, to_dev(x), to_dev(y))]:
@@ -142,7 +145,8 @@ def test_weight_gradient_and_its_adamw_update_are_one_kernel():
     for sc, sd in zip(oc.state.values(), od.state.values()):
         assert_same(sd["exp_avg"], sc["exp_avg"], rtol=1e-3, atol=1e-6, msg="exp_avg")
         assert_same(sd["exp_avg_sq"], sc["exp_avg_sq"], rtol=1e-3, atol=1e-10, msg="exp_avg_sq")
-    assert c.kernels <= 14  # 17 with the gradient computed three times
+    if cin == 320:
+        assert c.kernels <= 14  # 17 with the gradient computed three times
 
 
 @pytest.mark.parametrize("foreach", [True, False])

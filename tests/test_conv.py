@@ -212,6 +212,8 @@ def test_conv2d_taps_reading_only_padding(size, k, kw):
     (3, 32, (13, 10), 3, dict(padding=(2, 1), dilation=(2, 1))),
     (2, 32, (17, 17), 3, dict(padding=1, stride=2)),  # strided: not one run
     (2, 16, (6, 16), 3, dict(padding=1)),             # whole vectors wide: not one run
+    (2, 384, (4, 4), 3, dict(padding=1)),             # MobileNetV2's small maps: padded operand stored
+    (1, 96, (8, 5), 3, dict(padding=(1, 2))),
 ])
 def test_conv2d_depthwise(n, c, size, k, kw):
     torch.manual_seed(0)

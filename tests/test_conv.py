@@ -223,6 +223,22 @@ def test_conv2d_depthwise(n, c, size, k, kw):
     check_fwd_bwd(F.conv2d, x, w, b, groups=c, atol=1e-4, **kw)
 
 
+@pytest.mark.parametrize("cin,cout,size", [(144, 24, 16), (150, 24, 16), (17, 5, 6), (160, 96, 2)], ids=str)
+def test_pointwise_conv_input_gradient_behind_batch_norm(cin, cout, size):
+    """The input gradient of a 1x1 convolution with its batch norm's backward fused in reads the
+    weight in place along the input channels: the channels past the last whole tile take a tile
+    of their whole vectors (16 of 144), the rest one at a time (150: 16 and 6)."""
+    torch.manual_seed(0)
+    mc = nn.Sequential(nn.ReLU6(), nn.Conv2d(cin, cout, 1, bias=False), nn.BatchNorm2d(cout))
+    md = copy.deepcopy(mc).to(DEV)
+    x, r = torch.randn(2, cin, size, size) * 3, torch.randn(2, cout, size, size)
+    xc, xd = x.clone().requires_grad_(), to_dev(x).requires_grad_()
+    for m, xx, rr in ((mc, xc, r), (md, xd, to_dev(r))):
+        (m(xx) * rr).sum().backward()
+    assert_same(xd.grad, xc.grad, rtol=1e-4, atol=1e-5)
+    assert_same(md[1].weight.grad, mc[1].weight.grad, rtol=1e-4, atol=1e-4)
+
+
 def test_conv3d_depthwise_rows_as_one_run():
     torch.manual_seed(0)
     check_fwd_bwd(F.conv3d, torch.randn(2, 8, 3, 9, 9), torch.randn(8, 1, 3, 3, 3), None, padding=1, groups=8)

@@ -1460,11 +1460,11 @@ class Builder {
   // A thread's slice of the channels starts at a multiple of kChanCols (the parallel
   // grain), so only the slice ending at the last channel has any: see at_last_channel.
   int64_t partial_cols(const ChannelTile& ct, Value* lo, Value* hi) {
-    if (ct.unit) return 0;
     auto* l = llvm::dyn_cast<llvm::ConstantInt>(lo);
     auto* h = llvm::dyn_cast<llvm::ConstantInt>(hi);
-    if (l && h) return (h->getSExtValue() - l->getSExtValue()) % ct.cols;
-    return k_.shape[size_t(ct.j)] % ct.cols;
+    const int64_t rem = l && h ? (h->getSExtValue() - l->getSExtValue()) % ct.cols : k_.shape[size_t(ct.j)] % ct.cols;
+    // b read in place has no padded panel: its tile takes the whole vectors (read in bounds)
+    return ct.unit ? rem / kLanes * kLanes : rem;
   }
   // Runs `body` where the channels [.., hi) end at the last one (always, when hi is constant).
   void at_last_channel(const ChannelTile& ct, Value* hi, const std::function<void()>& body) {
@@ -1570,10 +1570,17 @@ class Builder {
       emit_loop(b_.getInt64(0), ntj, tile, /*scalar=*/true);
     }
     Value* rest_j = b_.CreateAdd(lo_j, b_.CreateMul(ntj, b_.getInt64(T)));
-    if (int64_t rem = partial_cols(ct, lo_j, hi_j)) {  // a zero-padded panel of the last channels
+    // the last channels: a zero-padded panel, or for b read in place their whole vectors (the
+    // rest one at a time below: 16 of a 1x1 convolution's 144 channels so took 9/10 of its time)
+    if (int64_t rem = partial_cols(ct, lo_j, hi_j)) {
       ncols = rem;
       at_last_channel(ct, hi_j, [&] { tile(ntj); });
-      rest_j = hi_j;
+      if (!ct.unit) {
+        rest_j = hi_j;
+      } else {  // (where this thread's channels end at the last one: else it has whole tiles only)
+        Value* last = b_.CreateICmpEQ(hi_j, b_.getInt64(k_.shape[size_t(ct.j)]));
+        rest_j = b_.CreateSelect(last, b_.CreateAdd(rest_j, b_.getInt64(rem)), rest_j);
+      }
     }
     auto leftovers = [&]() {
       emit_loop(rest_j, hi_j, [&](Value* j) {

@@ -1506,6 +1506,10 @@ class Builder {
     };
     Value* ntj = b_.CreateSDiv(b_.CreateSub(hi_j, lo_j), b_.getInt64(T));
     Value* a_raw = tile_mid.empty() ? pack_a(ct, idx, lo_i, hi_i, W) : nullptr;
+    Value* strip_raw = rows_by_column(ct, idx, lo_i, hi_i, W)
+                           ? b_.CreateCall(scratch_alloc(), {b_.getInt64(T * W * 4)})
+                           : nullptr;
+    Value* strip = strip_raw ? b_.CreateBitCast(strip_raw, b_.getFloatTy()->getPointerTo()) : nullptr;
     int64_t ncols = T;
     // column tile jt's first channel and its packed panel
     auto first_channel = [&](Value* jt) { return b_.CreateAdd(lo_j, b_.CreateMul(jt, b_.getInt64(T))); };
@@ -1521,6 +1525,7 @@ class Builder {
       }
       loops(tile_mid, [&]() {
         if (llvm::isa<llvm::Constant>(lo_i) && llvm::isa<llvm::Constant>(hi_i)) {  // all W rows
+          if (strip && ncols == T) column_strip_ = ColumnStrip{strip, W};
           if (ct.padding_taps && W / R <= kMaxStaticTiles) {  // at constant rows (static_taps)
             for (int64_t it = 0; it < W / R; it++) channel_block(ct, idx, b_.getInt64(it * R), R, j0, panel, ncols);
           } else {
@@ -1529,6 +1534,10 @@ class Builder {
             }, /*scalar=*/true);
           }
           if (W % R) channel_block(ct, idx, b_.getInt64(W / R * R), W % R, j0, panel, ncols);
+          if (column_strip_) {
+            column_strip_.reset();
+            epilogue_columns(ct, idx, b_.getInt64(0), W, j0, T, strip, W);
+          }
           return;
         }
         // the rows are this thread's slice: blocks of R, then 4, then 1
@@ -1599,6 +1608,7 @@ class Builder {
     if (blocks_) emit_if(blocks_->last, leftovers);  // whole reduces, once
     else leftovers();
     if (a_raw) b_.CreateCall(scratch_free(), {a_raw});
+    if (strip_raw) b_.CreateCall(scratch_free(), {strip_raw});
     a_rows_ = nullptr;
   }
 
@@ -2089,7 +2099,7 @@ class Builder {
     };
     nest(0);
     auto store_outputs = [&]() {
-      if (store_transposed(ct, idx, out_idx, acc, nrows, ncols)) return;
+      if (!column_strip_ && store_transposed(ct, idx, out_idx, acc, nrows, ncols)) return;
       if (epilogue_loop(ct, idx, i0, nrows, j0, ncols, acc)) return;
       for (int64_t row = 0; row < nrows; row++)
         for (int64_t v = 0; v < nvecs; v++) {
@@ -2125,6 +2135,20 @@ class Builder {
     // gradient, (o, c) from a tile over c x o, its AdamW update fused): the accumulators turned
     // around in registers and the loop run down each channel's rows, where along the channels
     // every load and store of the epilogue was a gather or a scatter.
+    if (column_strip_) {  // into the column strip, at these rows (its loop comes later)
+      std::vector<llvm::Constant*> mask;
+      for (int64_t l = 0; l < kLanes; l++) mask.push_back(b_.getInt1(l < nrows));
+      Value* lanes = llvm::ConstantVector::get(mask);
+      for (int64_t v = 0; v < nvecs; v++) {
+        std::vector<Value*> m = transposed_rows(acc, nrows, nvecs, v);
+        for (int64_t l = 0; l < kLanes; l++) {
+          Value* at = b_.CreateAdd(b_.getInt64((v * kLanes + l) * column_strip_->pitch), i0);
+          Value* ptr = b_.CreateGEP(b_.getFloatTy(), column_strip_->buffer, at);
+          b_.CreateMaskedStore(m[size_t(l)], b_.CreateBitCast(ptr, vty->getPointerTo()), llvm::Align(4), lanes);
+        }
+      }
+      return true;
+    }
     bool by_column = !row_tile_ && nrows >= 2 && nrows <= kLanes && ncols == ct.cols;
     for (auto& o : k_.outputs) by_column = by_column && rows_consecutive(o, ct, idx);
     if (by_column) {
@@ -2305,6 +2329,23 @@ class Builder {
         });
       });
     }
+  }
+
+  // Whether a tile's epilogue runs down each channel's rows across all W of them, after all
+  // its row tiles (ColumnStrip): several outputs, each storing a channel's rows consecutively, only
+  // element-wise work follows the reduce, the tile covers every row, and a strip of its
+  // accumulators fits in L2. Per row tile, a 1280 x 320 weight gradient's AdamW epilogue read
+  // and wrote 7 arrays in runs of 10 floats, 32 channels apart: 224 streams, more than the
+  // prefetchers follow.
+  bool rows_by_column(const ChannelTile& ct, const std::vector<Expr>& idx, Value* lo_i, Value* hi_i, int64_t W) {
+    constexpr int64_t kMaxStripBytes = int64_t(256) << 10;
+    if (k_.outputs.size() < 2 || ct.rows_outside || !ct.mid.empty() || blocks_ || ct.rows > kLanes ||
+        ct.cols * W * 4 > kMaxStripBytes ||
+        !llvm::isa<llvm::Constant>(lo_i) || !llvm::isa<llvm::Constant>(hi_i) || !elementwise_epilogue(k_, ct.reduce))
+      return false;
+    for (auto& o : k_.outputs)
+      if (!rows_consecutive(o, ct, idx)) return false;
+    return true;
   }
 
   // Whether output `o` stores the tile's rows consecutively: its index linear in the row dims
@@ -2968,6 +3009,13 @@ class Builder {
     Value* first_channel;  // the channel at the start of each row
   };
   std::optional<RowTileBuffer> row_tile_;
+  // where a column tile's accumulators, turned around, wait for its epilogue down all the rows
+  // (see rows_by_column): channel c's rows from `buffer` + c * `pitch`
+  struct ColumnStrip {
+    Value* buffer;
+    int64_t pitch;  // the rows
+  };
+  std::optional<ColumnStrip> column_strip_;
   // channel tiling's packed operand (see ChannelTile)
   Value* pack_buf_ = nullptr;
   Value* a_rows_ = nullptr;       // a channel tile's `a` packed per (row, step) (pack_a), or null

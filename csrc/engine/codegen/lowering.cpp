@@ -798,10 +798,14 @@ class CpuLowering {
   // Measured on AVX2 (4 rows per tile): 2x2 outputs (64 rows per channel) gain 1.4x, 4x4
   // (256) neither gain nor lose; a 1024^3 matmul went from 155 to 172 GFLOP/s.
   bool threads_over_channels(const ChannelTile& ct, int par) const {
-    if (ct.unit || ct.pack_inner || par < 0 || par > ct.j) return false;
+    if (ct.pack_inner || par < 0 || par > ct.j) return false;
     const int64_t channels = k_.shape[size_t(ct.j)];
-    if (par == ct.i) return channels >= 2 * kChanCols * std::max(2, target_.threads);
     const int64_t rows = numel(k_.shape) / channels;  // outputs per channel
+    // b read in place, at most one tile of rows: split over the rows' images, each thread read
+    // all of b (a 1x1 convolution's input gradient at 2x2 over 2 images, 1280 -> 320 channels:
+    // 0.22 -> 0.07 ms with the channels split)
+    if (ct.unit) return channels >= 4 * kChanCols && rows <= kChanMaxRows;
+    if (par == ct.i) return channels >= 2 * kChanCols * std::max(2, target_.threads);
     return channels >= 4 * kChanCols && rows <= 16 * kChanMaxRows;
   }
 

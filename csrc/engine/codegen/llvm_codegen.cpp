@@ -2131,11 +2131,7 @@ class Builder {
     if (!elementwise_epilogue(k_, ct.reduce)) return false;
     const int64_t nvecs = (ncols + kLanes - 1) / kLanes, width = nvecs * kLanes;
     auto* vty = llvm::FixedVectorType::get(b_.getFloatTy(), unsigned(kLanes));
-    // Outputs that store each channel's rows consecutively (a 1x1 convolution's weight
-    // gradient, (o, c) from a tile over c x o, its AdamW update fused): the accumulators turned
-    // around in registers and the loop run down each channel's rows, where along the channels
-    // every load and store of the epilogue was a gather or a scatter.
-    if (column_strip_) {  // into the column strip, at these rows (its loop comes later)
+    if (column_strip_) {  // into the column strip, turned around, at these rows (its loop comes later)
       std::vector<llvm::Constant*> mask;
       for (int64_t l = 0; l < kLanes; l++) mask.push_back(b_.getInt1(l < nrows));
       Value* lanes = llvm::ConstantVector::get(mask);
@@ -2149,6 +2145,10 @@ class Builder {
       }
       return true;
     }
+    // Outputs that store each channel's rows consecutively (a 1x1 convolution's weight
+    // gradient, (o, c) from a tile over c x o, its AdamW update fused): the accumulators turned
+    // around in registers and the loop run down each channel's rows, where along the channels
+    // every load and store of the epilogue was a gather or a scatter.
     bool by_column = !row_tile_ && nrows >= 2 && nrows <= kLanes && ncols == ct.cols;
     for (auto& o : k_.outputs) by_column = by_column && rows_consecutive(o, ct, idx);
     if (by_column) {
@@ -2196,6 +2196,8 @@ class Builder {
     epilogue(ct, idx, i0, nrows, j0, b_.getInt64(ncols), first, b_.getInt64(pitch), /*by_column=*/true);
   }
 
+  // Both orders' loops: the accumulator of row q, channel c at first[c * pitch + q] by column,
+  // first[q * pitch + c] by row; the inner loop marked parallel.
   void epilogue(const ChannelTile& ct, const std::vector<Expr>& idx, Value* i0, int64_t nrows, Value* j0, Value* ncols,
                 Value* first, Value* pitch, bool by_column) {
     llvm::BasicBlock* last = &fn_->back();

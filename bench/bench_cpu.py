@@ -178,7 +178,7 @@ def small_input_cases(reps, runner):
         return step
     row("depthwise 7x7 conv fwd+bwd, 8x384x14x14", depthwise("tiny"), depthwise("cpu"), reps, in_mean=False)
 
-    # A small model's training step: 357 small kernels whose time is as much the host's
+    # A small model's training step: 350 small kernels whose time is as much the host's
     # (building the graphs) as the kernels'; the CPU's launch queue overlaps the two.
     import torchvision
     torch.manual_seed(0)

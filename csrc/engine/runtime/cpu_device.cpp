@@ -103,6 +103,7 @@ class CpuDevice final : public Device {
     if (LaunchQueue* q = queue_.load(std::memory_order_acquire)) q->wait_for(position);
     std::memcpy(dst, src, nbytes);
   }
+  bool counts_kernel_time() const override { return true; }
   uint64_t queued_position() const override {
     LaunchQueue* q = queue_.load(std::memory_order_acquire);
     return q ? q->queued() : 0;
@@ -158,7 +159,6 @@ class CpuDevice final : public Device {
     return !(s && std::string(s) == "0");
   }();
   static constexpr int kFineSlicesPerThread = 4;
-
 
   void run_kernel(const LaunchStep& step) {
     const Program& p = *step.program;

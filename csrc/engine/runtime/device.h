@@ -143,6 +143,9 @@ class Device {
   // Where the device's queue stands: launches and copies it queues are numbered 1, 2, ... in
   // order, and this is the last one's number. 0 on a device that numbers nothing.
   virtual uint64_t queued_position() const { return 0; }
+  // Whether the device adds its kernels' run time to counters().kernel_ns itself (as they
+  // run on its queue); otherwise realize adds the time its launches took.
+  virtual bool counts_kernel_time() const { return false; }
   // Runs the whole parallel range. May return before the kernel finishes.
   virtual void launch(LaunchStep&& step) = 0;
   // Runs a cached schedule's kernels in order. `state` lets a device keep a

@@ -53,7 +53,7 @@ void realize_nodes(const std::vector<NodeRef>& nodes, Device& device) {
     }
     int64_t ns = hit->second->replay(shape, device, traced_index);
     if (trace) trace_schedule_end(traced_index);
-    if (device.kind() != DeviceKind::Cpu) counters().kernel_ns += ns;  // the CPU times its kernels as they run
+    if (!device.counts_kernel_time()) counters().kernel_ns += ns;
     if (level >= 1)
       std::fprintf(stderr, "tiny: schedule %zu kernels (cached), lookup %.3f ms, run %.3f ms\n",
                    hit->second->kernel_count(), ns_since(t1) / 1e6, ns / 1e6);
@@ -102,7 +102,7 @@ void realize_nodes(const std::vector<NodeRef>& nodes, Device& device) {
     if (level >= 3) std::fprintf(stderr, "%s", k.ast().c_str());
   }
   if (trace) trace_schedule_end(traced_index);
-  if (device.kind() != DeviceKind::Cpu) counters().kernel_ns += kernel_ns;
+  if (!device.counts_kernel_time()) counters().kernel_ns += kernel_ns;
   if (cache->size() > 4096) cache->clear();  // bound the memory of programs that change every time
   if (auto c = CachedSchedule::record(shape, sched, programs, infos)) cache->emplace(shape.key, c);
   for (auto& [node, buf] : sched.realized) node->set_realized(buf, nonzero_box(node.get()));

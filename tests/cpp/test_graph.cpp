@@ -161,7 +161,32 @@ TEST(Graph, KeyTextMatchesStreamText) {
       checked++;
     }
   EXPECT_GT(checked, 20);
-  // the graph key itself: the nodes' stream text, with references
+  // the key's text: the nodes' stream text, with references
   GraphShape g = graph_shape({nodes.back().node()});
-  EXPECT_NE(g.key.find(nodes.back().node()->str()), std::string::npos) << g.key;
+  const std::string text = key_text(g, {nodes.back().node()});
+  EXPECT_NE(text.find(nodes.back().node()->str()), std::string::npos) << text;
+}
+
+// A graph key (binary, one word per node and source) is equal for graphs that differ only in
+// their input buffers' contents or launch parameters' values, and differs wherever the text of
+// the graph would: an op, a constant (by bits), a view's offset, a shape, how inputs alias.
+TEST(Graph, KeysNameWhatTheSchedulesDependOn) {
+  auto key = [](const Tensor& t) { return graph_shape({t.node()}).key; };
+  auto input = [](int64_t n = 8) { return from(iota_f(n), {n}); };
+  auto c = [](double v) { return Tensor::full({8}, Scalar::from_double(v), DType::Float32); };
+  Tensor x = input(), y = input();
+  EXPECT_EQ(key(x.binary(Op::Add, c(1))), key(y.binary(Op::Add, c(1))));  // other buffers, same shape
+  EXPECT_NE(key(x.binary(Op::Add, c(1))), key(x.binary(Op::Mul, c(1))));
+  EXPECT_NE(key(x.binary(Op::Add, c(1))), key(x.binary(Op::Add, c(2))));
+  EXPECT_NE(key(x.binary(Op::Add, c(0.0))), key(x.binary(Op::Add, c(-0.0))));
+  EXPECT_EQ(key(x.binary(Op::Add, c(NAN))), key(x.binary(Op::Add, c(NAN))));
+  auto p = [](double v) { return Tensor::param({8}, Scalar::from_double(v), DType::Float32); };
+  EXPECT_EQ(key(x.binary(Op::Add, p(1))), key(x.binary(Op::Add, p(2))));  // a launch parameter
+  EXPECT_NE(key(x.binary(Op::Add, p(1))), key(x.binary(Op::Add, c(1))));
+  EXPECT_NE(key(x.binary(Op::Add, x)), key(x.binary(Op::Add, y)));  // one input read twice, or two
+  // a view's offset into a computed value (into a buffer, it is the input buffer's own)
+  Tensor z = input(12).unary(Op::Neg);
+  EXPECT_NE(key(z.shrink({{0, 8}}).unary(Op::Exp)), key(z.shrink({{4, 12}}).unary(Op::Exp)));
+  EXPECT_NE(key(z.unary(Op::Exp)), key(x.unary(Op::Exp)));  // shapes
+  EXPECT_NE(key(x.reduce(ReduceOp::Sum, {0}, true)), key(x.reduce(ReduceOp::Max, {0}, true)));
 }

@@ -8,6 +8,12 @@
 #include <vector>
 
 namespace tiny {
+
+bool same_arguments(const NodeArgs& a, const NodeArgs& b) {
+  return a.value == b.value && a.value2 == b.value2 && a.seed == b.seed && a.offset == b.offset && a.axes == b.axes &&
+         a.rop == b.rop && a.accumulate == b.accumulate && a.tf32 == b.tf32 && a.st == b.st;
+}
+
 namespace {
 
 size_t mix(size_t h, size_t v) { return h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2)); }
@@ -23,10 +29,10 @@ size_t hash_scalar(const Scalar& s) {
   return mix(h, size_t(s.i));
 }
 
-size_t hash_node(Op op, DType dtype, const Shape& shape, const std::vector<NodeRef>& src, const NodeArgs& a) {
+// What a node is besides its sources and buffer: graph keys name nodes by it (signature_hash).
+size_t hash_signature(Op op, DType dtype, const Shape& shape, const NodeArgs& a) {
   size_t h = mix(size_t(op), size_t(dtype));
   for (auto d : shape) h = mix(h, size_t(d));
-  for (auto& s : src) h = mix(h, reinterpret_cast<size_t>(s.get()));
   h = mix(h, hash_scalar(a.value));
   h = mix(h, hash_scalar(a.value2));
   h = mix(h, a.seed);
@@ -35,15 +41,18 @@ size_t hash_node(Op op, DType dtype, const Shape& shape, const std::vector<NodeR
   h = mix(h, size_t(a.rop));
   h = mix(h, size_t(a.accumulate));
   h = mix(h, size_t(a.tf32));
-  h = mix(h, a.st.views().empty() ? 0 : a.st.hash());
-  h = mix(h, reinterpret_cast<size_t>(a.buffer.get()));
-  return h;
+  return mix(h, a.st.views().empty() ? 0 : a.st.hash());
+}
+
+size_t hash_node(size_t signature, const std::vector<NodeRef>& src, const NodeArgs& a) {
+  size_t h = signature;
+  for (auto& s : src) h = mix(h, reinterpret_cast<size_t>(s.get()));
+  return mix(h, reinterpret_cast<size_t>(a.buffer.get()));
 }
 
 bool same(const Node& n, Op op, DType dtype, const Shape& shape, const std::vector<NodeRef>& src, const NodeArgs& a) {
-  return n.op == op && n.dtype == dtype && n.shape == shape && n.src == src && n.args.value == a.value &&
-         n.args.value2 == a.value2 && n.args.seed == a.seed && n.args.offset == a.offset && n.args.axes == a.axes &&
-         n.args.rop == a.rop && n.args.accumulate == a.accumulate && n.args.tf32 == a.tf32 && n.args.st == a.st && n.args.buffer == a.buffer;
+  return n.op == op && n.dtype == dtype && n.shape == shape && n.src == src && same_arguments(n.args, a) &&
+         n.args.buffer == a.buffer;
 }
 
 // Hash-consing table: open addressing over a power-of-two array of (hash, node) slots, probed
@@ -161,7 +170,8 @@ void Node::set_realized(BufferRef b, Box box) const {
 
 NodeRef make_node(Op op, DType dtype, Shape shape, std::vector<NodeRef> src, NodeArgs args) {
   std::lock_guard<std::recursive_mutex> g(engine_mutex());
-  size_t h = hash_node(op, dtype, shape, src, args);
+  const size_t signature = hash_signature(op, dtype, shape, args);
+  size_t h = hash_node(signature, src, args);
   Table& t = table();
   auto is_same = [&](const Node& n) { return same(n, op, dtype, shape, src, args); };
   size_t slot;
@@ -175,6 +185,7 @@ NodeRef make_node(Op op, DType dtype, Shape shape, std::vector<NodeRef> src, Nod
   n->args = std::move(args);
   if (op == Op::Buffer) n->realized_ = n->args.buffer;
   n->hash = h;
+  n->signature_hash = signature;
   n->origin = g_origin;
   n->scope = g_scope;
   t.insert(slot, h, n);

@@ -57,7 +57,8 @@ struct Node {
   mutable std::vector<NodeRef> src;  // cleared once realized (see below)
   Shape shape;
   NodeArgs args;
-  size_t hash = 0;
+  size_t hash = 0;            // of all the above and the sources (hash-consing)
+  size_t signature_hash = 0;  // of op, dtype, shape and args but the buffer (graph keys)
   // Where the node came from, for debug tools: the torch op and the module
   // path (nullptr: none) current when it was made (see set_origin, set_scope).
   const char* origin = "";
@@ -90,6 +91,9 @@ struct Node {
 // Unrealized nodes reachable from the targets, producers first (deterministic).
 // Each node remembers its place until the next toposort (Node::order_position).
 std::vector<const Node*> toposort(const std::vector<NodeRef>& targets);
+
+// Whether two nodes' arguments are equal, their buffers aside (floats bit for bit).
+bool same_arguments(const NodeArgs& a, const NodeArgs& b);
 
 // Creates (or finds the existing identical) node.
 NodeRef make_node(Op op, DType dtype, Shape shape, std::vector<NodeRef> src, NodeArgs args = {});

@@ -26,6 +26,9 @@ void realize_nodes(const std::vector<NodeRef>& nodes, Device& device) {
   static auto* caches =
       new std::unordered_map<const Device*, std::unordered_map<std::string, std::shared_ptr<CachedSchedule>>>();
   auto* cache = &(*caches)[&device];
+  // the cached graphs' keys as text (describe_graph_miss), made on misses only
+  static auto* texts = new std::unordered_map<const Device*, std::unordered_map<std::string, std::string>>();
+  auto* cached_text = &(*texts)[&device];
   GraphShape shape = graph_shape(todo);
   for (auto& b : shape.inputs)
     if (b->device() != &device)
@@ -59,6 +62,7 @@ void realize_nodes(const std::vector<NodeRef>& nodes, Device& device) {
                    hit->second->kernel_count(), ns_since(t1) / 1e6, ns / 1e6);
     return;
   }
+  std::string text = key_text(shape, todo);  // (before scheduling: it walks the graph again)
   Schedule sched = create_schedule(todo, device);
   auto ts = std::chrono::steady_clock::now();
   counters().schedules++;
@@ -73,8 +77,8 @@ void realize_nodes(const std::vector<NodeRef>& nodes, Device& device) {
     traced.schedule_ns = ns_since(ts);
     traced.compile_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - ts).count();
     std::vector<const std::string*> keys;
-    for (auto& [key, c] : *cache) keys.push_back(&key);
-    traced.miss = describe_graph_miss(shape.key, keys);
+    for (auto& [key, cached] : *cached_text) keys.push_back(&cached);
+    traced.miss = describe_graph_miss(text, keys);
     traced_index = trace_schedule(traced);
   }
 
@@ -103,8 +107,14 @@ void realize_nodes(const std::vector<NodeRef>& nodes, Device& device) {
   }
   if (trace) trace_schedule_end(traced_index);
   if (!device.counts_kernel_time()) counters().kernel_ns += kernel_ns;
-  if (cache->size() > 4096) cache->clear();  // bound the memory of programs that change every time
-  if (auto c = CachedSchedule::record(shape, sched, programs, infos)) cache->emplace(shape.key, c);
+  if (cache->size() > 4096) {  // bound the memory of programs that change every time
+    cache->clear();
+    cached_text->clear();
+  }
+  if (auto c = CachedSchedule::record(shape, sched, programs, infos)) {
+    cache->emplace(shape.key, c);
+    cached_text->emplace(shape.key, std::move(text));
+  }
   for (auto& [node, buf] : sched.realized) node->set_realized(buf, nonzero_box(node.get()));
   for (auto& n : todo)
     if (!n->realized()) throw std::logic_error("tiny engine: schedule left a target unrealized: " + n->str());

@@ -15,11 +15,15 @@ namespace tiny {
 
 // The structure of the graph to realize.
 struct GraphShape {
-  std::string key;
+  std::string key;                           // binary: equal keys, equal schedules
   std::vector<const Node*> order;            // unrealized nodes, producers first
   std::vector<BufferRef> inputs;             // distinct realized buffers read, in first-use order
 };
 GraphShape graph_shape(const std::vector<NodeRef>& targets);
+// What g's key says, as text: each node as Node::print shows it, its sources by position or as an
+// input; then the targets and the inputs (describe_graph_miss reads it). Valid until the next
+// toposort (it reads the nodes' places).
+std::string key_text(const GraphShape& g, const std::vector<NodeRef>& targets);
 
 class CachedSchedule {
  public:

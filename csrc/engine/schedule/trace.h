@@ -79,7 +79,7 @@ void trace_kernel(int schedule, const std::shared_ptr<const KernelInfo>& info, c
                   int64_t start_ns, int64_t end_ns);
 void trace_schedule_end(int schedule);
 
-// How graph key `key` (graph_shape's format) differs from the closest of
+// How graph key `key` (key_text) differs from the closest of
 // `cached`: a new op, a new view offset, a new shape, other arguments.
 std::string describe_graph_miss(const std::string& key, const std::vector<const std::string*>& cached);
 

@@ -1,5 +1,6 @@
 #include "engine/schedule/schedule_cache.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <sstream>
@@ -19,7 +20,15 @@ namespace {
 // built in one walk. (As text, MobileNetV2's training step was 343 KB of it a step, 4-5.7 ms.)
 class Signatures {
  public:
-  uint32_t id(const Node* n) {
+  // Before a walk over `nodes` nodes: every new constant is a signature, so the table is
+  // forgotten now and then, between walks only (a walk needs at most `nodes` of them: a graph
+  // with more signatures than the bound still finds its own on its next walk).
+  void before_walk(size_t nodes) {
+    if (entries_ <= std::max(kMaxEntries, 4 * nodes)) return;
+    by_hash_.clear();
+    entries_ = 0;
+  }
+  uint64_t id(const Node* n) {
     const bool launch = is_launch_param(n);
     const size_t h = launch ? hash_launch(n) : n->signature_hash;
     std::vector<Entry>& bucket = by_hash_[h];
@@ -27,11 +36,6 @@ class Signatures {
       if (e.op == n->op && e.dtype == n->dtype && e.launch == launch && e.shape == n->shape &&
           (launch || same_arguments(e.args, n->args)))
         return e.id;
-    if (entries_ == kMaxEntries) {  // (every new constant is one: forget them all now and then)
-      by_hash_.clear();
-      entries_ = 0;
-      return id(n);
-    }
     entries_++;
     Entry e{n->op, n->dtype, launch, n->shape, launch ? NodeArgs{} : n->args, next_id_++};
     e.args.buffer.reset();
@@ -51,12 +55,13 @@ class Signatures {
     bool launch;
     Shape shape;
     NodeArgs args;
-    uint32_t id;  // never reused, so that no key made before a clear() names another node
+    uint64_t id;  // never reused, so that no key made before a clear names another node
   };
-  static constexpr size_t kMaxEntries = size_t(1) << 20;
+  // (a few hundred bytes each: a step of MobileNetV2 has 7266 nodes, fewer signatures)
+  static constexpr size_t kMaxEntries = size_t(1) << 16;
   std::unordered_map<size_t, std::vector<Entry>> by_hash_;
   size_t entries_ = 0;
-  uint32_t next_id_ = 0;
+  uint64_t next_id_ = 0;  // (below 2^44: a key word holds one beside a source count)
 };
 
 void put_word(std::string& key, uint64_t w) { key.append(reinterpret_cast<const char*>(&w), sizeof w); }
@@ -68,13 +73,17 @@ GraphShape graph_shape(const std::vector<NodeRef>& targets) {
   GraphShape g;
   g.order = toposort(targets);
   std::unordered_map<const Buffer*, int> input_id;
+  signatures->before_walk(g.order.size());
   std::string& key = g.key;
   key.reserve(g.order.size() * 40);
   // Words: a node's signature id and source count; each source's position, or for a
   // realized one (1 << 62 | input number), its dtype, rank, dims and box.
   constexpr uint64_t kInput = uint64_t(1) << 62;
   for (const Node* n : g.order) {
-    put_word(key, uint64_t(signatures->id(n)) << 32 | n->src.size());
+    constexpr uint64_t kManySources = (uint64_t(1) << 20) - 1;
+    const uint64_t sources = n->src.size();
+    put_word(key, signatures->id(n) << 20 | std::min(sources, kManySources));
+    if (sources >= kManySources) put_word(key, sources);
     for (auto& src : n->src) {
       const Node* s = src.get();
       int p = s->order_position();

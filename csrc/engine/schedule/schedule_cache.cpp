@@ -79,8 +79,8 @@ GraphShape graph_shape(const std::vector<NodeRef>& targets) {
   // Words: a node's signature id and source count; each source's position, or for a
   // realized one (1 << 62 | input number), its dtype, rank, dims and box.
   constexpr uint64_t kInput = uint64_t(1) << 62;
+  constexpr uint64_t kManySources = (uint64_t(1) << 20) - 1;  // (then the count in a word of its own)
   for (const Node* n : g.order) {
-    constexpr uint64_t kManySources = (uint64_t(1) << 20) - 1;
     const uint64_t sources = n->src.size();
     put_word(key, signatures->id(n) << 20 | std::min(sources, kManySources));
     if (sources >= kManySources) put_word(key, sources);

@@ -35,7 +35,7 @@ Dims dims_of(c10::IntArrayRef a, size_t d, int64_t fill) {
 // PyTorch's CPU backend). With the last two strides 1, output (y, x) reads the padded input
 // from y*P + x (P its width) on, so the rows are one run of positions q = y*P + x, affine in
 // q: computed as one (the P - W positions between two rows dropped), viewed back as rows.
-// Where the width is whole vectors already, or the run shorter than one, the extra positions
+// Where the width is whole vectors already, or the run shorter than a vector, the extra positions
 // are not worth it; where it is not, they are even at 2x the outputs (a 4x4 map with 7x7 taps:
 // 34 positions computed for 16, 0.92 -> 0.33 ms for 8 images of 384 channels; with 3x3 taps,
 // 22 for 16, stored_conv_operand).

@@ -31,6 +31,34 @@ def test_linear():
     check_fwd_bwd(F.linear, torch.randn(7, 4).t(), w, b, **TOL)  # non-contiguous input
 
 
+@pytest.mark.parametrize("rows", [1, 5, 8, 13, 16, 32])
+def test_linear_few_rows(rows):
+    """Few rows over a wide reduce (a small batch): no tile rows at all (1 row), one partial tile,
+    whole and partial tiles; a batch-shaped input, a ReLU after, strided operands, a reduce
+    that is not whole vectors, non-finite values."""
+    torch.manual_seed(rows)
+    K, N = 256, 200  # (from 128 channels on, the threads split the channels)
+    x, w, b = torch.randn(rows, K), torch.randn(N, K), torch.randn(N)
+    for xs in (x, x.reshape(1, rows, K)):
+        got = F.relu(F.linear(to_dev(xs), to_dev(w), to_dev(b)))
+        assert_same(got, F.relu(F.linear(xs, w, b)), rtol=1e-4, atol=1e-4)
+    check_fwd_bwd(F.linear, x, w, b, rtol=1e-4, atol=1e-4)
+    # the weight transposed in storage (its rows strided along the reduce), x strided too
+    wt = w.t().contiguous().t()
+    assert_same(F.linear(to_dev(x), to_dev(wt), to_dev(b)), F.linear(x, wt, b), rtol=1e-4, atol=1e-4)
+    xt = x.t().contiguous().t()
+    assert_same(F.linear(to_dev(xt), to_dev(w), to_dev(b)), F.linear(xt, w, b), rtol=1e-4, atol=1e-4)
+    # a reduce not a whole number of vectors
+    x2, w2 = torch.randn(rows, K + 3), torch.randn(N, K + 3)
+    assert_same(F.linear(to_dev(x2), to_dev(w2)), F.linear(x2, w2), rtol=1e-4, atol=1e-4)
+    # non-finite values reach the outputs they belong to
+    xn = x.clone()
+    xn[0, 7] = float("inf")
+    wn = w.clone()
+    wn[3, 9] = float("nan")
+    assert_same(F.linear(to_dev(xn), to_dev(wn)), F.linear(xn, wn), rtol=1e-4, atol=1e-4)
+
+
 def test_linear_shape_error():
     for dev in ("cpu", DEV):
         with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):

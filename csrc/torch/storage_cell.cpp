@@ -89,11 +89,18 @@ StorageCell::~StorageCell() {
   (next_ ? next_->prev_ : last_cell) = prev_;
 }
 
+tiny::Tensor StorageCell::flat() const {
+  std::lock_guard<std::recursive_mutex> g(tiny::engine_mutex());  // (readers on several threads)
+  if (!value_.defined() && whole_.defined()) value_ = whole_.reshape({whole_.numel()});
+  return value_;
+}
+
 tiny::Tensor StorageCell::value_as(tiny::DType dtype) const {
   int64_t n = int64_t(nbytes_ / tiny::itemsize(dtype));
-  if (!value_.defined()) return tiny::Tensor::full({n}, tiny::Scalar::from_int(0), dtype);
-  if (value_.dtype() == dtype) return value_;
-  tiny::Tensor v = value_.bitcast(dtype);
+  const tiny::Tensor value = flat();
+  if (!value.defined()) return tiny::Tensor::full({n}, tiny::Scalar::from_int(0), dtype);
+  if (value.dtype() == dtype) return value;
+  tiny::Tensor v = value.bitcast(dtype);
   if (v.numel() != n) v = v.shrink({{0, n}});
   return v;
 }
@@ -102,6 +109,38 @@ void StorageCell::set_value(tiny::Tensor v) {
   TORCH_INTERNAL_ASSERT(v.ndim() == 1, "tiny: a storage value must be flat");
   TORCH_INTERNAL_ASSERT(size_t(v.numel()) * tiny::itemsize(v.dtype()) <= nbytes_ || v.numel() == 0);
   value_ = std::move(v);
+  whole_ = last_read_ = tiny::Tensor();
+}
+
+bool StorageCell::pending() const {
+  std::lock_guard<std::recursive_mutex> g(tiny::engine_mutex());
+  if (whole_.defined()) return !whole_.node()->realized() && !(value_.defined() && value_.node()->realized());
+  return value_.defined() && !value_.node()->realized();
+}
+
+void StorageCell::set_whole(tiny::Tensor v) {
+  TORCH_INTERNAL_ASSERT(size_t(v.numel()) * tiny::itemsize(v.dtype()) == nbytes_, "tiny: a whole value must cover its storage");
+  whole_ = std::move(v);
+  value_ = last_read_ = tiny::Tensor();
+}
+
+tiny::Tensor StorageCell::read_whole(tiny::DType dtype, const tiny::Shape& sizes) const {
+  std::lock_guard<std::recursive_mutex> g(tiny::engine_mutex());  // (readers on several threads)
+  // Before anything made the flat value (a strided read, a synchronize), the whole value as it
+  // is; not a pending view, whose reads through the flat value read what its realization stored.
+  if (whole_.defined() && !value_.defined() && whole_.dtype() == dtype && whole_.shape() == sizes &&
+      !(whole_.node()->op == tiny::Op::View && !whole_.node()->realized()))
+    return whole_;
+  // After, through the flat value, as before it was made lazily: a step's graph must not
+  // change with which of the two ways a read took.
+  const tiny::Tensor value = flat();
+  const bool realized = value.defined() && value.node()->realized();
+  if (last_read_.defined() && last_read_realized_ == realized && last_read_.dtype() == dtype &&
+      last_read_.shape() == sizes)
+    return last_read_;
+  last_read_ = value_as(dtype).reshape(sizes);
+  last_read_realized_ = realized;
+  return last_read_;
 }
 
 StorageCell& cell_of(const c10::Storage& storage) {

@@ -55,11 +55,13 @@ tiny::Tensor read(const at::Tensor& t) {
   TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1, "tiny: expected a tiny tensor, got ", t.device());
   tiny::DType dt = to_engine(t.scalar_type());
   StorageCell& cell = cell_of(t.storage());
-  tiny::Tensor flat = cell.value_as(dt);
   tiny::Shape sizes = to_shape(t.sizes());
   if (t.numel() == 0) return tiny::Tensor::full(sizes, tiny::Scalar::from_int(0), dt);
   int64_t offset = t.storage_offset();
   // The whole storage in order: the value itself.
+  if (offset == 0 && t.is_contiguous() && size_t(t.numel()) * tiny::itemsize(dt) == cell.nbytes())
+    return cell.read_whole(dt, sizes);
+  tiny::Tensor flat = cell.value_as(dt);
   if (offset == 0 && t.is_contiguous() && t.numel() == flat.numel()) return flat.reshape(sizes);
   return flat.as_strided(sizes, to_shape(t.strides()), offset);
 }
@@ -73,7 +75,7 @@ void write(const at::Tensor& t, const tiny::Tensor& v) {
   int64_t n = int64_t(cell.nbytes() / tiny::itemsize(dt));
   if (t.storage_offset() == 0 && t.is_contiguous() && t.numel() == n &&
       size_t(n) * tiny::itemsize(dt) == cell.nbytes()) {
-    cell.set_value(v.reshape({n}));  // covers the storage: replace, no kernel
+    cell.set_whole(v);  // covers the storage: replace, no kernel
     return;
   }
   tiny::Tensor base = cell.value_as(dt);

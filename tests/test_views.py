@@ -350,6 +350,25 @@ def sc_detach_aliases(base, where):
     return [base, d, v]
 
 
+def sc_whole_value_reads(base, where):
+    # a value written over its whole storage is kept in its own shape (StorageCell::set_whole):
+    # reads of that shape, of others over the same storage, strided and bitcast reads, before
+    # and after its flat value exists and is realized, then partial and whole writes
+    y = base * 2 + 1
+    a, b = y.view(20), y.view(5, 4)
+    snaps = [y * 1, a * 1, b + 0, y.t() * 1, a * 1, b + 0]
+    y.copy_(base.flip(1))
+    snaps += [b * 1, a + 0, y * 1]
+    if where == "dev":
+        torch.tiny.synchronize()
+    snaps += [a * 1, b + 0, y * 1, y.view(torch.int32) + 0, y.t() * 1]
+    y[1, 2] = -5
+    snaps += [a * 1, y * 1, b.sum(0)]
+    y.copy_(base.flip(0))
+    snaps += [y * 1, b * 1, y.view(5, 4).t() + 0, y.view(torch.int32) * 1]
+    return [base, y, a, b] + snaps
+
+
 _SCENARIOS = {
     "add_": (sc_add_, torch.float32),
     "copy_": (sc_copy_, torch.float32),
@@ -368,6 +387,7 @@ _SCENARIOS = {
     "inplace-from-other-view": (sc_inplace_from_other_view, torch.float32),
     "clone-independent": (sc_clone_is_independent, torch.int16),
     "detach-aliases": (sc_detach_aliases, torch.float32),
+    "whole-value-reads": (sc_whole_value_reads, torch.float32),
 }
 
 

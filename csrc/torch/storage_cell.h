@@ -1,8 +1,8 @@
 // A tiny storage's DataPtr does not point at memory. Its context is a
 // StorageCell: a mutable slot holding the current lazy value of the whole
-// storage as one flat 1-D engine tensor (or as written, in its own shape). Reading a tensor looks at the cell's
-// value through the tensor's (sizes, strides, offset); writing a tensor gives
-// the cell a new value.
+// storage as one flat 1-D engine tensor (or as written, in its own shape).
+// Reading a tensor looks at the cell's value through the tensor's (sizes,
+// strides, offset); writing a tensor gives the cell a new value.
 #pragma once
 #include <c10/core/Allocator.h>
 #include <c10/core/Storage.h>

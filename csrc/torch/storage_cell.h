@@ -45,8 +45,9 @@ class StorageCell {
   size_t nbytes_;
   mutable tiny::Tensor value_;  // flat 1-D, or undefined: made from whole_, or all zeros
   tiny::Tensor whole_;          // set_whole's value, or undefined
-  // read_whole's latest result through the flat value, and whether that was realized then
-  // (parameters are read so several times a step; a realized flat value is read another way)
+  // read_whole's latest result through the flat value (a parameter is read so several times a
+  // step), and whether the flat value was realized then (a realized one reads as a view of its
+  // own buffer, a pending one as the value it reshapes)
   mutable tiny::Tensor last_read_;
   mutable bool last_read_realized_ = false;
   StorageCell *prev_ = nullptr, *next_ = nullptr;  // the live cells, in creation order

@@ -170,6 +170,15 @@ def _nested_reduce():
     return (a @ b).softmax(1)
 
 
+def _reduce_read_across():
+    # the weight gradient reads grad_output channels-last, and grad_output (2 y) is computed
+    # from the convolution's output y: y gets a kernel of its own, in its own order
+    x = torch.randn(2, 16, 16, 16, device="tiny")
+    w = torch.randn(16, 16, 3, 3, device="tiny", requires_grad=True)
+    F.conv2d(x, w, padding=1).square().sum().backward()
+    return w.grad
+
+
 def _permuted_weight_grad():
     x = torch.randn(2, 16, 32, 32, device="tiny")
     w = torch.randn(32, 16, 3, 3, device="tiny", requires_grad=True)
@@ -201,6 +210,7 @@ RULES = {
     "reduce would be computed": _repeated_reduce,
     "expensive value would be computed": _expensive_value,
     "reduce inside another reduce's loop": _nested_reduce,
+    "reduce read across its own order": _reduce_read_across,
 }
 # how each rule reads in a kernel's reason
 PATTERN = {
@@ -217,6 +227,7 @@ PATTERN = {
     "reduce would be computed": r"reduce would be computed \d+(\.\d)?x per element",
     "expensive value would be computed": r"expensive value would be computed \d+(\.\d)?x per element",
     "reduce inside another reduce's loop": r"reduce inside another reduce's loop",
+    "reduce read across its own order": r"reduce read across its own order",
 }
 
 

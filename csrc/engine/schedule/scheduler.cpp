@@ -285,6 +285,7 @@ void realize_repeated_reduces(Planner& p, const std::vector<const Node*>& order)
     std::unordered_map<const Node*, double> evals;
     std::unordered_map<const Node*, std::vector<const Node*>> enclosing;  // reduce -> reduces around it
     std::unordered_set<const Node*> nested;
+    std::unordered_set<const Node*> across;  // sizable reduces evaluated across their order
     std::unordered_map<const Node*, const Node*> chain_top;  // expensive elementwise -> where to realize it
     std::unordered_map<const Node*, std::vector<const Node*>> nested_path;  // nested reduce -> nodes above it
     // Kernels with the same number of elements are merged into one (see
@@ -326,6 +327,25 @@ void realize_repeated_reduces(Planner& p, const std::vector<const Node*>& order)
         };
         std::vector<Expr> idx;
         for (auto d : shape) idx.push_back(d > 1 ? make_var(d) : cnst(0));
+        int last_var = -1;  // the kernel's fastest-moving index
+        for (auto& e : idx)
+          if (e->op == EOp::Var) last_var = int(e->value);
+        // whether the kernel's last index moves `n` along a dim, but not along its last
+        auto transposed = [&](const Node* n, const std::vector<Expr>& ix) {
+          if (last_var < 0) return false;
+          int d_last = -1;
+          for (size_t d = 0; d < n->shape.size(); d++)
+            if (n->shape[d] > 1) d_last = int(d);
+          bool moves_other = false;
+          for (size_t d = 0; d < ix.size(); d++) {
+            std::vector<int> used;
+            collect_vars(ix[d], used);
+            bool moves = std::find(used.begin(), used.end(), last_var) != used.end();
+            if (int(d) == d_last && moves) return false;
+            moves_other |= moves;
+          }
+          return moves_other;
+        };
         Expr flat_index = cnst(0);
         for (size_t d = 0; d < shape.size(); d++) flat_index = add(mul(flat_index, shape[d]), idx[d]);
         in_reduce_loop = true;
@@ -355,6 +375,12 @@ void realize_repeated_reduces(Planner& p, const std::vector<const Node*>& order)
             if (n->op == Op::Reduce && inner >= 0 && vars[size_t(inner)].in_reduce &&
                 n->src[0]->numel() / std::max<int64_t>(1, n->numel()) >= 16 && nested.insert(n).second)
               nested_path[n] = path;
+            // A sizable reduce whose last dim does not move with the kernel's last one is
+            // evaluated across its own order (a convolution's output read back channels-last
+            // through an elementwise gradient): untiled there, as its own kernel tiled.
+            if (n->op == Op::Reduce && n != root && (inner < 0 || !vars[size_t(inner)].in_reduce) &&
+                n->src[0]->numel() / std::max<int64_t>(1, n->numel()) >= 16 && transposed(n, ix))
+              across.insert(n);
             if (n->op != Op::Reduce && !chain_top.count(n)) {
               const Node* top = n;
               for (size_t i = path.size(); i-- > 0 && readers[top] == 1;) {
@@ -403,6 +429,9 @@ void realize_repeated_reduces(Planner& p, const std::vector<const Node*>& order)
     }
     for (auto* n : nested)
       if (!evals.count(n) || evals[n] <= double(std::max<int64_t>(1, n->numel())) * 1.0001) repeated.push_back(n);
+    for (auto* n : across)
+      if (!nested.count(n) && (!evals.count(n) || evals[n] <= double(std::max<int64_t>(1, n->numel())) * 1.0001))
+        repeated.push_back(n);
     if (repeated.empty()) return;
     auto realize_at = [&](const Node* n) { return chain_top.count(n) ? chain_top[n] : n; };  // reduces: n
     std::unordered_set<const Node*> rep(repeated.begin(), repeated.end()), tops;
@@ -419,6 +448,7 @@ void realize_repeated_reduces(Planner& p, const std::vector<const Node*>& order)
         std::snprintf(count, sizeof count, times < 10 ? "%.1fx" : "%.0fx", times);
         p.roots[realize_at(n)] =
             nested.count(n) ? std::string("reduce inside another reduce's loop (its own kernel is tiled and threaded)") :
+            across.count(n) && times <= 1.0001 ? std::string("reduce read across its own order (its own kernel is tiled)") :
             std::string(n->op == Op::Reduce ? "reduce" : "expensive value") + " would be computed " + count +
                 " per element if fused (read through a broadcast or by several kernels)";
       }

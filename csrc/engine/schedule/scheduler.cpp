@@ -271,6 +271,9 @@ std::vector<std::pair<const Node*, Shape>> kernel_trees(const Planner& p, const 
 // value, not its erf), and a reduce nested under that top waits for the next round: there it
 // is the top's own kernel's reduce (a linear layer with its GELU as epilogue), where else
 // the reduce, the erf and the GELU reading both took a kernel each.
+constexpr int64_t kLargeExpression = 96;
+constexpr double kLargeExpressionReads = 32.0001;
+
 void realize_repeated_reduces(Planner& p, const std::vector<const Node*>& order) {
   std::unordered_map<const Node*, int> position;
   for (size_t i = 0; i < order.size(); i++) position[order[i]] = int(i);
@@ -286,6 +289,29 @@ void realize_repeated_reduces(Planner& p, const std::vector<const Node*>& order)
     std::unordered_map<const Node*, std::vector<const Node*>> enclosing;  // reduce -> reduces around it
     std::unordered_set<const Node*> nested;
     std::unordered_set<const Node*> across;  // sizable reduces evaluated across their order
+    // An elementwise value of at least kLargeExpression operations below it, stopping at
+    // what kernels load and at reduces (a residual network's gradient, one add and ReLU mask
+    // per block, down every later block): recomputed per reader like an expensive one.
+    // A 1x1 weight gradient of RegNet's last stage, 16 steps in plain loops, recomputed it
+    // for each of its 400 channels: 13-66 ms each.
+    std::unordered_map<const Node*, bool> large;
+    auto large_expression = [&](const Node* top) {
+      if (!is_elementwise(top->op)) return false;
+      auto it = large.find(top);
+      if (it != large.end()) return it->second;
+      std::unordered_set<const Node*> seen{top};
+      std::vector<const Node*> todo{top};
+      while (!todo.empty() && int64_t(seen.size()) < kLargeExpression) {
+        const Node* n = todo.back();
+        todo.pop_back();
+        for (auto& s : n->src) {
+          const Node* c = s.get();
+          if (c->realized() || p.roots.count(c) || c->op == Op::Reduce || c->src.empty()) continue;
+          if (seen.insert(c).second) todo.push_back(c);
+        }
+      }
+      return large[top] = int64_t(seen.size()) >= kLargeExpression;
+    };
     std::unordered_map<const Node*, const Node*> chain_top;  // expensive elementwise -> where to realize it
     std::unordered_map<const Node*, std::vector<const Node*>> nested_path;  // nested reduce -> nodes above it
     // Kernels with the same number of elements are merged into one (see
@@ -354,7 +380,7 @@ void realize_repeated_reduces(Planner& p, const std::vector<const Node*>& order)
         w.is_leaf = [&](const Node* n) { return n->realized() || (n != root && p.roots.count(n)); };
         w.fresh_var = make_var;
         w.visit = [&](const Node* n, const std::vector<Expr>& ix, const Expr& v) {
-          bool costly = n->op == Op::Reduce || is_transcendental(n->op);
+          bool costly = n->op == Op::Reduce || is_transcendental(n->op) || large_expression(n);
           if (!costly && n->op != Op::Gather) {
             path.push_back(n);
             return true;
@@ -424,7 +450,8 @@ void realize_repeated_reduces(Planner& p, const std::vector<const Node*>& order)
     // value twice (recomputing beats a round trip through memory).
     std::vector<const Node*> repeated;
     for (auto& [n, e] : evals) {
-      double limit = double(std::max<int64_t>(1, n->numel())) * (n->op == Op::Reduce ? 1.0001 : 2.0001);
+      double limit = double(std::max<int64_t>(1, n->numel())) *
+                     (n->op == Op::Reduce ? 1.0001 : is_transcendental(n->op) ? 2.0001 : kLargeExpressionReads);
       if (e > limit) repeated.push_back(n);
     }
     for (auto* n : nested)

@@ -44,7 +44,7 @@ pytest_rc=$?
 
 # The CUDA path end to end without a GPU: the emulated device (rendered CUDA C built
 # for the host) runs the device, elementwise, reduction, view, indexing, conv,
-# batch-norm, optimizer, client-code, model and trace tests with the kernel counts the CPU has
+# batch-norm, optimizer, client-code, model, trace and RNN tests with the kernel counts the CPU has
 # (the emulator is slow: the big torchvision models, the resnet18 training run and the
 # 16-bit variance sweeps stay on the CPU run; the engine tests cover every op and dtype).
 emu_rc=0
@@ -53,7 +53,7 @@ if [ -z "${TINY_DEVICE:-}" ] && [ $# -eq 0 ]; then
   TINY_DEVICE=cuda-emu TINY_STRICT=1 $PY -m pytest -q -p no:cacheprovider "${workers[@]}" \
     tests/test_device.py tests/test_unary.py tests/test_reductions.py tests/test_views.py tests/test_indexing.py \
     tests/test_conv.py tests/test_batchnorm.py tests/test_optim.py tests/test_client_code.py tests/test_models.py \
-    tests/test_debug_trace.py \
+    tests/test_debug_trace.py tests/test_rnn.py \
     -k "not (densenet or efficientnet or mobilenet or vgg or resnet50 or sgd_training or (var_std and 16))"
   emu_rc=$?
   # and with an H100's 132 multiprocessors, so that kernels are planned as for that GPU: 8 x 8

@@ -1,0 +1,84 @@
+"""nn.LSTM / nn.GRU and their cells against the CPU, forward and backward. Off the CPU, ATen
+runs each time step through the fused cells (_thnn_fused_lstm_cell, _thnn_fused_gru_cell and
+their backward), which the CPU has no kernels for."""
+
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+
+from conftest import DEV, assert_same, requires_tiny, to_dev
+
+
+def _compare(module, inputs, rtol=1e-4, atol=1e-5):
+    """The module's outputs and every parameter's and input's gradient, on the device and the CPU."""
+    dev_module = copy.deepcopy(module).to(DEV)
+    cpu_in = [x.clone().requires_grad_(x.is_floating_point()) for x in inputs]
+    dev_in = [to_dev(x).detach().requires_grad_(x.is_floating_point()) for x in inputs]
+    outs = []
+    for m, xs in ((module, cpu_in), (dev_module, dev_in)):
+        out = m(*xs)
+        flat = [o for o in (out if isinstance(out, tuple) else (out,)) for o in (o if isinstance(o, tuple) else (o,))]
+        sum(o.square().sum() * (k + 1) for k, o in enumerate(flat)).backward()
+        outs.append((flat, [p.grad for p in m.parameters()], [x.grad for x in xs]))
+    (c_out, c_pg, c_xg), (d_out, d_pg, d_xg) = outs
+    for d, c in zip(d_out, c_out):
+        assert_same(d, c, rtol=rtol, atol=atol, msg="output")
+    for d, c in zip(d_pg + d_xg, c_pg + c_xg):
+        assert (d is None) == (c is None)
+        if c is not None:
+            assert_same(d, c, rtol=rtol, atol=atol, msg="gradient")
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(bias=False), dict(num_layers=2, batch_first=True),
+                                dict(bidirectional=True), dict(proj_size=3)], ids=str)
+def test_lstm(kw):
+    torch.manual_seed(0)
+    x = torch.randn(5, 3, 4) if not kw.get("batch_first") else torch.randn(3, 5, 4)
+    _compare(nn.LSTM(4, 6, **kw), [x])
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(bias=False), dict(num_layers=2, batch_first=True),
+                                dict(bidirectional=True)], ids=str)
+def test_gru(kw):
+    torch.manual_seed(0)
+    x = torch.randn(5, 3, 4) if not kw.get("batch_first") else torch.randn(3, 5, 4)
+    _compare(nn.GRU(4, 6, **kw), [x])
+
+
+class WithState(nn.Module):
+    """An RNN or cell called with a given initial state: (h) or (h, c)."""
+
+    def __init__(self, rnn):
+        super().__init__()
+        self.rnn = rnn
+
+    def forward(self, x, *state):
+        return self.rnn(x, state if len(state) > 1 else state[0])
+
+
+def test_initial_states_and_cells():
+    torch.manual_seed(1)
+    x, h0, c0 = torch.randn(7, 2, 3), torch.randn(1, 2, 5), torch.randn(1, 2, 5)
+    _compare(WithState(nn.LSTM(3, 5)), [x, h0, c0])
+    _compare(WithState(nn.GRU(3, 5)), [x, h0])
+    _compare(WithState(nn.LSTMCell(3, 5)), [torch.randn(4, 3), torch.randn(4, 5), torch.randn(4, 5)])
+    _compare(nn.LSTMCell(3, 5), [torch.randn(4, 3)])
+    _compare(WithState(nn.GRUCell(3, 5, bias=False)), [torch.randn(4, 3), torch.randn(4, 5)])
+
+
+def test_unbatched_and_empty_sequences():
+    torch.manual_seed(2)
+    _compare(nn.LSTM(3, 4), [torch.randn(6, 3)])  # unbatched (L, H_in)
+    _compare(nn.GRU(3, 4, batch_first=True), [torch.randn(0, 6, 3)])  # empty batch
+
+
+def test_fused_cell_errors():
+    requires_tiny()
+    g = torch.randn(2, 8, device=DEV)
+    with pytest.raises(RuntimeError, match="state"):
+        torch.ops.aten._thnn_fused_lstm_cell(g, g, torch.randn(2, 3, device=DEV))
+    with pytest.raises(RuntimeError, match="differ in size"):
+        torch.ops.aten._thnn_fused_gru_cell(torch.randn(2, 6, device=DEV), torch.randn(3, 6, device=DEV),
+                                   torch.randn(2, 2, device=DEV))

@@ -260,6 +260,12 @@ std::vector<std::pair<const Node*, Shape>> kernel_trees(const Planner& p, const 
   return {{v, v->shape}};
 }
 
+// An elementwise value with this many operations below it is recomputed per reader at most
+// kLargeExpressionReads times per element: beyond that it is stored, as an expensive one is.
+// (Fewer reads come from tiles, whose packing evaluates an operand once per element anyway.)
+constexpr int64_t kLargeExpression = 96;
+constexpr double kLargeExpressionReads = 32.0001;
+
 // Fusing a reduce into the kernel that reads it is free when the generated
 // code computes it once per output element: the code generator evaluates a
 // reduce once per iteration of the innermost loop its index depends on
@@ -271,8 +277,6 @@ std::vector<std::pair<const Node*, Shape>> kernel_trees(const Planner& p, const 
 // value, not its erf), and a reduce nested under that top waits for the next round: there it
 // is the top's own kernel's reduce (a linear layer with its GELU as epilogue), where else
 // the reduce, the erf and the GELU reading both took a kernel each.
-constexpr int64_t kLargeExpression = 96;
-constexpr double kLargeExpressionReads = 32.0001;
 
 void realize_repeated_reduces(Planner& p, const std::vector<const Node*>& order) {
   std::unordered_map<const Node*, int> position;

@@ -71,6 +71,24 @@ def test_conv_transpose2d(kw, bias):
     check_fwd_bwd(F.conv_transpose2d, x, w, torch.randn(6) if bias else None, **kw)
 
 
+# Kernels equal to the stride (U-Net's 2x2 stride-2 upsampling): one product over the input
+# channels, read back block by block; with groups or padding, the general forms.
+@pytest.mark.parametrize("fn,x,w,kw", [
+    (F.conv_transpose2d, (2, 8, 5, 7), (8, 3, 2, 2), dict(stride=2)),
+    (F.conv_transpose2d, (3, 4, 4, 3), (4, 5, 3, 1), dict(stride=(3, 1))),
+    (F.conv_transpose1d, (2, 6, 9), (6, 4, 4), dict(stride=4)),
+    (F.conv_transpose3d, (1, 3, 3, 2, 4), (3, 2, 2, 2, 2), dict(stride=2)),
+    (F.conv_transpose2d, (2, 4, 5, 5), (4, 3, 2, 2), dict(stride=2, padding=1)),
+    (F.conv_transpose2d, (2, 4, 5, 5), (4, 3, 2, 2), dict(stride=2, groups=2)),
+    (F.conv_transpose2d, (0, 8, 5, 7), (8, 3, 2, 2), dict(stride=2)),  # an empty batch
+], ids=lambda v: str(v) if isinstance(v, (tuple, dict)) else v.__name__)
+@pytest.mark.parametrize("bias", [True, False])
+def test_conv_transpose_kernel_equal_to_stride(fn, x, w, kw, bias):
+    torch.manual_seed(3)
+    oc = w[1] * kw.get("groups", 1)
+    check_fwd_bwd(fn, torch.randn(*x), torch.randn(*w), torch.randn(oc) if bias else None, **kw)
+
+
 def test_conv_transpose1d_3d():
     check_fwd_bwd(F.conv_transpose1d, torch.randn(2, 4, 10), torch.randn(4, 3, 3), torch.randn(3), stride=3,
                   padding=1, output_padding=2)

@@ -52,8 +52,6 @@ Bwd bwd(const at::Tensor& grad, const at::Tensor& self, const char* kernel) {
   return {dt, operand_op(grad, dt, shape), operand_op(self, dt, shape)};
 }
 
-T sigmoid(const T& x) { return 1.0 / (1.0 + un(Op::Exp, -x)); }
-
 // ---------------------------------------------------------------- relu / threshold / hardtanh
 Computed relu(const at::Tensor& self) {
   TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != c10::kBool, "Boolean inputs not supported for relu");

@@ -15,8 +15,6 @@ using namespace pw;
 
 namespace {
 
-T sigmoid(const T& x) { return 1.0 / (1.0 + un(Op::Exp, -x)); }
-
 // Columns [k * H, (k + 1) * H) of a (batch, n * H) value: gate k.
 T gate(const T& g, int64_t k, int64_t H) { return g.shrink({{0, g.shape()[0]}, {k * H, (k + 1) * H}}); }
 

@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "torch/pointwise.h"
+#include "torch/shape_util.h"
 
 namespace torch_tiny {
 using namespace pw;
@@ -17,15 +18,6 @@ namespace {
 
 // Columns [k * H, (k + 1) * H) of a (batch, n * H) value: gate k.
 T gate(const T& g, int64_t k, int64_t H) { return g.shrink({{0, g.shape()[0]}, {k * H, (k + 1) * H}}); }
-
-// The (batch, H) parts side by side: (batch, n * H).
-T cat_columns(const std::vector<T>& parts) {
-  const int64_t H = parts[0].shape()[1], n = int64_t(parts.size());
-  auto placed = [&](int64_t k) { return parts[size_t(k)].pad({{0, 0}, {k * H, (n - 1 - k) * H}}); };
-  T out = placed(0);
-  for (int64_t k = 1; k < n; k++) out = out + placed(k);
-  return out;
-}
 
 // A bias passed (ATen passes an RNN without biases undefined ones).
 bool given(const std::optional<at::Tensor>& b) { return b.has_value() && b->defined(); }
@@ -81,7 +73,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell(const at::Tensor&
   T hy = o * un(Op::Tanh, cy);
   const tiny::DType e = to_engine(dt);
   return {make_result(hy.cast(e), dt), make_result(cy.cast(e), dt),
-          make_result(cat_columns({i, f, c, o}).cast(e), dt)};
+          make_result(concat({i, f, c, o}, 1).cast(e), dt)};
 }
 
 // (grad of the summed gates, grad_cx, grad of the bias or undefined)
@@ -109,7 +101,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell_backward(const st
   T gf = gcy * operand_op(cx, dt, state) * f * (1.0 - f);
   T gc = gcy * i * (1.0 - c * c);
   const tiny::DType e = to_engine(dt);
-  T gates = cat_columns({gi, gf, gc, go});
+  T gates = concat({gi, gf, gc, go}, 1);
   at::Tensor grad_bias = has_bias ? make_result(gates.reduce(tiny::ReduceOp::Sum, {0}, false).cast(e), dt) : at::Tensor();
   return {make_result(gates.cast(e), dt), make_result((gcy * f).cast(e), dt), grad_bias};
 }
@@ -134,7 +126,7 @@ std::tuple<at::Tensor, at::Tensor> fused_gru_cell(const at::Tensor& input_gates,
   T h = operand_op(hx, dt, to_shape(hx.sizes()));
   T hy = n + z * (h - n);
   const tiny::DType e = to_engine(dt);
-  return {make_result(hy.cast(e), dt), make_result(cat_columns({r, z, n, h, hn}).cast(e), dt)};
+  return {make_result(hy.cast(e), dt), make_result(concat({r, z, n, h, hn}, 1).cast(e), dt)};
 }
 
 // (grad_input_gates, grad_hidden_gates, grad_hx, grad_input_bias, grad_hidden_bias)
@@ -154,7 +146,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_gru
   T gn = go * (1.0 - z) * (1.0 - n * n);
   T gr = gn * hn * (1.0 - r) * r;
   const tiny::DType e = to_engine(dt);
-  T g_input = cat_columns({gr, gz, gn}), g_hidden = cat_columns({gr, gz, gn * r});
+  T g_input = concat({gr, gz, gn}, 1), g_hidden = concat({gr, gz, gn * r}, 1);
   auto bias = [&](const T& g) {
     return has_bias ? make_result(g.reduce(tiny::ReduceOp::Sum, {0}, false).cast(e), dt) : at::Tensor();
   };

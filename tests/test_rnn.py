@@ -82,3 +82,40 @@ def test_fused_cell_errors():
     with pytest.raises(RuntimeError, match="differ in size"):
         torch.ops.aten._thnn_fused_gru_cell(torch.randn(2, 6, device=DEV), torch.randn(3, 6, device=DEV),
                                    torch.randn(2, 2, device=DEV))
+
+
+class _LoopRNN(nn.Module):
+    """An RNN written as users write one: a Linear per step, the same weights every step."""
+
+    def __init__(self, n_in, hidden):
+        super().__init__()
+        self.ih, self.hh = nn.Linear(n_in, hidden), nn.Linear(hidden, hidden, bias=False)
+
+    def forward(self, x):
+        h = x.new_zeros(x.shape[0], self.hh.in_features)
+        outs = []
+        for t in range(x.shape[1]):
+            h = torch.tanh(self.ih(x[:, t]) + self.hh(h))
+            outs.append(h)
+        return torch.stack(outs, 1)
+
+
+@pytest.mark.parametrize("steps", [1, 2, 17, 40])
+def test_weights_shared_across_steps(steps):
+    # each weight's gradient is a sum of one product per step, over one step's batch: the
+    # engine joins them into one product over every step (stored in runs past 16 steps)
+    torch.manual_seed(0)
+    _compare(_LoopRNN(5, 7), [torch.randn(3, steps, 5)])
+
+
+def test_short_products_added_share_one_kernel():
+    requires_tiny()
+    from torch_tiny import debug
+    torch.manual_seed(0)
+    parts = [(torch.randn(6, 4), torch.randn(4, 9)) for _ in range(12)]
+    want = sum(a @ b for a, b in parts)
+    got = sum(to_dev(a) @ to_dev(b) for a, b in parts)
+    with debug.count_kernels() as c:
+        got.cpu()
+    assert_same(got, want, rtol=1e-5, atol=1e-5)
+    assert c.kernels == 1

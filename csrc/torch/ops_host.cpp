@@ -11,7 +11,6 @@
 #include "torch/elementwise.h"
 #include "torch/index_util.h"
 #include "torch/scan.h"
-#include "torch/shape_util.h"
 #include "torch/ops_util.h"
 #include "torch/reduce_util.h"
 #include "torch/tensor_value.h"
@@ -54,7 +53,7 @@ T nonzero_static_value(const at::Tensor& self, int64_t size, int64_t fill_value)
   const tiny::Shape shape = to_shape(self.sizes());
   std::vector<T> coords;  // each element's coordinates
   for (int d = 0; d < int(nd); d++) coords.push_back(iota(shape, d).reshape({n, 1}));
-  T coord = concat(coords, 1);  // (n, nd)
+  T coord = T::concat(coords, 1);  // (n, nd)
   T slot = rank.binary(Op::Mul, i64(nd, {n})).reshape({n, 1}).expand({n, nd}).binary(Op::Add, iota({n, nd}, 1));
   T target = T::where(kept.reshape({n, 1}).expand({n, nd}), slot, i64(-1, {n, nd}));  // -1: dropped
   return out.scatter(target.reshape({n * nd}), coord.reshape({n * nd}), false).reshape({size, nd});

@@ -19,7 +19,6 @@
 #include "torch/index_util.h"
 #include "torch/ops_util.h"
 #include "torch/reduce_util.h"
-#include "torch/shape_util.h"
 #include "torch/tensor_value.h"
 
 namespace torch_tiny {
@@ -392,7 +391,7 @@ T cross_value(const at::Tensor& input, const at::Tensor& other, int64_t dim, con
   const int d = int(at::maybe_wrap_dim(dim, input.dim()));
   auto rotated = [&](const at::Tensor& t) {
     T v = broadcast_to(read(t), shape);
-    T twice = concat({v, v}, d);
+    T twice = T::concat({v, v}, d);
     tiny::Ranges one(shape.size()), two(shape.size());
     for (size_t k = 0; k < shape.size(); k++) one[k] = two[k] = {0, shape[k]};
     one[size_t(d)] = {1, 4};

@@ -14,7 +14,6 @@
 #include "torch/pointwise.h"
 #include "torch/index_util.h"
 #include "torch/reduce_util.h"
-#include "torch/shape_util.h"
 #include "torch/storage_only.h"
 #include "torch/tensor_value.h"
 
@@ -316,7 +315,7 @@ T histc_value(const at::Tensor& self, int64_t bins, const c10::Scalar& min, cons
   T x = read(self).reshape({self.numel()});
   double lo = min.toDouble(), hi = max.toDouble();
   if (lo == hi && self.numel() > 0) {
-    T range = concat({x.reduce(ReduceOp::Min, {0}, true), x.reduce(ReduceOp::Max, {0}, true)}, 0);
+    T range = T::concat({x.reduce(ReduceOp::Min, {0}, true), x.reduce(ReduceOp::Max, {0}, true)}, 0);
     at::Tensor host = make_result(range.cast(tiny::DType::Float64), c10::kDouble).cpu();
     lo = host[0].item<double>();
     hi = host[1].item<double>();

@@ -9,7 +9,6 @@
 #include <tuple>
 
 #include "torch/pointwise.h"
-#include "torch/shape_util.h"
 
 namespace torch_tiny {
 using namespace pw;
@@ -73,7 +72,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell(const at::Tensor&
   T hy = o * un(Op::Tanh, cy);
   const tiny::DType e = to_engine(dt);
   return {make_result(hy.cast(e), dt), make_result(cy.cast(e), dt),
-          make_result(concat({i, f, c, o}, 1).cast(e), dt)};
+          make_result(T::concat({i, f, c, o}, 1).cast(e), dt)};
 }
 
 // (grad of the summed gates, grad_cx, grad of the bias or undefined)
@@ -101,7 +100,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell_backward(const st
   T gf = gcy * operand_op(cx, dt, state) * f * (1.0 - f);
   T gc = gcy * i * (1.0 - c * c);
   const tiny::DType e = to_engine(dt);
-  T gates = concat({gi, gf, gc, go}, 1);
+  T gates = T::concat({gi, gf, gc, go}, 1);
   at::Tensor grad_bias = has_bias ? make_result(gates.reduce(tiny::ReduceOp::Sum, {0}, false).cast(e), dt) : at::Tensor();
   return {make_result(gates.cast(e), dt), make_result((gcy * f).cast(e), dt), grad_bias};
 }
@@ -126,7 +125,7 @@ std::tuple<at::Tensor, at::Tensor> fused_gru_cell(const at::Tensor& input_gates,
   T h = operand_op(hx, dt, to_shape(hx.sizes()));
   T hy = n + z * (h - n);
   const tiny::DType e = to_engine(dt);
-  return {make_result(hy.cast(e), dt), make_result(concat({r, z, n, h, hn}, 1).cast(e), dt)};
+  return {make_result(hy.cast(e), dt), make_result(T::concat({r, z, n, h, hn}, 1).cast(e), dt)};
 }
 
 // (grad_input_gates, grad_hidden_gates, grad_hx, grad_input_bias, grad_hidden_bias)
@@ -146,7 +145,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_gru
   T gn = go * (1.0 - z) * (1.0 - n * n);
   T gr = gn * hn * (1.0 - r) * r;
   const tiny::DType e = to_engine(dt);
-  T g_input = concat({gr, gz, gn}, 1), g_hidden = concat({gr, gz, gn * r}, 1);
+  T g_input = T::concat({gr, gz, gn}, 1), g_hidden = T::concat({gr, gz, gn * r}, 1);
   auto bias = [&](const T& g) {
     return has_bias ? make_result(g.reduce(tiny::ReduceOp::Sum, {0}, false).cast(e), dt) : at::Tensor();
   };

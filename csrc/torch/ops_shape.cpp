@@ -22,7 +22,6 @@
 #include "torch/elementwise.h"
 #include "torch/index_util.h"
 #include "torch/ops_util.h"
-#include "torch/shape_util.h"
 #include "torch/storage_only.h"
 #include "torch/tensor_value.h"
 
@@ -31,50 +30,6 @@ namespace torch_tiny {
 using T = tiny::Tensor;
 using tiny::DType;
 using tiny::Op;
-
-// Inputs joined by a chain of selects over zero-padded views: one fused
-// kernel, every element moved unchanged. Long lists are joined in groups of
-// kChain (each group realized once) so an element never selects among more
-// than kChain loads.
-T concat(std::vector<T> parts, int dim) {
-  constexpr size_t kChain = 16;
-  parts.erase(std::remove_if(parts.begin(), parts.end(), [&](const T& p) { return p.shape()[size_t(dim)] == 0; }),
-              parts.end());
-  if (parts.empty()) return T();
-  if (parts.size() == 1) return parts[0];
-  if (parts.size() > kChain) {
-    std::vector<T> groups;
-    for (size_t i = 0; i < parts.size(); i += kChain) {
-      std::vector<T> g(parts.begin() + long(i), parts.begin() + long(std::min(parts.size(), i + kChain)));
-      groups.push_back(g.size() == 1 ? g[0] : concat(g, dim).contiguous());
-    }
-    return concat(groups, dim);
-  }
-  tiny::Shape shape = parts[0].shape();
-  int64_t total = 0;
-  for (auto& p : parts) total += p.shape()[size_t(dim)];
-  shape[size_t(dim)] = total;
-  int rank = int(shape.size());
-  T pos = place_dims(T::arange(total, tiny::Scalar::from_int(0), tiny::Scalar::from_int(1), DType::Int64), rank, dim)
-              .expand(shape);
-  auto padded = [&](const T& p, int64_t begin) {
-    tiny::Ranges pads(size_t(rank), {0, 0});
-    pads[size_t(dim)] = {begin, total - begin - p.shape()[size_t(dim)]};
-    return p.pad(pads);
-  };
-  std::vector<int64_t> begins;
-  int64_t off = 0;
-  for (auto& p : parts) {
-    begins.push_back(off);
-    off += p.shape()[size_t(dim)];
-  }
-  T result = padded(parts.back(), begins.back());
-  for (size_t k = parts.size() - 1; k-- > 0;) {
-    T inside = pos.binary(Op::CmpLt, i64(begins[k + 1], shape));
-    result = T::where(inside, padded(parts[k], begins[k]), result);
-  }
-  return result;
-}
 
 namespace {
 
@@ -92,7 +47,7 @@ T cat_value(const at::ITensorListRef& tensors, int64_t dim, const at::Tensor& ou
                 t.device(), "!");
     parts.push_back(read(t).cast(to_engine(*dtype)));
   }
-  T v = tiny::numel(shape) == 0 ? T() : concat(parts, int(pre.dim));
+  T v = tiny::numel(shape) == 0 ? T() : T::concat(parts, int(pre.dim));
   if (!v.defined()) v = T::full(shape, tiny::Scalar::from_int(0), to_engine(*dtype));
   return v;
 }
@@ -157,7 +112,7 @@ T roll_value(const at::Tensor& self, at::IntArrayRef shifts, at::IntArrayRef dim
     if (n == 0) return v;
     int64_t start = ((n - shifts[0]) % n + n) % n;
     T flat = v.reshape({n});
-    T r = start == 0 ? flat : concat({flat.shrink({{start, n}}), flat.shrink({{0, start}})}, 0);
+    T r = start == 0 ? flat : T::concat({flat.shrink({{start, n}}), flat.shrink({{0, start}})}, 0);
     return r.reshape(to_shape(self.sizes()));
   }
   TORCH_CHECK(shifts.size() == dims.size(), "shifts and dimensions must align. shifts: ", shifts.size(), ", dims:",
@@ -173,7 +128,7 @@ T roll_value(const at::Tensor& self, at::IntArrayRef shifts, at::IntArrayRef dim
       a.push_back(k == d ? std::pair<int64_t, int64_t>{start, n} : std::pair<int64_t, int64_t>{0, self.size(k)});
       b.push_back(k == d ? std::pair<int64_t, int64_t>{0, start} : std::pair<int64_t, int64_t>{0, self.size(k)});
     }
-    v = concat({v.shrink(a), v.shrink(b)}, int(d));
+    v = T::concat({v.shrink(a), v.shrink(b)}, int(d));
   }
   return v;
 }

@@ -273,4 +273,24 @@ void print_node(const Node& n, Out& os) {
 void Node::print(std::ostream& os) const { print_node(*this, os); }
 void Node::print(TextOut& os) const { print_node(*this, os); }
 
+std::vector<bool> constant_dims(const Node& n, int depth) {
+  std::vector<bool> out(n.shape.size(), false);
+  if (n.op == Op::Const || n.op == Op::Param) return std::vector<bool>(n.shape.size(), true);
+  if (n.realized()) return out;
+  if (n.op == Op::View) {
+    const View& v = n.args.st.views().back();
+    for (size_t d = 0; d < out.size(); d++)
+      out[d] = n.shape[d] == 1 || (v.strides[d] == 0 && (!v.mask || ((*v.mask)[d].first == 0 && (*v.mask)[d].second == n.shape[d])));
+    return out;
+  }
+  if ((is_elementwise(n.op) || n.op == Op::Cast) && depth > 0) {
+    out.assign(n.shape.size(), true);
+    for (auto& s : n.src) {
+      auto c = constant_dims(*s, depth - 1);
+      for (size_t d = 0; d < out.size(); d++) out[d] = out[d] && c[d];
+    }
+  }
+  return out;
+}
+
 }  // namespace tiny

@@ -92,6 +92,10 @@ struct Node {
 // Each node remembers its place until the next toposort (Node::order_position).
 std::vector<const Node*> toposort(const std::vector<NodeRef>& targets);
 
+// Per dim, whether `n` takes the same value all along it (a factor of a product broadcast
+// there), as far as its views and the element-wise ops `depth` levels down show.
+std::vector<bool> constant_dims(const Node& n, int depth = 4);
+
 // Whether two nodes' arguments are equal, their buffers aside (floats bit for bit).
 bool same_arguments(const NodeArgs& a, const NodeArgs& b);
 

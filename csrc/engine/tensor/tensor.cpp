@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -36,6 +37,178 @@ std::optional<Scalar> fold(Op op, DType dt, const Scalar& a, const Scalar* b) {
                            : integer(std::min(a.to_int(), b->to_int()));
     default: return std::nullopt;
   }
+}
+
+// ---------------------------------------------------------------- sums of contractions
+
+// A sum over one axis of a product (what matmul builds), maybe seen through a view.
+struct Contraction {
+  const Node* reduce = nullptr;
+  const ShapeTracker* view = nullptr;  // over the reduce; nullptr: none
+};
+
+std::optional<Contraction> as_contraction(const NodeRef& n) {
+  Contraction c;
+  const Node* r = n.get();
+  if (r->op == Op::View && !r->realized()) {
+    c.view = &r->args.st;
+    r = r->src[0].get();
+  }
+  if (r->op != Op::Reduce || r->realized() || r->args.rop != ReduceOp::Sum || r->args.axes.size() != 1) return std::nullopt;
+  const Node* m = r->src[0].get();
+  if (m->op != Op::Mul || m->realized()) return std::nullopt;
+  c.reduce = r;
+  return c;
+}
+
+// Concat chains longer than this are stored before they grow (an element never selects
+// among more loads).
+constexpr int kConcatChain = 16;
+
+// Each element's index along `dim`.
+Tensor positions(const Shape& shape, int dim) {
+  Shape along(shape.size(), 1);
+  along[size_t(dim)] = shape[size_t(dim)];
+  return Tensor::arange(shape[size_t(dim)], Scalar::from_int(0), Scalar::from_int(1), DType::Int64).reshape(along).expand(shape);
+}
+
+// `parts` (at least two) joined along `dim` by a chain of selects over zero-padded views.
+Tensor select_chain(const std::vector<Tensor>& parts, int dim) {
+  Shape shape = parts[0].shape();
+  int rank = int(shape.size());
+  std::vector<int64_t> begins;
+  int64_t total = 0;
+  for (auto& p : parts) {
+    if (p.ndim() != rank || p.dtype() != parts[0].dtype()) fail("concat: parts differ in rank or dtype");
+    begins.push_back(total);
+    total += p.shape()[size_t(dim)];
+  }
+  shape[size_t(dim)] = total;
+  Tensor pos = positions(shape, dim);
+  auto padded = [&](const Tensor& p, int64_t begin) {
+    Ranges pads(size_t(rank), {0, 0});
+    pads[size_t(dim)] = {begin, total - begin - p.shape()[size_t(dim)]};
+    return p.pad(pads);
+  };
+  Tensor result = padded(parts.back(), begins.back());
+  for (size_t k = parts.size() - 1; k-- > 0;) {
+    Tensor inside = pos.binary(Op::CmpLt, Tensor::full(shape, Scalar::from_int(begins[k + 1]), DType::Int64));
+    result = Tensor::where(inside, padded(parts[k], begins[k]), result);
+  }
+  return result;
+}
+
+// The parts `t` joins along `dim` where it is a select chain as select_chain builds it
+// (each select's padded part valid exactly from where the previous one ends); else {t}.
+std::vector<Tensor> chain_parts(const Tensor& t, int dim) {
+  std::vector<Tensor> parts;
+  int64_t begin = 0;
+  auto take = [&](const NodeRef& padded, int64_t end) {
+    if (padded->op != Op::View || padded->realized()) return false;
+    const View& v = padded->args.st.views().back();
+    if (!v.mask) return false;
+    Ranges valid(padded->shape.size());
+    for (size_t d = 0; d < valid.size(); d++) valid[d] = {0, padded->shape[d]};
+    valid[size_t(dim)] = {begin, end};
+    if (*v.mask != valid) return false;
+    parts.push_back(Tensor(padded).shrink(valid));
+    begin = end;
+    return true;
+  };
+  NodeRef pos = positions(t.shape(), dim).node();
+  auto is_select = [&](const Node& w) {  // where(position < bound, ...)
+    return w.op == Op::Where && !w.realized() && w.src[0]->op == Op::CmpLt && !w.src[0]->realized() &&
+           w.src[0]->src[0] == pos && w.src[0]->src[1]->op == Op::Const;
+  };
+  NodeRef n = t.node();
+  for (; is_select(*n); n = n->src[2])
+    if (!take(n->src[1], n->src[0]->src[1]->args.value.to_int())) return {t};
+  if (parts.empty() || !take(n, t.shape()[size_t(dim)])) return {t};
+  return parts;
+}
+
+// `parts` with runs stored so that a chain stays short: the newest kConcatChain parts, once
+// of one extent along `dim`, become one stored part (a counter in base kConcatChain: each
+// part is copied about log(T) / log(kConcatChain) times over T joins), and the oldest
+// kConcatChain where the chain is still twice that long.
+std::vector<Tensor> short_chain(std::vector<Tensor> parts, int dim) {
+  auto store = [&](size_t from) {
+    std::vector<Tensor> run(parts.begin() + long(from), parts.begin() + long(from + kConcatChain));
+    parts.erase(parts.begin() + long(from), parts.begin() + long(from + kConcatChain));
+    parts.insert(parts.begin() + long(from), select_chain(run, dim).contiguous());
+  };
+  while (parts.size() >= size_t(kConcatChain)) {
+    size_t from = parts.size() - size_t(kConcatChain);
+    bool even = true;
+    for (size_t i = from; i < parts.size(); i++) even &= parts[i].shape()[size_t(dim)] == parts[from].shape()[size_t(dim)];
+    if (even) store(from);
+    else if (parts.size() >= 2 * size_t(kConcatChain)) store(0);
+    else break;
+  }
+  return parts;
+}
+
+// Contractions over at most this many steps are joined with the others they are added to.
+constexpr int64_t kShortContraction = 64;
+
+// x + y, both sums of products over one short axis with the same result (autograd adding
+// up a weight's gradient from every time step of an RNN, each a product over one step's
+// batch), as one sum over both axes joined: its kernel then tiles one product instead of
+// running each short one in plain loops. Each factor is joined with the other's factor
+// that is broadcast along the same dims, without its broadcast (one step's rows, not
+// their product with the columns).
+std::optional<Tensor> joined_contraction(const Tensor& x, const Tensor& y) {
+  auto cx = as_contraction(x.node()), cy = as_contraction(y.node());
+  if (!cx || !cy) return std::nullopt;
+  const Node &rx = *cx->reduce, &ry = *cy->reduce;
+  if (rx.shape != ry.shape || rx.dtype != ry.dtype || rx.args.axes != ry.args.axes || rx.args.tf32 != ry.args.tf32)
+    return std::nullopt;
+  if (bool(cx->view) != bool(cy->view) || (cx->view && !(*cx->view == *cy->view))) return std::nullopt;
+  const Node &mx = *rx.src[0], &my = *ry.src[0];
+  int axis = rx.args.axes[0];
+  int64_t kx = mx.shape[size_t(axis)], ky = my.shape[size_t(axis)];
+  if (std::min(kx, ky) > kShortContraction || mx.numel() == 0 || my.numel() == 0) return std::nullopt;
+  std::vector<bool> bx[2], by[2];
+  for (int f = 0; f < 2; f++) {
+    bx[f] = constant_dims(*mx.src[size_t(f)]);
+    by[f] = constant_dims(*my.src[size_t(f)]);
+    bx[f][size_t(axis)] = by[f][size_t(axis)] = false;
+  }
+  // Factors pair up where one is broadcast along a subset of the other's broadcast dims (a
+  // zero initial state is broadcast along all); they are joined broadcast along the subset.
+  auto common = [](const std::vector<bool>& a, const std::vector<bool>& b) -> std::optional<std::vector<bool>> {
+    std::vector<bool> both(a.size());
+    for (size_t d = 0; d < a.size(); d++) both[d] = a[d] && b[d];
+    if (both != a && both != b) return std::nullopt;
+    return both;
+  };
+  int pair_of_first = -1;  // y's factor that pairs with x's first
+  std::vector<bool> unbroadcast[2];
+  for (int p = 0; p < 2 && pair_of_first < 0; p++) {
+    auto first = common(bx[0], by[p]), second = common(bx[1], by[1 - p]);
+    if (!first || !second) continue;
+    pair_of_first = p;
+    unbroadcast[0] = *first;
+    unbroadcast[1] = *second;
+  }
+  if (pair_of_first < 0) return std::nullopt;
+  Shape joined_shape = mx.shape;
+  joined_shape[size_t(axis)] = kx + ky;
+  Tensor factors[2];
+  for (int f = 0; f < 2; f++) {
+    auto part = [&](const NodeRef& n, int64_t k) {
+      Ranges r;
+      for (size_t d = 0; d < mx.shape.size(); d++) r.push_back({0, unbroadcast[f][d] ? 1 : mx.shape[d]});
+      r[size_t(axis)] = {0, k};
+      return Tensor(n).shrink(r);
+    };
+    std::vector<Tensor> parts = chain_parts(part(mx.src[size_t(f)], kx), axis);
+    for (Tensor& p : chain_parts(part(my.src[size_t(f == 0 ? pair_of_first : 1 - pair_of_first)], ky), axis))
+      parts.push_back(p);
+    factors[f] = select_chain(short_chain(std::move(parts), axis), axis).expand(joined_shape);
+  }
+  Tensor sum = factors[0].binary(Op::Mul, factors[1]).reduce(ReduceOp::Sum, {axis}, true, rx.args.tf32);
+  return cx->view ? sum.view(*cx->view) : sum;
 }
 
 }  // namespace
@@ -99,6 +272,8 @@ Tensor Tensor::binary(Op op, const Tensor& other) const {
   if (is_const(*this) && is_const(other)) {
     if (auto v = fold(op, dtype(), node_->args.value, &other.node_->args.value)) return full(shape(), *v, out);
   }
+  if (op == Op::Add)
+    if (auto joined = joined_contraction(*this, other)) return *joined;
   return Tensor(make_node(op, out, shape(), {node_, other.node_}));
 }
 
@@ -218,6 +393,24 @@ Tensor Tensor::view(const ShapeTracker& st) const {
   // View of a view: one tracker over the innermost source.
   if (pending_view(node_)) return view_over(node_->src[0], st.compose_onto(node_->args.st));
   return view_over(node_, st);
+}
+
+Tensor Tensor::concat(std::vector<Tensor> parts, int dim) {
+  parts.erase(std::remove_if(parts.begin(), parts.end(), [&](const Tensor& p) { return p.shape()[size_t(dim)] == 0; }),
+              parts.end());
+  if (parts.empty()) return Tensor();
+  if (parts.size() == 1) return parts[0];
+  // Long lists are joined in groups (each stored once): an element never selects among
+  // more than kConcatChain loads.
+  if (parts.size() > size_t(kConcatChain)) {
+    std::vector<Tensor> groups;
+    for (size_t i = 0; i < parts.size(); i += kConcatChain) {
+      std::vector<Tensor> g(parts.begin() + long(i), parts.begin() + long(std::min(parts.size(), i + kConcatChain)));
+      groups.push_back(g.size() == 1 ? g[0] : select_chain(g, dim).contiguous());
+    }
+    return concat(groups, dim);
+  }
+  return select_chain(parts, dim);
 }
 
 Tensor Tensor::reshape(const Shape& s) const {

@@ -53,6 +53,10 @@ class Tensor {
   Tensor as_strided(const Shape& shape, const Shape& strides, int64_t offset) const;
   // `st` must index the row-major elements of this tensor (built from its shape).
   Tensor view(const ShapeTracker& st) const;
+  // `parts` (same dtype, same shape except along `dim`) joined along `dim`: a chain of
+  // selects over zero-padded views, one fused kernel. Undefined if every part is empty
+  // along `dim`.
+  static Tensor concat(std::vector<Tensor> parts, int dim);
 
   // ---- reductions: reduced axes are kept as size 1 when keepdim
   // `tf32`: a float32 sum (of products) may round its factors to TF32 on tensor cores

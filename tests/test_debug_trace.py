@@ -179,6 +179,14 @@ def _reduce_read_across():
     return w.grad
 
 
+def _product_beside_other_reduces():
+    # two products added (over reduces too long to join into one): one kernel would run
+    # both in plain loops, neither tiled
+    a, c = (torch.randn(64, 128, device="tiny") for _ in range(2))
+    b, d = (torch.randn(128, 64, device="tiny") for _ in range(2))
+    return a @ b + c @ d
+
+
 def _permuted_weight_grad():
     x = torch.randn(2, 16, 32, 32, device="tiny")
     w = torch.randn(32, 16, 3, 3, device="tiny", requires_grad=True)
@@ -211,6 +219,7 @@ RULES = {
     "expensive value would be computed": _expensive_value,
     "reduce inside another reduce's loop": _nested_reduce,
     "reduce read across its own order": _reduce_read_across,
+    "product beside other reduces in one kernel": _product_beside_other_reduces,
 }
 # how each rule reads in a kernel's reason
 PATTERN = {
@@ -228,6 +237,7 @@ PATTERN = {
     "expensive value would be computed": r"expensive value would be computed \d+(\.\d)?x per element",
     "reduce inside another reduce's loop": r"reduce inside another reduce's loop",
     "reduce read across its own order": r"reduce read across its own order",
+    "product beside other reduces in one kernel": r"product beside other reduces in one kernel",
 }
 
 

@@ -260,6 +260,17 @@ std::vector<std::pair<const Node*, Shape>> kernel_trees(const Planner& p, const 
   return {{v, v->shape}};
 }
 
+// Whether reduce `r` sums a product whose one factor stays put along an output dim the other
+// moves along (a matmul, a convolution): what a register tile serves.
+bool is_contraction(const Node& r) {
+  if (r.args.rop != ReduceOp::Sum || r.src[0]->op != Op::Mul || r.src[0]->realized()) return false;
+  const Node& m = *r.src[0];
+  auto a = constant_dims(*m.src[0]), b = constant_dims(*m.src[1]);
+  for (size_t d = 0; d < r.shape.size(); d++)
+    if (r.shape[d] > 1 && a[d] != b[d]) return true;
+  return false;
+}
+
 // An elementwise value with this many operations below it is recomputed per reader at most
 // kLargeExpressionReads times per element: beyond that it is stored, as an expensive one is.
 // (Fewer reads come from tiles, whose packing evaluates an operand once per element anyway.)
@@ -293,6 +304,8 @@ void realize_repeated_reduces(Planner& p, const std::vector<const Node*>& order)
     std::unordered_map<const Node*, std::vector<const Node*>> enclosing;  // reduce -> reduces around it
     std::unordered_set<const Node*> nested;
     std::unordered_set<const Node*> across;  // sizable reduces evaluated across their order
+    std::unordered_set<const Node*> several;  // products evaluated beside other reduces in one kernel
+    std::vector<const Node*> tree_reduces;     // the sizable reduces one kernel evaluates, per context
     // An elementwise value of at least kLargeExpression operations below it, stopping at
     // what kernels load and at reduces (a residual network's gradient, one add and ReLU mask
     // per block, down every later block): recomputed per reader like an expensive one.
@@ -409,8 +422,10 @@ void realize_repeated_reduces(Planner& p, const std::vector<const Node*>& order)
             // evaluated across its own order (a convolution's output read back channels-last
             // through an elementwise gradient): untiled there, as its own kernel tiled.
             if (n->op == Op::Reduce && n != root && (inner < 0 || !vars[size_t(inner)].in_reduce) &&
-                n->src[0]->numel() / std::max<int64_t>(1, n->numel()) >= 16 && transposed(n, ix))
-              across.insert(n);
+                n->src[0]->numel() / std::max<int64_t>(1, n->numel()) >= 16) {
+              if (transposed(n, ix)) across.insert(n);
+              if (stack.empty()) tree_reduces.push_back(n);  // side by side, not one below another
+            }
             if (n->op != Op::Reduce && !chain_top.count(n)) {
               const Node* top = n;
               for (size_t i = path.size(); i-- > 0 && readers[top] == 1;) {
@@ -441,13 +456,29 @@ void realize_repeated_reduces(Planner& p, const std::vector<const Node*>& order)
           if (n->op == Op::Reduce) stack.pop_back();
           path.pop_back();
         };
+        std::unordered_map<const Node*, int> group_contexts;  // sizable reduce -> contexts it is evaluated at
         for (auto& [r, tree] : g.trees) {
           root = r;
+          tree_reduces.clear();
           // A tree of another shape is seen at the group's index taken row-major (as its
           // merged kernel reshapes it). Not through a reshape node: that may be a node of
           // the graph, another root (a requested reshape of this value), walked as a leaf.
           w.walk(tree.get(), tree->shape == shape ? idx : unflatten(flat_index, tree->shape), cnst(1));
+          // A kernel tiles a single reduce: where it would evaluate several (two products
+          // added), a product stays only as the kernel's one reduce; the others are stored
+          // by tiled kernels of their own.
+          if (tree_reduces.size() >= 2) {
+            bool keep_one = true;
+            for (auto* n : tree_reduces) keep_one &= is_contraction(*n);
+            for (auto* n : tree_reduces)
+              if (is_contraction(*n) && !(keep_one && n == tree_reduces.back())) several.insert(n);
+          }
+          for (auto* n : tree_reduces) group_contexts[n]++;
         }
+        // Nor where the group's kernel would evaluate one product at several places (an
+        // LSTM's gates, four slices of one product, each read by its activation).
+        for (auto& [n, count] : group_contexts)
+          if (count >= 2 && is_contraction(*n)) several.insert(n);
       }
     }
     // A reduce may be computed once per element; an expensive elementwise
@@ -462,6 +493,10 @@ void realize_repeated_reduces(Planner& p, const std::vector<const Node*>& order)
       if (!evals.count(n) || evals[n] <= double(std::max<int64_t>(1, n->numel())) * 1.0001) repeated.push_back(n);
     for (auto* n : across)
       if (!nested.count(n) && (!evals.count(n) || evals[n] <= double(std::max<int64_t>(1, n->numel())) * 1.0001))
+        repeated.push_back(n);
+    for (auto* n : several)
+      if (!nested.count(n) && !across.count(n) &&
+          (!evals.count(n) || evals[n] <= double(std::max<int64_t>(1, n->numel())) * 1.0001))
         repeated.push_back(n);
     if (repeated.empty()) return;
     auto realize_at = [&](const Node* n) { return chain_top.count(n) ? chain_top[n] : n; };  // reduces: n
@@ -480,6 +515,7 @@ void realize_repeated_reduces(Planner& p, const std::vector<const Node*>& order)
         p.roots[realize_at(n)] =
             nested.count(n) ? std::string("reduce inside another reduce's loop (its own kernel is tiled and threaded)") :
             across.count(n) && times <= 1.0001 ? std::string("reduce read across its own order (its own kernel is tiled)") :
+            several.count(n) && times <= 1.0001 ? std::string("product beside other reduces in one kernel (its own kernel is tiled)") :
             std::string(n->op == Op::Reduce ? "reduce" : "expensive value") + " would be computed " + count +
                 " per element if fused (read through a broadcast or by several kernels)";
       }

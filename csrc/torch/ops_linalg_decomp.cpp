@@ -35,7 +35,6 @@ using tiny::Op;
 using tiny::ReduceOp;
 
 T sum_rows(const T& x) { return x.reduce(ReduceOp::Sum, {x.ndim() - 2}, true); }  // (..., 1, n)
-T sum_cols(const T& x) { return x.reduce(ReduceOp::Sum, {x.ndim() - 1}, true); }  // (..., m, 1)
 T diagonal_of(const T& a) {  // (..., n) of a square (..., n, n)
   const tiny::Shape& s = a.shape();
   return where(eq(rows_of(s), cols_of(s)), a, 0.0).reduce(ReduceOp::Sum, {int(s.size()) - 1}, false);

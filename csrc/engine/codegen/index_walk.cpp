@@ -1,6 +1,5 @@
 #include "engine/codegen/index_walk.h"
 
-#include <sstream>
 
 namespace tiny {
 
@@ -80,11 +79,14 @@ std::string zero_masks_key(const Node* n) {
 }
 
 std::string context_key(const Node* n, const std::vector<Expr>& idx, const Expr& valid) {
-  std::ostringstream key;
-  key << n;
-  for (auto& e : idx) key << "," << to_string(e);
-  key << "|" << to_string(valid);
-  return key.str();
+  std::string key(reinterpret_cast<const char*>(&n), sizeof n);  // the node's address, as bytes
+  for (auto& e : idx) {
+    key += ',';
+    append_text(key, e);
+  }
+  key += '|';
+  append_text(key, valid);
+  return key;
 }
 
 void IndexWalker::walk(const Node* n, const std::vector<Expr>& idx, const Expr& valid) {

@@ -1,9 +1,9 @@
 #include "engine/shape/symbolic.h"
 
 #include <algorithm>
+#include <charconv>
 #include <map>
 #include <numeric>
-#include <sstream>
 
 namespace tiny {
 namespace {
@@ -312,24 +312,43 @@ void collect_vars(const Expr& e, std::vector<int>& ids) {
   for (auto& s : e->src) collect_vars(s, ids);
 }
 
-std::string to_string(const Expr& e) {
-  std::ostringstream os;
+// Appends e's text to `out` (to_string; index memo keys build a lot of these, and a stream
+// per expression was most of scheduling a long graph).
+void append_text(std::string& out, const Expr& e) {
+  auto number = [&](int64_t v) {
+    char buf[24];
+    out.append(buf, size_t(std::to_chars(buf, buf + sizeof buf, v).ptr - buf));
+  };
   switch (e->op) {
-    case EOp::Const: os << e->value; break;
-    case EOp::Var: os << "i" << e->value; break;
+    case EOp::Const: number(e->value); break;
+    case EOp::Var: out += 'i'; number(e->value); break;
     case EOp::Add:
-      os << "(";
-      for (size_t i = 0; i < e->src.size(); i++) os << (i ? "+" : "") << to_string(e->src[i]);
-      os << ")";
+      out += '(';
+      for (size_t i = 0; i < e->src.size(); i++) {
+        if (i) out += '+';
+        append_text(out, e->src[i]);
+      }
+      out += ')';
       break;
-    case EOp::Mul: os << to_string(e->src[0]) << "*" << e->value; break;
-    case EOp::Div: os << "(" << to_string(e->src[0]) << "//" << e->value << ")"; break;
-    case EOp::Mod: os << "(" << to_string(e->src[0]) << "%" << e->value << ")"; break;
-    case EOp::Lt: os << "(" << to_string(e->src[0]) << "<" << e->value << ")"; break;
-    case EOp::And: os << "(" << to_string(e->src[0]) << "&&" << to_string(e->src[1]) << ")"; break;
-    case EOp::Bounded: os << to_string(e->src[0]); break;  // the same value (index memo keys)
+    case EOp::Mul: append_text(out, e->src[0]); out += '*'; number(e->value); break;
+    case EOp::Div: out += '('; append_text(out, e->src[0]); out += "//"; number(e->value); out += ')'; break;
+    case EOp::Mod: out += '('; append_text(out, e->src[0]); out += '%'; number(e->value); out += ')'; break;
+    case EOp::Lt: out += '('; append_text(out, e->src[0]); out += '<'; number(e->value); out += ')'; break;
+    case EOp::And:
+      out += '(';
+      append_text(out, e->src[0]);
+      out += "&&";
+      append_text(out, e->src[1]);
+      out += ')';
+      break;
+    case EOp::Bounded: append_text(out, e->src[0]); break;  // the same value (index memo keys)
   }
-  return os.str();
+}
+
+std::string to_string(const Expr& e) {
+  std::string out;
+  append_text(out, e);
+  return out;
 }
 
 }  // namespace tiny

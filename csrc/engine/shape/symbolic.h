@@ -60,5 +60,6 @@ std::optional<int64_t> evaluate(const Expr& e, const std::unordered_map<int, int
 // Ids of the variables in `e` (appended, possibly repeated).
 void collect_vars(const Expr& e, std::vector<int>& ids);
 std::string to_string(const Expr& e);
+void append_text(std::string& out, const Expr& e);  // to_string(e), appended
 
 }  // namespace tiny

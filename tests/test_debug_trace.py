@@ -187,6 +187,18 @@ def _product_beside_other_reduces():
     return a @ b + c @ d
 
 
+def _recurrence_state():
+    # c is never requested: each step's kernel (after its product) would recompute every
+    # earlier step's c from their gates
+    w, g = torch.randn(8, 8, device="tiny") * 0.1, torch.randn(6, 4, 8, device="tiny")
+    h, c = torch.full((4, 8), 0.5, device="tiny"), torch.zeros(4, 8, device="tiny")
+    for t in range(6):
+        f = torch.sigmoid(h @ w)
+        c = f * c + (1 - f) * g[t]
+        h = torch.tanh(c)
+    return h
+
+
 def _permuted_weight_grad():
     x = torch.randn(2, 16, 32, 32, device="tiny")
     w = torch.randn(32, 16, 3, 3, device="tiny", requires_grad=True)
@@ -220,6 +232,7 @@ RULES = {
     "reduce inside another reduce's loop": _nested_reduce,
     "reduce read across its own order": _reduce_read_across,
     "product beside other reduces in one kernel": _product_beside_other_reduces,
+    "recurrence state would be recomputed": _recurrence_state,
 }
 # how each rule reads in a kernel's reason
 PATTERN = {
@@ -238,6 +251,7 @@ PATTERN = {
     "reduce inside another reduce's loop": r"reduce inside another reduce's loop",
     "reduce read across its own order": r"reduce read across its own order",
     "product beside other reduces in one kernel": r"product beside other reduces in one kernel",
+    "recurrence state would be recomputed": r"recurrence state would be recomputed by \d+ kernels",
 }
 
 

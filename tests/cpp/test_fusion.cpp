@@ -470,3 +470,96 @@ TEST(Fusion, NearbyConstantsDoNotShareAProgram) {
   EXPECT_EQ(a[2], 0.5 + 2 * 1.0000001);
   EXPECT_EQ(b[2], 0.5 + 2 * 1.0000002);
 }
+
+namespace {
+// The distinct keys among the kernels that realize `outs`: programs the schedule compiles.
+std::set<std::string> kernel_keys(const std::vector<Tensor>& outs) {
+  std::vector<NodeRef> nodes;
+  for (auto& t : outs) nodes.push_back(t.node());
+  std::set<std::string> keys;
+  for (auto& k : create_schedule(nodes).kernels) keys.insert(k.key());
+  return keys;
+}
+}  // namespace
+
+// A recurrence over a computed value's rows: each step's kernel reads its window of the
+// stored product through a view of `* 1.5` (pushed down to the load), at another offset per
+// step. Read as windows (aliases at launch), every step but the first is one program.
+TEST(Fusion, StepsReadingWindowsOfAComputedValueShareAProgram) {
+  const int T = 7, B = 3, H = 10, I = 6;
+  auto xv = data(B * T * I), uv = data(I * H, 0.05f), wv = data(H * H, 0.03f);
+  auto build = [&] {
+    Tensor xs = from(xv, {B * T, I}).matmul(from(uv, {I, H})).binary(Op::Mul, cf(1.5, {B * T, H}));
+    Tensor w = from(wv, {H, H});
+    Tensor h = cf(0, {B, H});
+    for (int t = 0; t < T; t++) {
+      Tensor x_t = xs.reshape({B, T, H}).shrink({{0, B}, {t, t + 1}, {0, H}}).reshape({B, H});
+      h = x_t.binary(Op::Add, h.matmul(w)).unary(Op::Tanh);
+    }
+    return h;
+  };
+  EXPECT_LE(kernel_keys({build()}).size(), 5u);  // two products, the first, middle and last steps
+  auto got = to_vec<float>(build());
+  std::vector<double> h(B * H, 0.0);
+  for (int t = 0; t < T; t++) {
+    std::vector<double> next(B * H);
+    for (int b = 0; b < B; b++)
+      for (int j = 0; j < H; j++) {
+        double x = 0, r = 0;
+        for (int i = 0; i < I; i++) x += double(xv[size_t((b * T + t) * I + i)]) * uv[size_t(i * H + j)];
+        for (int i = 0; i < H; i++) r += h[size_t(b * H + i)] * wv[size_t(i * H + j)];
+        next[size_t(b * H + j)] = std::tanh(1.5 * x + r);
+      }
+    h = next;
+  }
+  for (size_t i = 0; i < h.size(); i++) EXPECT_NEAR(got[i], h[i], 1e-5) << i;
+}
+
+// A view indexes its buffer's elements row-major, whatever the buffer node's shape: a
+// parameter read as (12, 10) and as a reshape of a flat (120,) result (an optimizer's output)
+// is one program.
+TEST(Fusion, LoadsReadThroughViewsAreKeyedByTheirElements) {
+  auto v = data(120), wv = data(12 * 7, 0.05f);
+  Tensor w = from(wv, {12, 7});
+  Tensor shaped = from(v, {12, 10}), flat = from(v, {120}).reshape({12, 10});
+  auto a = kernel_keys({shaped.permute({1, 0}).matmul(w)});
+  auto b = kernel_keys({flat.permute({1, 0}).matmul(w)});
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a, b);
+}
+
+// A recurrence's state that no kernel stores (c = f * c_prev + (1 - f) * g, each step's
+// kernel separated from the next by a product) would be recomputed by every later step from
+// all earlier ones: O(T^2) loads, and a longer program each step. It is stored where it is
+// computed, and the steps share a program.
+TEST(Fusion, RecurrenceStateIsStoredNotRecomputed) {
+  const int T = 9, B = 4, H = 8;
+  auto wv = data(H * H, 0.04f), gv = data(T * B * H, 0.3f);
+  auto build = [&] {
+    Tensor w = from(wv, {H, H}), g = from(gv, {T, B, H});
+    Tensor h = cf(0.5, {B, H}), c = cf(0, {B, H});
+    for (int t = 0; t < T; t++) {
+      Tensor g_t = g.shrink({{t, t + 1}, {0, B}, {0, H}}).reshape({B, H});
+      Tensor f = h.matmul(w).unary(Op::Neg).unary(Op::Exp).binary(Op::Add, cf(1, {B, H})).unary(Op::Recip);
+      c = f.binary(Op::Mul, c).binary(Op::Add, cf(1, {B, H}).binary(Op::Sub, f).binary(Op::Mul, g_t));
+      h = c.unary(Op::Tanh);
+    }
+    return h;
+  };
+  EXPECT_LE(kernel_keys({build()}).size(), 5u);  // the first two, middle and last steps
+  auto got = to_vec<float>(build());
+  std::vector<double> h(B * H, 0.5), c(B * H, 0.0);
+  for (int t = 0; t < T; t++) {
+    std::vector<double> next(B * H);
+    for (int b = 0; b < B; b++)
+      for (int j = 0; j < H; j++) {
+        double p = 0;
+        for (int i = 0; i < H; i++) p += h[size_t(b * H + i)] * wv[size_t(i * H + j)];
+        double f = 1 / (1 + std::exp(-p)), &cv = c[size_t(b * H + j)];
+        cv = f * cv + (1 - f) * gv[size_t((t * B + b) * H + j)];
+        next[size_t(b * H + j)] = std::tanh(cv);
+      }
+    h = next;
+  }
+  for (size_t i = 0; i < h.size(); i++) EXPECT_NEAR(got[i], h[i], 1e-5) << i;
+}

@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "engine/codegen/index_walk.h"
 
@@ -33,6 +34,17 @@ void walk(const Kernel& k, const std::function<void(const Node*, bool is_load)>&
 std::string Kernel::key() const {
   std::ostringstream os;
   std::unordered_map<const Node*, int> ids;
+  // A load read only through views is named by its element count: a view indexes the buffer's
+  // row-major elements, whatever shape the buffer's node has (a parameter is (512, 128) in the
+  // first step and a reshape of the optimizer's flat (65536,) result after it).
+  std::unordered_set<const Node*> shaped_loads;
+  walk(*this, [&](const Node* n, bool load) {
+    if (load || n->op == Op::View) return;
+    for (auto& s : n->src)
+      if (loads.count(s.get())) shaped_loads.insert(s.get());
+  });
+  for (auto& o : outputs)
+    if (loads.count(o.value.get())) shaped_loads.insert(o.value.get());
   os << "S" << shape_str(shape) << ";";
   walk(*this, [&](const Node* n, bool load) {
     int id = int(ids.size());
@@ -40,7 +52,11 @@ std::string Kernel::key() const {
     os << id << "=";
     if (load) {
       int b = loads.at(n);
-      os << "L" << b << ":" << dtype_name(buffers[b]->dtype()) << shape_str(n->shape) << zero_masks_key(n) << ";";
+      const std::string zeros = zero_masks_key(n);  // in the node's own index: needs its shape
+      os << "L" << b << ":" << dtype_name(buffers[b]->dtype());
+      if (shaped_loads.count(n) || !zeros.empty()) os << shape_str(n->shape) << zeros;
+      else os << "[" << n->numel() << "]";
+      os << ";";
       return;
     }
     if (is_launch_param(n))

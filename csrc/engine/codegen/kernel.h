@@ -37,7 +37,8 @@ struct Kernel {
   // Canonical text of the computation with buffers numbered: equal keys
   // compute the same thing, so they share one compiled program.
   // (Random number keys and Param values are not part of it: they are passed
-  // at launch, see launch_params.)
+  // at launch, see launch_params. A load read only through views is named by its
+  // element count: a view indexes its buffer's elements whatever the node's shape.)
   std::string key() const;
   // Rand and Param nodes in a fixed order, and their launch words in that
   // order (two each, see launch_words): the kernel reads them from a parameter

@@ -32,7 +32,8 @@ std::shared_ptr<Program> cpu_program(const Kernel& k) {
     auto it = cache->find(key);
     if (it != cache->end()) return it->second;
   }
-  if (debug_level() >= 4) std::fprintf(stderr, "%s\n", llvm_ir(k).c_str());
+  if (debug_level() >= 4)  // the key first: kernels with equal keys share this program
+    std::fprintf(stderr, "tiny: key     %s %s\n%s\n", k.name().c_str(), key.c_str(), llvm_ir(k).c_str());
   auto start = std::chrono::steady_clock::now();
   std::shared_ptr<Program> p = compile_llvm(k);
   if (debug_level() >= 2)  // where a cold start's time goes (a disk-cache hit takes about a millisecond)

@@ -37,6 +37,7 @@ class Buffer {
   // The buffer that owns the memory (itself unless this is an alias).
   const Buffer* owner() const { return base_ ? base_->owner() : this; }
   const std::shared_ptr<Buffer>& base() const { return base_; }
+  size_t byte_offset() const { return byte_offset_; }  // where it starts in base()
   // Where this buffer starts in its owner's memory, in bytes.
   size_t owner_offset() const { return base_ ? base_->owner_offset() + byte_offset_ : 0; }
   void* ptr();  // allocates on first use

@@ -160,7 +160,7 @@ std::shared_ptr<CachedSchedule> CachedSchedule::record(const GraphShape& g, cons
   for (size_t i = 0; i < g.inputs.size(); i++) {
     if (slot_of.count(g.inputs[i].get())) continue;
     slot_of[g.inputs[i].get()] = int(c->slots_.size());
-    c->slots_.push_back({Slot::Input, int(i), g.inputs[i]->dtype(), g.inputs[i]->numel()});
+    c->slots_.push_back({Slot::Input, int(i), g.inputs[i]->dtype(), g.inputs[i]->numel(), 0});
   }
   std::unordered_map<const Node*, int> pos;
   for (size_t i = 0; i < g.order.size(); i++) pos[g.order[i]] = int(i);
@@ -172,14 +172,23 @@ std::shared_ptr<CachedSchedule> CachedSchedule::record(const GraphShape& g, cons
         auto base = slot_of.find(buf->base().get());
         if (base == slot_of.end()) return nullptr;
         slot_of[buf.get()] = int(c->slots_.size());
-        c->slots_.push_back({Slot::Alias, base->second, buf->dtype(), buf->numel()});
+        c->slots_.push_back({Slot::Alias, base->second, buf->dtype(), buf->numel(), buf->byte_offset()});
       } else {
         slot_of[buf.get()] = int(c->slots_.size());
-        c->slots_.push_back({Slot::Fresh, -1, buf->dtype(), buf->numel()});
+        c->slots_.push_back({Slot::Fresh, -1, buf->dtype(), buf->numel(), 0});
       }
     }
     c->realized_.push_back({it->second, slot_of.at(buf.get()), nonzero_box(node.get())});
   }
+  // windows the kernels read (aliases at a byte offset into a buffer above: see read_windows)
+  for (auto& kern : s.kernels)
+    for (auto& b : kern.buffers) {
+      if (slot_of.count(b.get()) || !b->base()) continue;
+      auto base = slot_of.find(b->base().get());
+      if (base == slot_of.end()) return nullptr;
+      slot_of[b.get()] = int(c->slots_.size());
+      c->slots_.push_back({Slot::Alias, base->second, b->dtype(), b->numel(), b->byte_offset()});
+    }
   for (size_t k = 0; k < s.kernels.size(); k++) {
     const Kernel& kern = s.kernels[k];
     Step step;
@@ -211,7 +220,7 @@ int64_t CachedSchedule::replay(const GraphShape& g, Device& device, int trace) {
     const Slot& s = slots_[i];
     if (s.kind == Slot::Input) bufs[i] = g.inputs[size_t(s.index)];
     else if (s.kind == Slot::Fresh) bufs[i] = std::make_shared<Buffer>(&device, s.dtype, s.numel);
-    else bufs[i] = std::make_shared<Buffer>(bufs[size_t(s.index)], s.dtype, s.numel);
+    else bufs[i] = std::make_shared<Buffer>(bufs[size_t(s.index)], s.dtype, s.numel, s.byte_offset);
   }
   // Every buffer is allocated before anything is launched (or captured).
   std::vector<LaunchStep> steps(kernels_.size());

@@ -44,6 +44,7 @@ class CachedSchedule {
     int index;  // Input: input number; Alias: slot of the owner
     DType dtype;
     int64_t numel;
+    size_t byte_offset;  // Alias: where it starts in the owner
   };
   struct Step {
     std::shared_ptr<Program> program;

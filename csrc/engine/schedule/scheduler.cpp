@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 #include <unordered_set>
 
 #include "engine/codegen/index_walk.h"
@@ -277,6 +278,90 @@ bool is_contraction(const Node& r) {
 constexpr int64_t kLargeExpression = 96;
 constexpr double kLargeExpressionReads = 32.0001;
 
+// An elementwise value loading this many buffers of its own size, evaluated by at least
+// kHeavyValueKernels kernels, is stored by the first: each other would load them all again.
+constexpr int64_t kHeavyLoads = 4;
+constexpr int kHeavyValueKernels = 3;
+
+// Values each reader would recompute from kHeavyLoads or more buffers (stopping at reduces
+// and at what kernels load), read by kHeavyValueKernels kernels or more, mapped to where to
+// store them: the top of the chain of elementwise nodes that read only them. A recurrence's
+// state is one (an LSTM's cell c = f * c_prev + i * g): the merged-kernel walk below sees it
+// once per kernel shape, but each step's kernels are separate and recomputed the whole chain
+// of earlier steps, O(T^2) loads and a new, larger program per step.
+std::unordered_map<const Node*, int> heavy_values(const Planner& p, const std::vector<const Node*>& order,
+                                                  const std::unordered_map<const Node*, const Node*>& only_reader) {
+  auto loads_stop = [&](const Node* n) { return n->realized() || p.roots.count(n) > 0; };
+  std::unordered_map<const Node*, bool> heavy;
+  auto is_heavy = [&](const Node* top) {
+    auto it = heavy.find(top);
+    if (it != heavy.end()) return it->second;
+    std::unordered_set<const Node*> seen{top}, loads;
+    std::vector<const Node*> todo{top};
+    while (!todo.empty() && int64_t(loads.size()) < kHeavyLoads) {
+      const Node* n = todo.back();
+      todo.pop_back();
+      for (auto& s : n->src) {
+        const Node* c = s.get();
+        if (!seen.insert(c).second || c->op == Op::Reduce) continue;
+        if (loads_stop(c)) {
+          if (c->numel() >= top->numel()) loads.insert(c);
+        } else if (!c->src.empty()) {
+          todo.push_back(c);
+        }
+      }
+    }
+    return heavy[top] = int64_t(loads.size()) >= kHeavyLoads;
+  };
+  std::unordered_map<const Node*, int> kernels;  // heavy value -> kernels evaluating it
+  for (auto* root : order) {
+    if (!p.roots.count(root)) continue;
+    std::unordered_set<const Node*> seen;
+    std::vector<const Node*> todo;
+    for (auto& tree : kernel_trees(p, root)) todo.push_back(tree.first);
+    while (!todo.empty()) {
+      const Node* n = todo.back();
+      todo.pop_back();
+      if (!seen.insert(n).second || (n != root && loads_stop(n))) continue;
+      if (is_elementwise(n->op) && is_heavy(n)) kernels[n]++;
+      for (auto& s : n->src) todo.push_back(s.get());
+    }
+  }
+  // What to store: a heavy value below another one, evaluated by more kernels than that one,
+  // is computed elsewhere too (the previous step's state): each step's kernels would recompute
+  // a longer chain of them. A value read whole by a few kernels (an LSTM cell's gate gradients,
+  // read by products and by a weight gradient's join) costs a bounded recompute, and stored it
+  // would need a kernel of its own: it stays.
+  std::unordered_set<const Node*> shared;
+  for (auto& [top, count] : kernels) {
+    if (count < kHeavyValueKernels - 1) continue;
+    std::unordered_set<const Node*> seen{top};
+    std::vector<const Node*> todo{top};
+    while (!todo.empty()) {
+      const Node* n = todo.back();
+      todo.pop_back();
+      for (auto& s : n->src) {
+        const Node* c = s.get();
+        if (!seen.insert(c).second || c->op == Op::Reduce || loads_stop(c)) continue;
+        auto it = kernels.find(c);
+        if (it != kernels.end() && it->second > count && it->second >= kHeavyValueKernels) shared.insert(c);
+        todo.push_back(c);
+      }
+    }
+  }
+  std::unordered_map<const Node*, int> tops;
+  for (const Node* n : shared) {
+    const Node* top = n;
+    for (auto it = only_reader.find(top); it != only_reader.end(); it = only_reader.find(top)) {
+      const Node* up = it->second;
+      if (p.roots.count(up) || !is_elementwise(up->op) || up->shape != n->shape) break;
+      top = up;
+    }
+    if (!p.roots.count(top)) tops[top] = std::max(tops[top], kernels.at(n));
+  }
+  return tops;
+}
+
 // Fusing a reduce into the kernel that reads it is free when the generated
 // code computes it once per output element: the code generator evaluates a
 // reduce once per iteration of the innermost loop its index depends on
@@ -293,12 +378,15 @@ void realize_repeated_reduces(Planner& p, const std::vector<const Node*>& order)
   std::unordered_map<const Node*, int> position;
   for (size_t i = 0; i < order.size(); i++) position[order[i]] = int(i);
   std::unordered_map<const Node*, int> readers;  // distinct nodes reading each node
+  std::unordered_map<const Node*, const Node*> only_reader;  // for nodes with one reader
   for (auto* n : order)
     for (size_t i = 0; i < n->src.size(); i++) {
       bool again = false;
       for (size_t j = 0; j < i; j++) again |= n->src[j] == n->src[i];
-      if (!again) readers[n->src[i].get()]++;
+      if (!again && readers[n->src[i].get()]++ == 0) only_reader[n->src[i].get()] = n;
     }
+  for (auto& [n, count] : readers)
+    if (count > 1) only_reader.erase(n);
   for (int round = 0; round < 64; round++) {
     std::unordered_map<const Node*, double> evals;
     std::unordered_map<const Node*, std::vector<const Node*>> enclosing;  // reduce -> reduces around it
@@ -498,7 +586,10 @@ void realize_repeated_reduces(Planner& p, const std::vector<const Node*>& order)
       if (!nested.count(n) && !across.count(n) &&
           (!evals.count(n) || evals[n] <= double(std::max<int64_t>(1, n->numel())) * 1.0001))
         repeated.push_back(n);
-    if (repeated.empty()) return;
+    auto heavy = heavy_values(p, order, only_reader);
+    if (repeated.empty() && heavy.empty()) return;
+    for (auto& [top, count] : heavy)
+      p.roots[top] = "recurrence state would be recomputed by " + std::to_string(count) + " kernels";
     auto realize_at = [&](const Node* n) { return chain_top.count(n) ? chain_top[n] : n; };  // reduces: n
     std::unordered_set<const Node*> rep(repeated.begin(), repeated.end()), tops;
     for (auto* n : repeated)
@@ -609,6 +700,143 @@ void collect_loads(Kernel& k, const NodeRef& root_value, const Node* self,
   }
 }
 
+
+// A kernel reading part of a buffer through a view (an RNN's backward step, its time step of
+// the output's gradient; attention's q, k and v, slices of one projection) reads an alias of
+// just that window, the view rebased onto it: kernels that differ only in where the part
+// starts then have one key and share one program, the start passed as the alias's address.
+// (Views of stored inputs get their windows as the graph is built: view_over in tensor.cpp.)
+// `aliases` keeps one alias per window across the schedule's kernels.
+void read_windows(Kernel& k, std::map<std::tuple<const Buffer*, int64_t, int64_t>, BufferRef>& aliases) {
+  std::unordered_map<const Buffer*, int> index;
+  for (size_t i = 0; i < k.buffers.size(); i++) index.emplace(k.buffers[i].get(), int(i));
+  auto masked = [](const ShapeTracker& st) {
+    for (auto& v : st.views())
+      if (v.mask) return true;
+    return false;
+  };
+  std::function<NodeRef(const ShapeTracker&, const NodeRef&)> push_uncached;
+  // A view (without masks) of an elementwise expression of loads is that expression of the
+  // loads seen through the view: pushed down, the view of a computed value at an offset (the
+  // x[:, t] of `(x @ w) * s`) becomes a window of what is stored. Not inside a reduce's loop,
+  // where the views of a product's factors are what the register tile recognizes.
+  std::unordered_map<const Node*, bool> pushable_memo;
+  std::function<bool(const Node*)> pushable = [&](const Node* e) {
+    if (k.loads.count(e) || e->op == Op::Const || e->op == Op::Param) return true;
+    auto it = pushable_memo.find(e);
+    if (it != pushable_memo.end()) return it->second;
+    bool ok;
+    if (e->op == Op::View) {
+      ok = k.loads.count(e->src[0].get()) || (!masked(e->args.st) && pushable(e->src[0].get()));
+    } else {
+      ok = is_elementwise(e->op);
+      for (auto& src : e->src) ok = ok && src->shape == e->shape && pushable(src.get());
+    }
+    return pushable_memo[e] = ok;
+  };
+  std::unordered_map<const Node*, std::vector<std::pair<ShapeTracker, NodeRef>>> pushed_memo;  // shared sources once
+  std::function<NodeRef(const ShapeTracker&, const NodeRef&)> push = [&](const ShapeTracker& st, const NodeRef& e) {
+    auto& memo = pushed_memo[e.get()];
+    for (auto& [seen, result] : memo)
+      if (seen == st) return result;
+    NodeRef result = push_uncached(st, e);
+    pushed_memo[e.get()].emplace_back(st, result);
+    return result;
+  };
+  push_uncached = [&](const ShapeTracker& st, const NodeRef& e) -> NodeRef {
+    if (e->op == Op::View && !k.loads.count(e.get())) return push(st.compose_onto(e->args.st), e->src[0]);
+    if (e->op == Op::Const) return make_node(Op::Const, e->dtype, st.shape(), {}, e->args);
+    NodeArgs view;
+    view.st = st;
+    int64_t lo, hi;  // a launch value reads the same anywhere: where the view starts is no matter
+    if (e->op == Op::Param) st.window(e->numel(), &lo, &hi, &view.st);
+    if (k.loads.count(e.get()) || e->op == Op::Param) return make_node(Op::View, e->dtype, st.shape(), {e}, view);
+    std::vector<NodeRef> src;
+    for (auto& s : e->src) src.push_back(push(st, s));
+    return make_node(e->op, e->dtype, st.shape(), std::move(src), e->args);
+  };
+  std::vector<NodeRef> pushed;  // alive while their addresses key `rebuilt`
+  std::unordered_map<const Node*, NodeRef> rebuilt[2];  // node -> its copy reading windows (or itself),
+                                                        // outside and inside a reduce's loop
+  const char* origin = current_origin();
+  const std::string* scope = current_scope();
+  std::function<NodeRef(const NodeRef&, bool)> rebuild = [&](const NodeRef& n, bool in_reduce) -> NodeRef {
+    auto done = rebuilt[in_reduce].find(n.get());
+    if (done != rebuilt[in_reduce].end()) return done->second;
+    NodeRef out = n;
+    set_origin(n->origin);  // a copy is still the work of the op that made the node (traces)
+    set_scope(n->scope);
+    auto load = n->op == Op::View ? k.loads.find(n->src[0].get()) : k.loads.end();
+    int64_t lo, hi;
+    ShapeTracker rebased;
+    if (k.loads.count(n.get())) {
+    } else if (load != k.loads.end()) {
+      const Node* src = load->first;
+      const BufferRef& buf = k.buffers[size_t(load->second)];
+      if (buf->dtype() == src->dtype && buf->numel() == src->numel() && zero_masks_key(src).empty() &&
+          n->args.st.window(buf->numel(), &lo, &hi, &rebased)) {
+        BufferRef& alias = aliases[{buf.get(), lo, hi - lo}];
+        if (!alias) alias = std::make_shared<Buffer>(buf, buf->dtype(), hi - lo, size_t(lo) * itemsize(buf->dtype()));
+        NodeRef leaf = Tensor::from_buffer(alias, {hi - lo}).node();
+        if (!index.count(alias.get())) {
+          index[alias.get()] = int(k.buffers.size());
+          k.buffers.push_back(alias);
+        }
+        k.loads[leaf.get()] = index.at(alias.get());
+        NodeArgs args = n->args;
+        args.st = rebased;
+        out = make_node(Op::View, n->dtype, n->shape, {leaf}, std::move(args));
+      }
+    } else if (n->op == Op::View && !in_reduce && !n->args.st.is_contiguous() && !masked(n->args.st) &&
+               (is_elementwise(n->src[0]->op) || n->src[0]->op == Op::View) && pushable(n->src[0].get())) {
+      pushed.push_back(push(n->args.st, n->src[0]));
+      out = rebuild(pushed.back(), in_reduce);
+    } else {
+      std::vector<NodeRef> src;
+      bool changed = false;
+      for (auto& s : n->src) {
+        src.push_back(rebuild(s, in_reduce || n->op == Op::Reduce));
+        changed |= src.back() != s;
+      }
+      if (changed) out = make_node(n->op, n->dtype, n->shape, std::move(src), n->args);
+    }
+    return rebuilt[in_reduce][n.get()] = out;
+  };
+  for (auto& o : k.outputs) {
+    o.value = rebuild(o.value, false);
+    if (o.scatter_index) o.scatter_index = rebuild(o.scatter_index, false);
+  }
+  set_origin(origin);
+  set_scope(scope);
+  // loads no longer read (the whole buffers the windows replaced) leave the map
+  std::unordered_set<const Node*> reached;
+  std::vector<const Node*> todo;
+  for (auto& o : k.outputs) {
+    todo.push_back(o.value.get());
+    if (o.scatter_index) todo.push_back(o.scatter_index.get());
+  }
+  while (!todo.empty()) {
+    const Node* n = todo.back();
+    todo.pop_back();
+    if (!reached.insert(n).second || k.loads.count(n)) continue;
+    for (auto& s : n->src) todo.push_back(s.get());
+  }
+  for (auto it = k.loads.begin(); it != k.loads.end();) it = reached.count(it->first) ? std::next(it) : k.loads.erase(it);
+  // and so do their buffers: numbered by the buffers still used, in order, the kernels of
+  // every window have one key
+  std::vector<int> renumber(k.buffers.size(), -1);
+  for (auto& o : k.outputs) renumber[size_t(o.buffer)] = 0;
+  for (auto& [n, b] : k.loads) renumber[size_t(b)] = 0;
+  std::vector<BufferRef> used;
+  for (size_t b = 0; b < k.buffers.size(); b++)
+    if (renumber[b] == 0) {
+      renumber[b] = int(used.size());
+      used.push_back(k.buffers[b]);
+    }
+  k.buffers = std::move(used);
+  for (auto& o : k.outputs) o.buffer = renumber[size_t(o.buffer)];
+  for (auto& [n, b] : k.loads) b = renumber[size_t(b)];
+}
 
 }  // namespace
 
@@ -882,6 +1110,8 @@ Schedule create_schedule(const std::vector<NodeRef>& targets, Device& device) {
   sched.kernels.erase(std::remove_if(sched.kernels.begin(), sched.kernels.end(),
                                      [](const Kernel& k) { return k.outputs.empty(); }),
                       sched.kernels.end());
+  std::map<std::tuple<const Buffer*, int64_t, int64_t>, BufferRef> aliases;
+  for (auto& k : sched.kernels) read_windows(k, aliases);
   return sched;
 }
 

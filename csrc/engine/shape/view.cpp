@@ -444,4 +444,21 @@ void print_views(Out& os, const std::vector<View>& views) {
 void ShapeTracker::print(std::ostream& os) const { print_views(os, views_); }
 void ShapeTracker::print(TextOut& os) const { print_views(os, views_); }
 
+bool ShapeTracker::window(int64_t numel, int64_t* lo, int64_t* hi, ShapeTracker* rebased) const {
+  std::vector<View> views = views_;
+  View& inner = views.front();  // indexes the base's elements
+  int64_t first = inner.offset, last = inner.offset;
+  for (size_t d = 0; d < inner.shape.size(); d++) {
+    if (inner.shape[d] == 0) return false;
+    int64_t span = (inner.shape[d] - 1) * inner.strides[d];
+    (span < 0 ? first : last) += span;
+  }
+  if (first < 0 || last + 1 > numel || (first == 0 && last + 1 == numel)) return false;
+  inner = View::make(inner.shape, inner.strides, inner.offset - first, inner.mask);
+  *lo = first;
+  *hi = last + 1;
+  *rebased = ShapeTracker(std::move(views));
+  return true;
+}
+
 }  // namespace tiny

@@ -63,6 +63,10 @@ class ShapeTracker {
   ShapeTracker as_strided(const Shape& shape, const Shape& strides, int64_t offset) const;
   // This tracker applied on top of `below` (whose shape must be our base shape).
   ShapeTracker compose_onto(const ShapeTracker& below) const;
+  // The elements [*lo, *hi) of a base of `numel` elements that this tracker can reach (its
+  // innermost view's span, masks aside), and the tracker rebased to index them from *lo.
+  // False where the span leaves the base, or covers all of it.
+  bool window(int64_t numel, int64_t* lo, int64_t* hi, ShapeTracker* rebased) const;
 
   // Index into the flat base and validity for
   // the given per-dim indices of shape().

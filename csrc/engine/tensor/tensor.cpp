@@ -341,19 +341,9 @@ BufferRef window_alias(const BufferRef& base, int64_t lo, int64_t n) {
 bool window_of_stored(const NodeRef& base, const ShapeTracker& st, NodeRef* window, ShapeTracker* rebased) {
   BufferRef buf = base->realized();
   if (!buf || buf->dtype() != base->dtype || buf->numel() != base->numel()) return false;
-  std::vector<View> views = st.views();
-  View& inner = views.front();  // indexes the buffer's elements
-  int64_t lo = inner.offset, hi = inner.offset;
-  for (size_t d = 0; d < inner.shape.size(); d++) {
-    if (inner.shape[d] == 0) return false;
-    int64_t span = (inner.shape[d] - 1) * inner.strides[d];
-    (span < 0 ? lo : hi) += span;
-  }
-  hi += 1;
-  if (lo < 0 || hi > buf->numel() || (lo == 0 && hi == buf->numel())) return false;
-  inner = View::make(inner.shape, inner.strides, inner.offset - lo, inner.mask);
+  int64_t lo, hi;
+  if (!st.window(buf->numel(), &lo, &hi, rebased)) return false;
   *window = Tensor::from_buffer(window_alias(buf, lo, hi - lo), {hi - lo}).node();
-  *rebased = ShapeTracker(std::move(views));
   return true;
 }
 

@@ -278,17 +278,18 @@ bool is_contraction(const Node& r) {
 constexpr int64_t kLargeExpression = 96;
 constexpr double kLargeExpressionReads = 32.0001;
 
-// An elementwise value loading this many buffers of its own size, evaluated by at least
-// kHeavyValueKernels kernels, is stored by the first: each other would load them all again.
+// A recurrence's state: an elementwise value loading this many buffers of its own size,
+// evaluated by at least kHeavyValueKernels kernels (see heavy_values).
 constexpr int64_t kHeavyLoads = 4;
 constexpr int kHeavyValueKernels = 3;
 
-// Values each reader would recompute from kHeavyLoads or more buffers (stopping at reduces
-// and at what kernels load), read by kHeavyValueKernels kernels or more, mapped to where to
-// store them: the top of the chain of elementwise nodes that read only them. A recurrence's
-// state is one (an LSTM's cell c = f * c_prev + i * g): the merged-kernel walk below sees it
-// once per kernel shape, but each step's kernels are separate and recomputed the whole chain
-// of earlier steps, O(T^2) loads and a new, larger program per step.
+// The states of recurrences to store, each mapped to where (the top of the chain of
+// elementwise nodes that read only it) and the count of kernels that evaluate it. An LSTM's
+// cell c = f * c_prev + i * g is never requested, and each step's kernel is separated from
+// the next by a product: every step recomputed the whole chain of earlier steps, O(T^2)
+// loads and a new, longer program per step. The merged-kernel walk of
+// realize_repeated_reduces sees such a value once per group of kernels of one size; here
+// each kernel counts, since a recurrence's steps never merge.
 std::unordered_map<const Node*, int> heavy_values(const Planner& p, const std::vector<const Node*>& order,
                                                   const std::unordered_map<const Node*, const Node*>& only_reader) {
   auto loads_stop = [&](const Node* n) { return n->realized() || p.roots.count(n) > 0; };

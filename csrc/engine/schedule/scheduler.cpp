@@ -278,6 +278,31 @@ bool is_contraction(const Node& r) {
 constexpr int64_t kLargeExpression = 96;
 constexpr double kLargeExpressionReads = 32.0001;
 
+// What evaluating elementwise `top` costs a reader that recomputes it, down to what kernels
+// load and to reduces: its operations and the buffers of at least its size it loads, each
+// counted until it reaches its limit.
+struct ExpressionCost {
+  int64_t ops, loads;
+};
+ExpressionCost expression_cost(const Planner& p, const Node* top, int64_t max_ops, int64_t max_loads) {
+  std::unordered_set<const Node*> ops{top}, loads;
+  std::vector<const Node*> todo{top};
+  while (!todo.empty() && int64_t(ops.size()) < max_ops && int64_t(loads.size()) < max_loads) {
+    const Node* n = todo.back();
+    todo.pop_back();
+    for (auto& s : n->src) {
+      const Node* c = s.get();
+      if (c->op == Op::Reduce) continue;
+      if (c->realized() || p.roots.count(c)) {
+        if (c->numel() >= top->numel()) loads.insert(c);
+      } else if (!c->src.empty() && ops.insert(c).second) {
+        todo.push_back(c);
+      }
+    }
+  }
+  return {int64_t(ops.size()), int64_t(loads.size())};
+}
+
 // A recurrence's state: an elementwise value loading this many buffers of its own size,
 // evaluated by at least kHeavyValueKernels kernels (see heavy_values).
 constexpr int64_t kHeavyLoads = 4;
@@ -297,22 +322,7 @@ std::unordered_map<const Node*, int> heavy_values(const Planner& p, const std::v
   auto is_heavy = [&](const Node* top) {
     auto it = heavy.find(top);
     if (it != heavy.end()) return it->second;
-    std::unordered_set<const Node*> seen{top}, loads;
-    std::vector<const Node*> todo{top};
-    while (!todo.empty() && int64_t(loads.size()) < kHeavyLoads) {
-      const Node* n = todo.back();
-      todo.pop_back();
-      for (auto& s : n->src) {
-        const Node* c = s.get();
-        if (!seen.insert(c).second || c->op == Op::Reduce) continue;
-        if (loads_stop(c)) {
-          if (c->numel() >= top->numel()) loads.insert(c);
-        } else if (!c->src.empty()) {
-          todo.push_back(c);
-        }
-      }
-    }
-    return heavy[top] = int64_t(loads.size()) >= kHeavyLoads;
+    return heavy[top] = expression_cost(p, top, INT64_MAX, kHeavyLoads).loads >= kHeavyLoads;
   };
   std::unordered_map<const Node*, int> kernels;  // heavy value -> kernels evaluating it
   for (auto* root : order) {
@@ -405,18 +415,7 @@ void realize_repeated_reduces(Planner& p, const std::vector<const Node*>& order)
       if (!is_elementwise(top->op)) return false;
       auto it = large.find(top);
       if (it != large.end()) return it->second;
-      std::unordered_set<const Node*> seen{top};
-      std::vector<const Node*> todo{top};
-      while (!todo.empty() && int64_t(seen.size()) < kLargeExpression) {
-        const Node* n = todo.back();
-        todo.pop_back();
-        for (auto& s : n->src) {
-          const Node* c = s.get();
-          if (c->realized() || p.roots.count(c) || c->op == Op::Reduce || c->src.empty()) continue;
-          if (seen.insert(c).second) todo.push_back(c);
-        }
-      }
-      return large[top] = int64_t(seen.size()) >= kLargeExpression;
+      return large[top] = expression_cost(p, top, kLargeExpression, INT64_MAX).ops >= kLargeExpression;
     };
     std::unordered_map<const Node*, const Node*> chain_top;  // expensive elementwise -> where to realize it
     std::unordered_map<const Node*, std::vector<const Node*>> nested_path;  // nested reduce -> nodes above it

@@ -710,11 +710,6 @@ void collect_loads(Kernel& k, const NodeRef& root_value, const Node* self,
 void read_windows(Kernel& k, std::map<std::tuple<const Buffer*, int64_t, int64_t>, BufferRef>& aliases) {
   std::unordered_map<const Buffer*, int> index;
   for (size_t i = 0; i < k.buffers.size(); i++) index.emplace(k.buffers[i].get(), int(i));
-  auto masked = [](const ShapeTracker& st) {
-    for (auto& v : st.views())
-      if (v.mask) return true;
-    return false;
-  };
   std::function<NodeRef(const ShapeTracker&, const NodeRef&)> push_uncached;
   // A view (without masks) of an elementwise expression of loads is that expression of the
   // loads seen through the view: pushed down, the view of a computed value at an offset (the
@@ -727,7 +722,7 @@ void read_windows(Kernel& k, std::map<std::tuple<const Buffer*, int64_t, int64_t
     if (it != pushable_memo.end()) return it->second;
     bool ok;
     if (e->op == Op::View) {
-      ok = k.loads.count(e->src[0].get()) || (!masked(e->args.st) && pushable(e->src[0].get()));
+      ok = k.loads.count(e->src[0].get()) || (!e->args.st.masked() && pushable(e->src[0].get()));
     } else {
       ok = is_elementwise(e->op);
       for (auto& src : e->src) ok = ok && src->shape == e->shape && pushable(src.get());
@@ -787,7 +782,7 @@ void read_windows(Kernel& k, std::map<std::tuple<const Buffer*, int64_t, int64_t
         args.st = rebased;
         out = make_node(Op::View, n->dtype, n->shape, {leaf}, std::move(args));
       }
-    } else if (n->op == Op::View && !in_reduce && !n->args.st.is_contiguous() && !masked(n->args.st) &&
+    } else if (n->op == Op::View && !in_reduce && !n->args.st.is_contiguous() && !n->args.st.masked() &&
                (is_elementwise(n->src[0]->op) || n->src[0]->op == Op::View) && pushable(n->src[0].get())) {
       pushed.push_back(push(n->args.st, n->src[0]));
       out = rebuild(pushed.back(), in_reduce);

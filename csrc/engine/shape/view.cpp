@@ -444,6 +444,12 @@ void print_views(Out& os, const std::vector<View>& views) {
 void ShapeTracker::print(std::ostream& os) const { print_views(os, views_); }
 void ShapeTracker::print(TextOut& os) const { print_views(os, views_); }
 
+bool ShapeTracker::masked() const {
+  for (auto& v : views_)
+    if (v.mask) return true;
+  return false;
+}
+
 bool ShapeTracker::window(int64_t numel, int64_t* lo, int64_t* hi, ShapeTracker* rebased) const {
   std::vector<View> views = views_;
   View& inner = views.front();  // indexes the base's elements

@@ -51,6 +51,7 @@ class ShapeTracker {
   const Shape& shape() const { return views_.back().shape; }
   const std::vector<View>& views() const { return views_; }
   bool is_contiguous() const { return views_.size() == 1 && views_[0].is_contiguous(); }
+  bool masked() const;  // whether any view has a validity mask
   bool operator==(const ShapeTracker& o) const { return views_ == o.views_; }
 
   ShapeTracker reshape(const Shape& shape) const;

@@ -355,9 +355,7 @@ Tensor view_over(const NodeRef& base, const ShapeTracker& st) {
   ShapeTracker rebased;
   if (window_of_stored(base, st, &window, &rebased)) return view_over(window, rebased);
   if (base->op == Op::Const || base->op == Op::Param) {
-    bool masked = false;
-    for (auto& v : st.views()) masked |= bool(v.mask);
-    if (!masked) return base->op == Op::Const ? Tensor::full(st.shape(), base->args.value, base->dtype)
+    if (!st.masked()) return base->op == Op::Const ? Tensor::full(st.shape(), base->args.value, base->dtype)
                                               : Tensor::param(st.shape(), base->args.value, base->dtype);
   }
   NodeArgs a;

@@ -84,6 +84,42 @@ TEST(Lowering, MatmulChannelTilesFollowTheVectorUnit) {
   EXPECT_GE(wide.num_vars, 2);  // the output dims' variables, then the plan's own
 }
 
+// A matmul whose columns are whole tiles of four vectors, over many rows, takes tiles of four
+// vectors by 6 rows with 32 registers (fewer loads per FMA than 2 x 14); its rows read `a` in
+// place. Over (batch, tokens) rows, b moving with neither, the threads split the columns as
+// for a 2-D matmul rather than each packing all of b. Values match direct sums, partial row
+// tiles included (100 rows: 16 tiles of 6 and 4).
+TEST(Lowering, MatmulsOfWholeWideTilesTakeFourVectorsBySixRows) {
+  Tensor a = values({100, 64}), b = values({64, 128});
+  Kernel k = only_kernel(a.matmul(b));
+  CpuPlan wide = lower_cpu(k, kAvx512), narrow = lower_cpu(k, kAvx2);
+  ASSERT_TRUE(wide.channel && narrow.channel);
+  EXPECT_EQ(wide.channel->cols, 64);
+  EXPECT_EQ(wide.channel->rows, 6);
+  EXPECT_EQ(narrow.channel->cols, 16);
+  EXPECT_EQ(narrow.channel->rows, 4);
+  // 96 columns (not whole wide tiles) and 16 rows (a small batch through a linear layer,
+  // where the packing streams the weight) keep two vectors by 14 rows
+  for (auto [m, n] : {std::pair<int64_t, int64_t>{100, 96}, {16, 128}}) {
+    CpuPlan p = lower_cpu(only_kernel(values({m, 64}).matmul(values({64, n}))), kAvx512);
+    ASSERT_TRUE(p.channel) << m << " x " << n;
+    EXPECT_EQ(p.channel->cols, 32) << m << " x " << n;
+  }
+  const int64_t B = 4, T = 64, K = 64, N = 256;
+  Tensor x = values({B, T, K}), w = values({N, K});
+  Tensor::realize_all({x, w});
+  Tensor y = x.reshape({B, T, 1, K}).expand({B, T, N, K})
+                 .binary(Op::Mul, w.reshape({1, 1, N, K}).expand({B, T, N, K}))
+                 .reduce(ReduceOp::Sum, {3}, false);
+  CpuPlan tokens = lower_cpu(only_kernel(y), kAvx512);
+  ASSERT_TRUE(tokens.channel);
+  EXPECT_EQ(tokens.channel->cols, 64);
+  EXPECT_EQ(tokens.parallel_dim, 2);
+  Tensor c = a.matmul(b);
+  expect_matmul(to_doubles(c), to_doubles(a), to_doubles(b), 100, 64, 128, false, 1e-3);
+  expect_matmul(to_doubles(y), to_doubles(x), to_doubles(w), B * T, K, N, true, 1e-3);
+}
+
 // A column sum (no operand to pack) takes a register tile of the last dim, as wide as two
 // vectors; a full sum splits into 32 fixed chunks whatever the thread count.
 TEST(Lowering, VectorTilesAndSplitReductions) {

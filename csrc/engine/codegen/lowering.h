@@ -60,7 +60,8 @@ struct SplitPlan {
 // vectorizer is unreliable at this size). The weight moves by C*K along the channels, so
 // the kernel first copies its slice of channels (once per call) into panels where a
 // tile's channels are contiguous per reduce step. Matmuls take the same tiles with the
-// last output dim as the channels (see plan_channel_tile in lowering.cpp).
+// last output dim as the channels (see plan_channel_tile in lowering.cpp), 4 vectors by 6
+// rows where their channels are whole such tiles (widen_matmul_tile).
 struct ChannelTile {
   int j = -1, i = -1;       // the channel (column) dim and the row dim (the last)
   std::vector<int> mid;     // non-unit dims between them, looped per tile
@@ -80,7 +81,7 @@ struct ChannelTile {
   // The row dims as flattened, outermost first: (row_outer..., i), row_fastest moved last.
   std::vector<int> row_dims() const;
   int first_dim() const { return std::min({i, j, row_outer.empty() ? i : row_outer.front()}); }  // where the tiles begin
-  int64_t cols = 0;              // channels per tile: kChanVecs vectors
+  int64_t cols = 0;              // channels per tile: kChanVecs vectors (or kWideVecs)
   const Node* reduce = nullptr;
   const Node* a = nullptr;       // the reduce's product: a (not moving along j) ...
   const Node* packed = nullptr;  // ... times views of this leaf, copied into panels

@@ -515,6 +515,41 @@ TEST(Fusion, StepsReadingWindowsOfAComputedValueShareAProgram) {
   for (size_t i = 0; i < h.size(); i++) EXPECT_NEAR(got[i], h[i], 1e-5) << i;
 }
 
+// The same over a concatenation (a stacked RNN output's gradient, `2 * stack(h)`): each
+// step's window of `cat(parts) * 2` decides the concatenation's selects, so it reads its one
+// part rather than the select chain at its own offset, and the steps share a program.
+TEST(Fusion, StepsReadingWindowsOfAConcatenationShareAProgram) {
+  const int T = 9, B = 3, H = 10;
+  auto pv = data(T * B * H), wv = data(H * H, 0.03f);
+  auto build = [&] {
+    std::vector<Tensor> parts;
+    for (int t = 0; t < T; t++)
+      parts.push_back(from(std::vector<float>(pv.begin() + t * B * H, pv.begin() + (t + 1) * B * H), {B, 1, H}));
+    Tensor xs = Tensor::concat(parts, 1).binary(Op::Mul, cf(2, {B, T, H}));
+    Tensor w = from(wv, {H, H});
+    Tensor h = cf(0, {B, H});
+    for (int t = 0; t < T; t++) {
+      Tensor x_t = xs.shrink({{0, B}, {t, t + 1}, {0, H}}).reshape({B, H});
+      h = x_t.binary(Op::Add, h.matmul(w)).unary(Op::Tanh);
+    }
+    return h;
+  };
+  EXPECT_LE(kernel_keys({build()}).size(), 4u);  // the product, the first, middle and last steps
+  auto got = to_vec<float>(build());
+  std::vector<double> h(B * H, 0.0);
+  for (int t = 0; t < T; t++) {
+    std::vector<double> next(B * H);
+    for (int b = 0; b < B; b++)
+      for (int j = 0; j < H; j++) {
+        double r = 0;
+        for (int i = 0; i < H; i++) r += h[size_t(b * H + i)] * wv[size_t(i * H + j)];
+        next[size_t(b * H + j)] = std::tanh(2.0 * pv[size_t((t * B + b) * H + j)] + r);
+      }
+    h = next;
+  }
+  for (size_t i = 0; i < h.size(); i++) EXPECT_NEAR(got[i], h[i], 1e-5) << i;
+}
+
 // A view indexes its buffer's elements row-major, whatever the buffer node's shape: a
 // parameter read as (12, 10) and as a reshape of a flat (120,) result (an optimizer's output)
 // is one program.

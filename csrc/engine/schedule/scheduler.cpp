@@ -534,6 +534,15 @@ void realize_repeated_reduces(Planner& p, const std::vector<const Node*>& order)
             if (n->op == Op::Reduce &&
                 (nested.count(n) || evals[n] > double(std::max<int64_t>(1, n->numel())) * 1.0001))
               return false;
+            // So too a large elementwise value read more often than it may be: it (or the
+            // top of its chain) is stored this round. An RNN's gradient recurrence reached
+            // each step's from every later step's kernel, each time in new loop variables:
+            // 1.1M contexts for 64 steps, and a 128-step LSTM scheduled in 14-22 s (now 3.5-4).
+            // (Not at a transcendental one: stopped at each step's tanh, an RNN's input product
+            // fused into every step, a program per step, where stored it let the steps share one.)
+            if (n->op != Op::Reduce && !is_transcendental(n->op) &&
+                evals[n] > double(std::max<int64_t>(1, n->numel())) * kLargeExpressionReads)
+              return false;
           }
           parent_for_next = inner;  // its loops (or runtime index) nest here
           if (n->op == Op::Reduce) stack.push_back(n);
@@ -701,6 +710,58 @@ void collect_loads(Kernel& k, const NodeRef& root_value, const Node* self,
 }
 
 
+// Whether a view's mask holds everywhere in its shape (1), nowhere (0), or in part (-1).
+int mask_decided(const ShapeTracker& st) {
+  if (numel(st.shape()) == 0) return -1;
+  std::vector<Expr> idx;
+  for (size_t d = 0; d < st.shape().size(); d++) idx.push_back(var(int(d), st.shape()[d]));
+  Expr valid = st.index_valid(idx).second;
+  return is_true(valid) ? 1 : is_false(valid) ? 0 : -1;
+}
+
+// The range of values a pushed-down node takes: a constant, or a mask-free view of an integer
+// arange (concatenation's positions); nothing for others.
+std::optional<std::pair<int64_t, int64_t>> value_range(const Node& n) {
+  if (n.op == Op::Const && !is_float(n.dtype)) {
+    const int64_t v = n.args.value.to_int();
+    return std::make_pair(v, v);
+  }
+  if (n.op != Op::View || n.src[0]->op != Op::Arange || is_float(n.dtype) || n.args.st.masked() ||
+      numel(n.shape) == 0)
+    return std::nullopt;
+  std::vector<Expr> idx;
+  for (size_t d = 0; d < n.shape.size(); d++) idx.push_back(var(int(d), n.shape[d]));
+  const Expr flat = n.args.st.index_valid(idx).first;
+  const Node& a = *n.src[0];
+  const int64_t start = a.args.value.to_int(), step = a.args.value2.to_int();
+  const int64_t first = start + step * flat->vmin, last = start + step * flat->vmax;
+  return std::make_pair(std::min(first, last), std::max(first, last));
+}
+
+// A comparison of two value ranges where it comes out the same for every element.
+std::optional<bool> decided_comparison(Op op, std::pair<int64_t, int64_t> a, std::pair<int64_t, int64_t> b) {
+  switch (op) {
+    case Op::CmpLt:
+      if (a.second < b.first) return true;
+      if (a.first >= b.second) return false;
+      break;
+    case Op::CmpLe:
+      if (a.second <= b.first) return true;
+      if (a.first > b.second) return false;
+      break;
+    case Op::CmpEq:
+    case Op::CmpNe: {
+      const bool disjoint = a.second < b.first || b.second < a.first;
+      const bool one_value = a.first == a.second && a == b;
+      if (disjoint || one_value) return (op == Op::CmpEq) == one_value;
+      break;
+    }
+    default:
+      break;
+  }
+  return std::nullopt;
+}
+
 // A kernel reading part of a buffer through a view (an RNN's backward step, its time step of
 // the output's gradient; attention's q, k and v, slices of one projection) reads an alias of
 // just that window, the view rebased onto it: kernels that differ only in where the part
@@ -717,7 +778,7 @@ void read_windows(Kernel& k, std::map<std::tuple<const Buffer*, int64_t, int64_t
   // where the views of a product's factors are what the register tile recognizes.
   std::unordered_map<const Node*, bool> pushable_memo;
   std::function<bool(const Node*)> pushable = [&](const Node* e) {
-    if (k.loads.count(e) || e->op == Op::Const || e->op == Op::Param) return true;
+    if (k.loads.count(e) || e->op == Op::Const || e->op == Op::Param || e->op == Op::Arange) return true;
     auto it = pushable_memo.find(e);
     if (it != pushable_memo.end()) return it->second;
     bool ok;
@@ -738,16 +799,41 @@ void read_windows(Kernel& k, std::map<std::tuple<const Buffer*, int64_t, int64_t
     pushed_memo[e.get()].emplace_back(st, result);
     return result;
   };
+  // Where the window decides a select (a concatenation's `where(position < end, part, rest)`,
+  // its padded parts), only the part it reads is pushed: each time step's gradient of a stacked
+  // output then reads its one part's window rather than every part's at its own offset.
   push_uncached = [&](const ShapeTracker& st, const NodeRef& e) -> NodeRef {
-    if (e->op == Op::View && !k.loads.count(e.get())) return push(st.compose_onto(e->args.st), e->src[0]);
+    if (e->op == Op::View && !k.loads.count(e.get())) {
+      ShapeTracker through = st.compose_onto(e->args.st);
+      if (e->args.st.masked()) {
+        const int decided = mask_decided(through);
+        if (decided == 0) return Tensor::full(st.shape(), Scalar::from_int(0), e->dtype).node();
+        if (decided == 1) {  // read inside the valid part only: the mask is no matter
+          std::vector<View> views = e->args.st.views();
+          for (View& v : views) v.mask.reset();
+          through = st.compose_onto(ShapeTracker(std::move(views)));
+        }
+      }
+      return push(through, e->src[0]);
+    }
     if (e->op == Op::Const) return make_node(Op::Const, e->dtype, st.shape(), {}, e->args);
     NodeArgs view;
     view.st = st;
     int64_t lo, hi;  // a launch value reads the same anywhere: where the view starts is no matter
     if (e->op == Op::Param) st.window(e->numel(), &lo, &hi, &view.st);
-    if (k.loads.count(e.get()) || e->op == Op::Param) return make_node(Op::View, e->dtype, st.shape(), {e}, view);
+    if (k.loads.count(e.get()) || e->op == Op::Param || e->op == Op::Arange)
+      return make_node(Op::View, e->dtype, st.shape(), {e}, view);
+    if (e->op == Op::Where) {
+      NodeRef cond = push(st, e->src[0]);
+      if (cond->op == Op::Const) return push(st, e->src[cond->args.value.to_int() != 0 ? 1 : 2]);
+      return make_node(Op::Where, e->dtype, st.shape(), {cond, push(st, e->src[1]), push(st, e->src[2])}, e->args);
+    }
     std::vector<NodeRef> src;
     for (auto& s : e->src) src.push_back(push(st, s));
+    if (src.size() == 2)
+      if (auto a = value_range(*src[0]), b = value_range(*src[1]); a && b)
+        if (auto holds = decided_comparison(e->op, *a, *b))
+          return Tensor::full(st.shape(), Scalar::from_bool(*holds), e->dtype).node();
     return make_node(e->op, e->dtype, st.shape(), std::move(src), e->args);
   };
   std::vector<NodeRef> pushed;  // alive while their addresses key `rebuilt`

@@ -2,6 +2,7 @@
 // A test named DISABLED_ holds the goal count the scheduler does not reach
 // yet; its comment says what it does now.
 #include <cmath>
+#include <functional>
 #include <numeric>
 #include <set>
 
@@ -482,6 +483,30 @@ std::set<std::string> kernel_keys(const std::vector<Tensor>& outs) {
 }
 }  // namespace
 
+// h_t = tanh(x_t + h_{t-1} @ w) from h = 0 over T steps, each step's x_t (B, H) given, and
+// its double-precision reference from x(t, b, j).
+static Tensor tanh_rnn(const std::function<Tensor(int)>& x_t, const std::vector<float>& wv, int T, int B, int H) {
+  Tensor w = from(wv, {H, H});
+  Tensor h = cf(0, {B, H});
+  for (int t = 0; t < T; t++) h = x_t(t).binary(Op::Add, h.matmul(w)).unary(Op::Tanh);
+  return h;
+}
+static void expect_tanh_rnn(const std::vector<float>& got, const std::function<double(int, int, int)>& x,
+                     const std::vector<float>& wv, int T, int B, int H) {
+  std::vector<double> h(size_t(B * H), 0.0);
+  for (int t = 0; t < T; t++) {
+    std::vector<double> next(size_t(B * H));
+    for (int b = 0; b < B; b++)
+      for (int j = 0; j < H; j++) {
+        double r = 0;
+        for (int i = 0; i < H; i++) r += h[size_t(b * H + i)] * wv[size_t(i * H + j)];
+        next[size_t(b * H + j)] = std::tanh(x(t, b, j) + r);
+      }
+    h = next;
+  }
+  for (size_t i = 0; i < h.size(); i++) EXPECT_NEAR(got[i], h[i], 1e-5) << i;
+}
+
 // A recurrence over a computed value's rows: each step's kernel reads its window of the
 // stored product through a view of `* 1.5` (pushed down to the load), at another offset per
 // step. Read as windows (aliases at launch), every step but the first is one program.
@@ -490,29 +515,15 @@ TEST(Fusion, StepsReadingWindowsOfAComputedValueShareAProgram) {
   auto xv = data(B * T * I), uv = data(I * H, 0.05f), wv = data(H * H, 0.03f);
   auto build = [&] {
     Tensor xs = from(xv, {B * T, I}).matmul(from(uv, {I, H})).binary(Op::Mul, cf(1.5, {B * T, H}));
-    Tensor w = from(wv, {H, H});
-    Tensor h = cf(0, {B, H});
-    for (int t = 0; t < T; t++) {
-      Tensor x_t = xs.reshape({B, T, H}).shrink({{0, B}, {t, t + 1}, {0, H}}).reshape({B, H});
-      h = x_t.binary(Op::Add, h.matmul(w)).unary(Op::Tanh);
-    }
-    return h;
+    return tanh_rnn([&](int t) { return xs.reshape({B, T, H}).shrink({{0, B}, {t, t + 1}, {0, H}}).reshape({B, H}); },
+                    wv, T, B, H);
   };
   EXPECT_LE(kernel_keys({build()}).size(), 5u);  // two products, the first, middle and last steps
-  auto got = to_vec<float>(build());
-  std::vector<double> h(B * H, 0.0);
-  for (int t = 0; t < T; t++) {
-    std::vector<double> next(B * H);
-    for (int b = 0; b < B; b++)
-      for (int j = 0; j < H; j++) {
-        double x = 0, r = 0;
-        for (int i = 0; i < I; i++) x += double(xv[size_t((b * T + t) * I + i)]) * uv[size_t(i * H + j)];
-        for (int i = 0; i < H; i++) r += h[size_t(b * H + i)] * wv[size_t(i * H + j)];
-        next[size_t(b * H + j)] = std::tanh(1.5 * x + r);
-      }
-    h = next;
-  }
-  for (size_t i = 0; i < h.size(); i++) EXPECT_NEAR(got[i], h[i], 1e-5) << i;
+  expect_tanh_rnn(to_vec<float>(build()), [&](int t, int b, int j) {
+    double x = 0;
+    for (int i = 0; i < I; i++) x += double(xv[size_t((b * T + t) * I + i)]) * uv[size_t(i * H + j)];
+    return 1.5 * x;
+  }, wv, T, B, H);
 }
 
 // The same over a concatenation (a stacked RNN output's gradient, `2 * stack(h)`): each
@@ -526,28 +537,11 @@ TEST(Fusion, StepsReadingWindowsOfAConcatenationShareAProgram) {
     for (int t = 0; t < T; t++)
       parts.push_back(from(std::vector<float>(pv.begin() + t * B * H, pv.begin() + (t + 1) * B * H), {B, 1, H}));
     Tensor xs = Tensor::concat(parts, 1).binary(Op::Mul, cf(2, {B, T, H}));
-    Tensor w = from(wv, {H, H});
-    Tensor h = cf(0, {B, H});
-    for (int t = 0; t < T; t++) {
-      Tensor x_t = xs.shrink({{0, B}, {t, t + 1}, {0, H}}).reshape({B, H});
-      h = x_t.binary(Op::Add, h.matmul(w)).unary(Op::Tanh);
-    }
-    return h;
+    return tanh_rnn([&](int t) { return xs.shrink({{0, B}, {t, t + 1}, {0, H}}).reshape({B, H}); }, wv, T, B, H);
   };
   EXPECT_LE(kernel_keys({build()}).size(), 4u);  // the product, the first, middle and last steps
-  auto got = to_vec<float>(build());
-  std::vector<double> h(B * H, 0.0);
-  for (int t = 0; t < T; t++) {
-    std::vector<double> next(B * H);
-    for (int b = 0; b < B; b++)
-      for (int j = 0; j < H; j++) {
-        double r = 0;
-        for (int i = 0; i < H; i++) r += h[size_t(b * H + i)] * wv[size_t(i * H + j)];
-        next[size_t(b * H + j)] = std::tanh(2.0 * pv[size_t((t * B + b) * H + j)] + r);
-      }
-    h = next;
-  }
-  for (size_t i = 0; i < h.size(); i++) EXPECT_NEAR(got[i], h[i], 1e-5) << i;
+  expect_tanh_rnn(to_vec<float>(build()), [&](int t, int b, int j) { return 2.0 * pv[size_t((t * B + b) * H + j)]; },
+                  wv, T, B, H);
 }
 
 // A view indexes its buffer's elements row-major, whatever the buffer node's shape: a

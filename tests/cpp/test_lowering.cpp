@@ -98,9 +98,10 @@ TEST(Lowering, MatmulsOfWholeWideTilesTakeFourVectorsBySixRows) {
   EXPECT_EQ(wide.channel->rows, 6);
   EXPECT_EQ(narrow.channel->cols, 16);
   EXPECT_EQ(narrow.channel->rows, 4);
-  // 96 columns (not whole wide tiles) and 16 rows (a small batch through a linear layer,
-  // where the packing streams the weight) keep two vectors by 14 rows
-  for (auto [m, n] : {std::pair<int64_t, int64_t>{100, 96}, {16, 128}}) {
+  // 96 columns (not whole wide tiles), 192 split over 2 threads (3 wide tiles) and 16 rows (a
+  // small batch through a linear layer, where the packing streams the weight) keep two
+  // vectors by 14 rows
+  for (auto [m, n] : {std::pair<int64_t, int64_t>{100, 96}, {100, 192}, {16, 128}}) {
     CpuPlan p = lower_cpu(only_kernel(values({m, 64}).matmul(values({64, n}))), kAvx512);
     ASSERT_TRUE(p.channel) << m << " x " << n;
     EXPECT_EQ(p.channel->cols, 32) << m << " x " << n;

@@ -180,7 +180,7 @@ class CpuLowering {
       }
     }
     if (ct && ct->pack_inner) par = pack_outside(*ct, idx, par);
-    if (ct) widen_matmul_tile(*ct, idx);
+    if (ct) widen_matmul_tile(*ct, idx, par);
     p.parallel_dim = par;
     if (ct && ct->j == par) p.parallel_grain = ct->cols;
     if (ct) {
@@ -824,12 +824,15 @@ class CpuLowering {
   // transposed) 0.60. Convolutions keep 2 x 14 (with 4 x 6 everywhere, resnet18's inference
   // took 1.25-1.45x as long, MNIST's step 3.5x), as do 16 rows through a linear layer's
   // transposed weight (1.07x: packing 64 columns streams 64 rows of it).
+  // Where the threads split the channels, the wide tiles split evenly or are many (3 tiles
+  // over 2 threads would leave one idle a third of the time).
   static constexpr int64_t kWideVecs = 4, kWideRows = 6, kWideMinRows = 64;
-  void widen_matmul_tile(ChannelTile& ct, const std::vector<Expr>& idx) {
-    const int64_t cols = kWideVecs * kLanes, channels = k_.shape[size_t(ct.j)];
+  void widen_matmul_tile(ChannelTile& ct, const std::vector<Expr>& idx, int par) {
+    const int64_t cols = kWideVecs * kLanes, channels = k_.shape[size_t(ct.j)], tiles = channels / cols;
     if (target_.registers < 32 || ct.unit || !ct.mid.empty() || !ct.row_outer.empty() ||
         numel(k_.shape) / channels < kWideMinRows || channels % cols != 0 || has_padding_taps(ct, idx))
       return;
+    if (par == ct.j && tiles % target_.threads != 0 && tiles < 4 * target_.threads) return;
     ct.cols = cols;
     ct.rows = kWideRows;
   }

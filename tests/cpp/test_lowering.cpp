@@ -96,8 +96,10 @@ TEST(Lowering, MatmulsOfWholeWideTilesTakeFourVectorsBySixRows) {
   ASSERT_TRUE(wide.channel && narrow.channel);
   EXPECT_EQ(wide.channel->cols, 64);
   EXPECT_EQ(wide.channel->rows, 6);
+  EXPECT_TRUE(wide.channel->a_in_place);
   EXPECT_EQ(narrow.channel->cols, 16);
   EXPECT_EQ(narrow.channel->rows, 4);
+  EXPECT_FALSE(narrow.channel->a_in_place);
   // 96 columns (not whole wide tiles), 192 split over 2 threads (3 wide tiles) and 16 rows (a
   // small batch through a linear layer, where the packing streams the weight) keep two
   // vectors by 14 rows

@@ -1801,12 +1801,9 @@ class Builder {
   // AMD EPYC, at 218 with K = 1000; packed rows (pack_a) a cache line apart do not alias.
   // (Not for rows over the images, row_fastest: a small map's convolution, its packing dearer
   // than the misses: resnet18's layer4 at 64x64 went from 11-13 to 17-19 ms in an SGD step.)
-  // A tile of at most kRowsWithinL1Ways rows fits one set's ways beside b's lines (8 ways on
-  // Zen 4, 12 on Golden Cove): its rows are read in place. Each thread copied all of `a`
-  // otherwise: with it a 4 x 6 tile's 1024^3 matmul took 1.07x as long, 128 x 1024 x 1024 1.18x.
-  static constexpr int64_t kRowsWithinL1Ways = 6;
+  // (Nor for a wide matmul tile's 6 rows: ChannelTile::a_in_place.)
   bool a_rows_alias(const ChannelTile& ct, const std::vector<Expr>& o) {
-    if (ct.row_fastest >= 0 || ct.rows <= kRowsWithinL1Ways) return false;
+    if (ct.row_fastest >= 0 || ct.a_in_place) return false;
     std::vector<int> steps;
     Expr flat = a_leaf_flat(ct, o, steps);
     if (!flat) return false;

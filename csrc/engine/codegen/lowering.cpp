@@ -818,7 +818,7 @@ class CpuLowering {
   // A matmul's tile (one row dim, no window, b in panels): kWideVecs vectors x kWideRows rows
   // instead of 2 x 14, where the channels are whole wide tiles and b serves many rows. Per
   // reduce step it loads 6 broadcasts and 4 vectors for 24 FMAs rather than 14 and 2 for 28,
-  // and its rows read `a` in place (a_rows_alias in llvm_codegen.cpp) instead of each thread
+  // and its rows read `a` in place (a_in_place) instead of each thread
   // copying all of it. Measured in one process against the 2 x 14 tile (2 threads, Intel Xeon
   // EMR): 1024^3 0.75-0.87 of its time, 1024 x 512 x 2048 0.81, 16 x 4096 x 4096 (b not
   // transposed) 0.60. Convolutions keep 2 x 14 (with 4 x 6 everywhere, resnet18's inference
@@ -835,6 +835,7 @@ class CpuLowering {
     if (par == ct.j && tiles % target_.threads != 0 && tiles < 4 * target_.threads) return;
     ct.cols = cols;
     ct.rows = kWideRows;
+    ct.a_in_place = true;  // with the copy, 1024^3 took 1.07x as long, 128 x 1024 x 1024 1.18x
   }
 
   // Rows per tile for `w_rows` rows: all up to kChanMaxRows, else a divisor near it.

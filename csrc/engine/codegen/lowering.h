@@ -119,6 +119,10 @@ struct ChannelTile {
   // Where all panels stay in cache (a linear layer's weight gradient over its batch, AdamW's
   // update fused: five such streams), the strips bound the kernel.
   bool rows_outside = false;
+  // `a` read in place even where its rows lie a multiple of 2 KiB apart: a wide matmul tile's
+  // 6 rows fit an L1 set's ways beside b's lines (8 ways on Zen 4, 12 on Golden Cove), where
+  // each thread otherwise copied all of `a` (widen_matmul_tile).
+  bool a_in_place = false;
   // rows_outside with several outputs and only element-wise work after the reduce (an
   // optimizer's update after a weight gradient): the epilogue runs once per row tile, row by
   // row along the thread's channels (the code generator's RowTileBuffer); per tile, 14 rows x

@@ -818,14 +818,14 @@ class CpuLowering {
   // A matmul's tile (one row dim, no window, b in panels): kWideVecs vectors x kWideRows rows
   // instead of 2 x 14, where the channels are whole wide tiles and b serves many rows. Per
   // reduce step it loads 6 broadcasts and 4 vectors for 24 FMAs rather than 14 and 2 for 28,
-  // and its rows read `a` in place (a_in_place) instead of each thread
-  // copying all of it. Measured in one process against the 2 x 14 tile (2 threads, Intel Xeon
-  // EMR): 1024^3 0.75-0.87 of its time, 1024 x 512 x 2048 0.81, 16 x 4096 x 4096 (b not
-  // transposed) 0.60. Convolutions keep 2 x 14 (with 4 x 6 everywhere, resnet18's inference
-  // took 1.25-1.45x as long, MNIST's step 3.5x), as do 16 rows through a linear layer's
-  // transposed weight (1.07x: packing 64 columns streams 64 rows of it).
-  // Where the threads split the channels, the wide tiles split evenly or are many (3 tiles
-  // over 2 threads would leave one idle a third of the time).
+  // and its rows read `a` in place (a_in_place) instead of each thread copying all of it.
+  // Measured in one process against the 2 x 14 tile (2 threads, Intel Xeon EMR): 1024^3
+  // 0.75-0.87 of its time, 1024 x 512 x 2048 0.81, 16 x 4096 x 4096 (b not transposed) 0.60.
+  // Convolutions keep 2 x 14 (with 4 x 6 everywhere, resnet18's inference took 1.25-1.45x as
+  // long, MNIST's step 3.5x), as do 16 rows through a linear layer's transposed weight (1.07x:
+  // packing 64 columns streams 64 rows of it). Where the threads split the channels, the wide
+  // tiles split evenly or are many (3 tiles over 2 threads would leave one idle a third of
+  // the time).
   static constexpr int64_t kWideVecs = 4, kWideRows = 6, kWideMinRows = 64;
   void widen_matmul_tile(ChannelTile& ct, const std::vector<Expr>& idx, int par) {
     const int64_t cols = kWideVecs * kLanes, channels = k_.shape[size_t(ct.j)], tiles = channels / cols;

@@ -1,6 +1,5 @@
 #include "engine/codegen/index_walk.h"
 
-
 namespace tiny {
 
 SourceIndex view_source_index(const Node* view, const std::vector<Expr>& idx) {
@@ -45,20 +44,13 @@ std::vector<MaskAtom> zero_masks(const Node* n, std::vector<Expr> idx) {
   return atoms;
 }
 
-namespace {
-std::vector<Expr> own_index(const Node* n) {
-  std::vector<Expr> idx;
-  for (size_t d = 0; d < n->shape.size(); d++) idx.push_back(var(int(d), n->shape[d]));
-  return idx;
-}
-}  // namespace
 
 Box nonzero_box(const Node* n) {
   if (n->op != Op::View && n->op != Op::Contiguous) return n->realized_box();
   Box box;
   for (int64_t s : n->shape) box.push_back({0, s});
   bool narrowed = false;
-  for (const MaskAtom& at : zero_masks(n, own_index(n))) {
+  for (const MaskAtom& at : zero_masks(n, vars_of(n->shape))) {
     const Expr* x = &at.x;
     while ((*x)->op == EOp::Bounded) x = &(*x)->src[0];
     // the others are dropped: fewer zeros known, none wrong
@@ -73,7 +65,7 @@ Box nonzero_box(const Node* n) {
 
 std::string zero_masks_key(const Node* n) {
   std::string key;
-  for (const MaskAtom& at : zero_masks(n, own_index(n)))
+  for (const MaskAtom& at : zero_masks(n, vars_of(n->shape)))
     key += (at.ge ? "[" : "<") + to_string(at.x) + "," + std::to_string(at.c);
   return key;
 }

@@ -7,7 +7,6 @@
 #include <map>
 #include <optional>
 #include <set>
-#include <tuple>
 #include <unordered_set>
 
 #include "engine/codegen/index_walk.h"
@@ -713,9 +712,7 @@ void collect_loads(Kernel& k, const NodeRef& root_value, const Node* self,
 // Whether a view's mask holds everywhere in its shape (1), nowhere (0), or in part (-1).
 int mask_decided(const ShapeTracker& st) {
   if (numel(st.shape()) == 0) return -1;
-  std::vector<Expr> idx;
-  for (size_t d = 0; d < st.shape().size(); d++) idx.push_back(var(int(d), st.shape()[d]));
-  Expr valid = st.index_valid(idx).second;
+  Expr valid = st.index_valid(vars_of(st.shape())).second;
   return is_true(valid) ? 1 : is_false(valid) ? 0 : -1;
 }
 
@@ -729,9 +726,7 @@ std::optional<std::pair<int64_t, int64_t>> value_range(const Node& n) {
   if (n.op != Op::View || n.src[0]->op != Op::Arange || is_float(n.dtype) || n.args.st.masked() ||
       numel(n.shape) == 0)
     return std::nullopt;
-  std::vector<Expr> idx;
-  for (size_t d = 0; d < n.shape.size(); d++) idx.push_back(var(int(d), n.shape[d]));
-  const Expr flat = n.args.st.index_valid(idx).first;
+  const Expr flat = n.args.st.index_valid(vars_of(n.shape)).first;
   const Node& a = *n.src[0];
   const int64_t start = a.args.value.to_int(), step = a.args.value2.to_int();
   const int64_t first = start + step * flat->vmin, last = start + step * flat->vmax;
@@ -767,8 +762,8 @@ std::optional<bool> decided_comparison(Op op, std::pair<int64_t, int64_t> a, std
 // just that window, the view rebased onto it: kernels that differ only in where the part
 // starts then have one key and share one program, the start passed as the alias's address.
 // (Views of stored inputs get their windows as the graph is built: view_over in tensor.cpp.)
-// `aliases` keeps one alias per window across the schedule's kernels.
-void read_windows(Kernel& k, std::map<std::tuple<const Buffer*, int64_t, int64_t>, BufferRef>& aliases) {
+// Kernels reading one window read one alias (window_alias).
+void read_windows(Kernel& k) {
   std::unordered_map<const Buffer*, int> index;
   for (size_t i = 0; i < k.buffers.size(); i++) index.emplace(k.buffers[i].get(), int(i));
   std::function<NodeRef(const ShapeTracker&, const NodeRef&)> push_uncached;
@@ -856,8 +851,7 @@ void read_windows(Kernel& k, std::map<std::tuple<const Buffer*, int64_t, int64_t
       const BufferRef& buf = k.buffers[size_t(load->second)];
       if (buf->dtype() == src->dtype && buf->numel() == src->numel() && zero_masks_key(src).empty() &&
           n->args.st.window(buf->numel(), &lo, &hi, &rebased)) {
-        BufferRef& alias = aliases[{buf.get(), lo, hi - lo}];
-        if (!alias) alias = std::make_shared<Buffer>(buf, buf->dtype(), hi - lo, size_t(lo) * itemsize(buf->dtype()));
+        BufferRef alias = window_alias(buf, lo, hi - lo);
         NodeRef leaf = Tensor::from_buffer(alias, {hi - lo}).node();
         if (!index.count(alias.get())) {
           index[alias.get()] = int(k.buffers.size());
@@ -1191,8 +1185,7 @@ Schedule create_schedule(const std::vector<NodeRef>& targets, Device& device) {
   sched.kernels.erase(std::remove_if(sched.kernels.begin(), sched.kernels.end(),
                                      [](const Kernel& k) { return k.outputs.empty(); }),
                       sched.kernels.end());
-  std::map<std::tuple<const Buffer*, int64_t, int64_t>, BufferRef> aliases;
-  for (auto& k : sched.kernels) read_windows(k, aliases);
+  for (auto& k : sched.kernels) read_windows(k);
   return sched;
 }
 

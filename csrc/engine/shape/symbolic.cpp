@@ -131,6 +131,12 @@ Expr var(int id, int64_t size) {
   return make(EOp::Var, id, 0, size - 1, {});
 }
 
+std::vector<Expr> vars_of(const std::vector<int64_t>& sizes) {
+  std::vector<Expr> idx;
+  for (size_t d = 0; d < sizes.size(); d++) idx.push_back(var(int(d), sizes[d]));
+  return idx;
+}
+
 Expr var_range(int id, int64_t lo, int64_t hi) {
   // kept a Var even for one value: callers read its id
   return make(EOp::Var, id, lo, std::max(lo, hi - 1), {});

@@ -28,6 +28,8 @@ struct ExprNode {
 Expr cnst(int64_t v);
 // A loop variable `id` ranging over [0, size).
 Expr var(int id, int64_t size);
+// One variable per dim of `sizes`, numbered from 0: an index over all of a shape.
+std::vector<Expr> vars_of(const std::vector<int64_t>& sizes);
 // Variable `id` known to lie in [lo, hi) (a loop split at mask boundaries):
 // comparisons decided by that range fold to constants.
 Expr var_range(int id, int64_t lo, int64_t hi);

@@ -304,10 +304,6 @@ Tensor Tensor::bitcast(DType dt) const {
   return Tensor(make_node(Op::Bitcast, dt, s, {node_}));
 }
 
-namespace {
-
-// The elements [lo, lo + n) of stored buffer `base` as a buffer of their own,
-// one per window (so equal windows are one graph leaf).
 BufferRef window_alias(const BufferRef& base, int64_t lo, int64_t n) {
   struct Key {
     const Buffer* base;
@@ -332,6 +328,8 @@ BufferRef window_alias(const BufferRef& base, int64_t lo, int64_t n) {
   (*windows)[key] = alias;
   return alias;
 }
+
+namespace {
 
 // A view reading only part of stored data reads an alias of just that part:
 // a graph that differs only in where the part starts (a batch slice, a

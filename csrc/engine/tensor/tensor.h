@@ -87,4 +87,8 @@ class Tensor {
   NodeRef node_;
 };
 
+// The elements [lo, lo + n) of stored buffer `base` as a buffer of their own, one per live
+// window (so equal windows are one graph leaf, and one buffer of a kernel).
+BufferRef window_alias(const BufferRef& base, int64_t lo, int64_t n);
+
 }  // namespace tiny

@@ -174,8 +174,8 @@ TEST(Tensor, BadCallsThrow) {
 }
 
 // Sums of products over short reduces (an RNN's weight gradient: one product per time step,
-// each over one step's batch) are joined into one sum over all the steps: one reduce whose
-// kernel tiles, with the same values as the products added one by one.
+// each over one step's batch) are joined into one sum over all the steps when scheduled: one
+// reduce whose kernel tiles, with the same values as the products added one by one.
 namespace {
 std::vector<float> reference_matmul(const std::vector<float>& a, const std::vector<float>& b, int64_t m, int64_t k,
                                     int64_t n) {
@@ -185,35 +185,71 @@ std::vector<float> reference_matmul(const std::vector<float>& a, const std::vect
       for (int64_t p = 0; p < k; p++) out[size_t(i * n + j)] += a[size_t(i * k + p)] * b[size_t(p * n + j)];
   return out;
 }
+
+// The sum of `steps` short products (of mixed lengths where `mixed`, else all of 4) with
+// inputs offset by `seed`, and its value computed on the host.
+std::pair<Tensor, std::vector<float>> short_products(int steps, bool mixed, int64_t* total, float seed = 0.f) {
+  const int64_t m = 5, n = 7;
+  Tensor sum;
+  std::vector<float> want(size_t(m * n), 0.f);
+  *total = 0;
+  for (int t = 0; t < steps; t++) {
+    int64_t k = mixed ? 2 + (t * 3) % 8 : 4;
+    *total += k;
+    auto av = iota_f(m * k, float(t) + seed, 0.25f), bv = iota_f(k * n, float(-t), 0.5f);
+    for (auto& v : av) v = std::fmod(v, 3.f) - 1.f;
+    for (auto& v : bv) v = std::fmod(v, 5.f) - 2.f;
+    auto r = reference_matmul(av, bv, m, k, n);
+    for (size_t i = 0; i < want.size(); i++) want[i] += r[i];
+    // a transposed first factor, as autograd's weight gradient reads it
+    Tensor a = from(av, {m, k}).permute({1, 0}).contiguous().permute({1, 0});
+    Tensor p = a.matmul(from(bv, {k, n}));
+    sum = sum.defined() ? sum.binary(Op::Add, p) : p;
+  }
+  return {sum, want};
+}
+
+// The node the scheduler computes for `t` (sums of short products joined), seen through no view.
+const Node* joined_value(const Tensor& t) {
+  static JoinedSums joined;  // (keeps the rebuilt graph alive for the caller)
+  joined = join_contraction_sums({t.node()});
+  const Node* n = joined.targets[0].get();
+  return n->op == Op::View ? n->src[0].get() : n;
+}
 }  // namespace
 
 TEST(Tensor, ShortProductsAddedAreOneReduce) {
-  const int64_t m = 5, n = 7;
   for (int steps : {2, 3, 16, 17, 40, 300}) {
     bool mixed = steps % 2 == 0;  // parts of mixed lengths, or all alike (stored in runs)
-    Tensor sum;
-    std::vector<float> want(size_t(m * n), 0.f);
     int64_t total = 0;
-    for (int t = 0; t < steps; t++) {
-      int64_t k = mixed ? 2 + (t * 3) % 8 : 4;
-      total += k;
-      auto av = iota_f(m * k, float(t), 0.25f), bv = iota_f(k * n, float(-t), 0.5f);
-      for (auto& v : av) v = std::fmod(v, 3.f) - 1.f;
-      for (auto& v : bv) v = std::fmod(v, 5.f) - 2.f;
-      auto r = reference_matmul(av, bv, m, k, n);
-      for (size_t i = 0; i < want.size(); i++) want[i] += r[i];
-      // a transposed first factor, as autograd's weight gradient reads it
-      Tensor a = from(av, {m, k}).permute({1, 0}).contiguous().permute({1, 0});
-      Tensor p = a.matmul(from(bv, {k, n}));
-      sum = sum.defined() ? sum.binary(Op::Add, p) : p;
-    }
-    // one reduce over every step
-    const Node* n0 = sum.node().get();
-    if (n0->op == Op::View) n0 = n0->src[0].get();
+    auto [sum, want] = short_products(steps, mixed, &total);
+    // built as additions (each step's graph grows by one node per addition) ...
+    EXPECT_EQ(sum.node()->op, Op::Add);
+    // ... and scheduled as one reduce over every step
+    const Node* n0 = joined_value(sum);
     ASSERT_EQ(n0->op, Op::Reduce) << steps;
     EXPECT_EQ(n0->src[0]->shape[size_t(n0->args.axes[0])], total) << steps;
     auto got = to_vec<float>(sum);
     for (size_t i = 0; i < want.size(); i++) EXPECT_NEAR(got[i], want[i], 1e-3f * (1 + std::fabs(want[i]))) << steps;
+  }
+}
+
+// The joined graph's own buffers (runs of equal steps stored apart) are the cached schedule's
+// too: the next step's sum, the same graph over other data, replays it with its values.
+TEST(Tensor, JoinedProductsReplayTheirSchedule) {
+  for (bool mixed : {false, true}) {
+    int64_t total = 0;
+    auto [first, want_first] = short_products(24, mixed, &total);
+    auto [second, want_second] = short_products(24, mixed, &total, 0.5f);
+    int64_t hits = counters().schedule_cache_hits, schedules = counters().schedules;
+    auto got_first = to_vec<float>(first);
+    auto got_second = to_vec<float>(second);
+    EXPECT_EQ(counters().schedules - schedules, 1) << mixed;
+    EXPECT_EQ(counters().schedule_cache_hits - hits, 1) << mixed;
+    for (size_t i = 0; i < want_first.size(); i++) {
+      EXPECT_NEAR(got_first[i], want_first[i], 1e-3f * (1 + std::fabs(want_first[i]))) << mixed;
+      EXPECT_NEAR(got_second[i], want_second[i], 1e-3f * (1 + std::fabs(want_second[i]))) << mixed;
+    }
   }
 }
 
@@ -222,15 +258,15 @@ TEST(Tensor, ProductsThatDoNotPairStayApart) {
   // long reduces are products of their own (each tiles already)
   Tensor big = from(iota_f(4 * 100), {4, 100}).matmul(from(iota_f(100 * 4), {100, 4}));
   Tensor s = big.binary(Op::Add, big);
-  EXPECT_EQ(s.node()->op, Op::Add);
+  EXPECT_EQ(joined_value(s)->op, Op::Add);
   // a sum that is no product (no factor stays put along an output dim)
   Tensor rows = a.reduce(ReduceOp::Sum, {1}, true);
   Tensor s2 = rows.binary(Op::Add, rows);
-  EXPECT_EQ(s2.node()->op, Op::Add);
+  EXPECT_EQ(joined_value(s2)->op, Op::Add);
   // a product added to a short one whose factors move along other dims: a @ b + (a @ b)^T
   Tensor p = a.matmul(b);
   Tensor s3 = p.binary(Op::Add, p.permute({1, 0}));
-  EXPECT_EQ(s3.node()->op, Op::Add);
+  EXPECT_EQ(joined_value(s3)->op, Op::Add);
   auto pv = to_vec<float>(p), sv = to_vec<float>(s3);
   for (int i = 0; i < 4; i++)
     for (int j = 0; j < 4; j++) EXPECT_FLOAT_EQ(sv[size_t(i * 4 + j)], pv[size_t(i * 4 + j)] + pv[size_t(j * 4 + i)]);

@@ -4,7 +4,9 @@
 #include <chrono>
 #include <cstdio>
 #include <sstream>
+#include <functional>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "engine/codegen/index_walk.h"
 #include "engine/dtype/text_out.h"
@@ -162,41 +164,41 @@ std::shared_ptr<CachedSchedule> CachedSchedule::record(const GraphShape& g, cons
     slot_of[g.inputs[i].get()] = int(c->slots_.size());
     c->slots_.push_back({Slot::Input, int(i), g.inputs[i]->dtype(), g.inputs[i]->numel(), 0});
   }
+  // The schedule's buffers get slots, an alias after its owner: fresh ones for what the
+  // schedule writes, aliases for views into those or into inputs (windows the kernels read: see
+  // read_windows); -1 where a buffer has no slot to get.
+  std::unordered_set<const Buffer*> written;
+  for (auto& [node, buf] : s.realized) written.insert(buf.get());
+  for (auto& buf : s.internal) written.insert(buf.get());
+  std::function<int(const BufferRef&)> slot = [&](const BufferRef& buf) {
+    auto it = slot_of.find(buf.get());
+    if (it != slot_of.end()) return it->second;
+    int base = -1;
+    if (buf->base()) {
+      base = slot(buf->base());
+      if (base < 0) return -1;
+    } else if (!written.count(buf.get())) {
+      return -1;
+    }
+    slot_of[buf.get()] = int(c->slots_.size());
+    c->slots_.push_back({base < 0 ? Slot::Fresh : Slot::Alias, base, buf->dtype(), buf->numel(), buf->byte_offset()});
+    return int(c->slots_.size()) - 1;
+  };
   std::unordered_map<const Node*, int> pos;
   for (size_t i = 0; i < g.order.size(); i++) pos[g.order[i]] = int(i);
+  for (auto [image, original] : s.originals) pos.emplace(image, pos.at(original));
   for (auto& [node, buf] : s.realized) {
     auto it = pos.find(node.get());
-    if (it == pos.end()) return nullptr;
-    if (!slot_of.count(buf.get())) {
-      if (buf->base()) {
-        auto base = slot_of.find(buf->base().get());
-        if (base == slot_of.end()) return nullptr;
-        slot_of[buf.get()] = int(c->slots_.size());
-        c->slots_.push_back({Slot::Alias, base->second, buf->dtype(), buf->numel(), buf->byte_offset()});
-      } else {
-        slot_of[buf.get()] = int(c->slots_.size());
-        c->slots_.push_back({Slot::Fresh, -1, buf->dtype(), buf->numel(), 0});
-      }
-    }
-    c->realized_.push_back({it->second, slot_of.at(buf.get()), nonzero_box(node.get())});
+    if (it == pos.end() || slot(buf) < 0) return nullptr;
+    c->realized_.push_back({it->second, slot(buf), nonzero_box(node.get())});
   }
-  // windows the kernels read (aliases at a byte offset into a buffer above: see read_windows)
-  for (auto& kern : s.kernels)
-    for (auto& b : kern.buffers) {
-      if (slot_of.count(b.get()) || !b->base()) continue;
-      auto base = slot_of.find(b->base().get());
-      if (base == slot_of.end()) return nullptr;
-      slot_of[b.get()] = int(c->slots_.size());
-      c->slots_.push_back({Slot::Alias, base->second, b->dtype(), b->numel(), b->byte_offset()});
-    }
   for (size_t k = 0; k < s.kernels.size(); k++) {
     const Kernel& kern = s.kernels[k];
     Step step;
     step.program = programs[k];
     for (auto& b : kern.buffers) {
-      auto it = slot_of.find(b.get());
-      if (it == slot_of.end()) return nullptr;
-      step.slots.push_back(it->second);
+      if (slot(b) < 0) return nullptr;
+      step.slots.push_back(slot(b));
     }
     for (auto& out : kern.outputs) step.written.push_back(step.slots[size_t(out.buffer)]);
     for (auto* n : kern.launch_nodes()) {

@@ -913,9 +913,7 @@ void read_windows(Kernel& k) {
   for (auto& [n, b] : k.loads) b = renumber[size_t(b)];
 }
 
-}  // namespace
-
-Schedule create_schedule(const std::vector<NodeRef>& targets, Device& device) {
+Schedule schedule_graph(const std::vector<NodeRef>& targets, Device& device) {
   Schedule sched;
   auto order = toposort(targets);
   Planner p;
@@ -1186,6 +1184,28 @@ Schedule create_schedule(const std::vector<NodeRef>& targets, Device& device) {
                                      [](const Kernel& k) { return k.outputs.empty(); }),
                       sched.kernels.end());
   for (auto& k : sched.kernels) read_windows(k);
+  return sched;
+}
+
+}  // namespace
+
+Schedule create_schedule(const std::vector<NodeRef>& targets, Device& device) {
+  JoinedSums joined = join_contraction_sums(targets);
+  Schedule sched = schedule_graph(joined.targets, device);
+  if (joined.originals.empty()) return sched;
+  // Buffers go to the given graph's nodes (rebuilt ones are the schedule's own).
+  std::vector<std::pair<NodeRef, BufferRef>> realized;
+  for (auto& [node, buf] : sched.realized) {
+    const bool given = joined.given.count(node.get()) > 0;
+    if (given) realized.emplace_back(node, buf);
+    auto it = joined.originals.find(node.get());
+    if (it != joined.originals.end())
+      for (const NodeRef& original : it->second) realized.emplace_back(original, buf);
+    else if (!given)
+      sched.internal.push_back(buf);
+  }
+  sched.realized = std::move(realized);
+  for (auto& [image, originals] : joined.originals) sched.originals.emplace_back(image, originals[0].get());
   return sched;
 }
 

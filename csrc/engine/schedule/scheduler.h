@@ -12,8 +12,14 @@ namespace tiny {
 
 struct Schedule {
   std::vector<Kernel> kernels;  // in execution order
-  // Every node this schedule gives a buffer to (targets, intermediates, aliases).
+  // Every node of the given graph this schedule gives a buffer to (targets, intermediates,
+  // aliases).
   std::vector<std::pair<NodeRef, BufferRef>> realized;
+  // The kernels compute a rebuilt graph where sums of products were joined (see
+  // join_contraction_sums): each rebuilt node and a node of the given graph it stands for,
+  // and the buffers of rebuilt nodes that stand for none (the schedule's own).
+  std::vector<std::pair<const Node*, const Node*>> originals;
+  std::vector<BufferRef> internal;
 };
 
 // The schedule's buffers are allocated on `device` when the kernels run.

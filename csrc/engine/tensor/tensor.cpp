@@ -213,6 +213,49 @@ std::optional<Tensor> joined_contraction(const Tensor& x, const Tensor& y) {
 
 }  // namespace
 
+JoinedSums join_contraction_sums(const std::vector<NodeRef>& targets) {
+  JoinedSums joined;
+  joined.targets = targets;
+  std::vector<const Node*> order = toposort(targets);
+  // The first join adds two products of the given graph: without one, nothing changes.
+  auto is_product = [](const NodeRef& n) { return as_contraction(n).has_value(); };
+  if (std::none_of(order.begin(), order.end(), [&](const Node* n) {
+        return n->op == Op::Add && is_product(n->src[0]) && is_product(n->src[1]);
+      }))
+    return joined;
+  std::unordered_map<const Node*, NodeRef> image;  // of the nodes that changed
+  std::unordered_map<const Node*, NodeRef> ref;
+  for (auto& t : targets) ref.emplace(t.get(), t);
+  const char* origin = current_origin();
+  const std::string* scope = current_scope();
+  for (const Node* n : order) {
+    std::vector<NodeRef> src = n->src;
+    bool changed = false;
+    for (NodeRef& s : src) {
+      ref.emplace(s.get(), s);
+      auto it = image.find(s.get());
+      if (it == image.end()) continue;
+      s = it->second;
+      changed = true;
+    }
+    set_origin(n->origin);  // (debug tools name a rebuilt node's op and module as the original's)
+    set_scope(n->scope);
+    std::optional<Tensor> rebuilt;
+    if (n->op == Op::Add) rebuilt = joined_contraction(Tensor(src[0]), Tensor(src[1]));
+    if (!rebuilt && changed)  // a view through view(), which merges it into a view below
+      rebuilt = n->op == Op::View ? Tensor(src[0]).view(n->args.st)
+                                  : Tensor(make_node(n->op, n->dtype, n->shape, std::move(src), n->args));
+    if (rebuilt) image.emplace(n, rebuilt->node());
+  }
+  set_origin(origin);
+  set_scope(scope);
+  for (NodeRef& t : joined.targets)
+    if (auto it = image.find(t.get()); it != image.end()) t = it->second;
+  for (auto& [n, img] : image) joined.originals[img.get()].push_back(ref.at(n));
+  joined.given.insert(order.begin(), order.end());
+  return joined;
+}
+
 Tensor Tensor::full(const Shape& shape, Scalar value, DType dtype) {
   NodeArgs a;
   a.value = value.cast(dtype);
@@ -272,8 +315,6 @@ Tensor Tensor::binary(Op op, const Tensor& other) const {
   if (is_const(*this) && is_const(other)) {
     if (auto v = fold(op, dtype(), node_->args.value, &other.node_->args.value)) return full(shape(), *v, out);
   }
-  if (op == Op::Add)
-    if (auto joined = joined_contraction(*this, other)) return *joined;
   return Tensor(make_node(op, out, shape(), {node_, other.node_}));
 }
 

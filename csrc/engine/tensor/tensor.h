@@ -3,6 +3,8 @@
 // Work happens in realize() (or a host copy), which schedules everything
 // pending that the caller asks for.
 #pragma once
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "engine/graph/node.h"
@@ -90,5 +92,18 @@ class Tensor {
 // The elements [lo, lo + n) of stored buffer `base` as a buffer of their own, one per live
 // window (so equal windows are one graph leaf, and one buffer of a kernel).
 BufferRef window_alias(const BufferRef& base, int64_t lo, int64_t n);
+
+// The graph of `targets` with every x + y of two products over short reduces (autograd adding
+// an RNN's weight gradient up over the time steps, one product per step's batch) replaced by one
+// product over both reduces joined, whose kernel tiles, and what reads such sums rebuilt over
+// the joined values. The scheduler joins them, on a schedule cache miss: joining as the sums were
+// built remade the chain of steps at every addition (T^2 nodes for each step of training).
+struct JoinedSums {
+  std::vector<NodeRef> targets;  // the targets' images; the targets themselves where nothing changed
+  // each rebuilt node and the nodes of the given graph it stands for
+  std::unordered_map<const Node*, std::vector<NodeRef>> originals;
+  std::unordered_set<const Node*> given;  // the given graph's unrealized nodes, where something changed
+};
+JoinedSums join_contraction_sums(const std::vector<NodeRef>& targets);
 
 }  // namespace tiny

@@ -608,6 +608,27 @@ TEST(Lowering, ShortRowsOfALinearLayerContinueOverTheDimsBefore) {
   expect_matmul(to_doubles(z), to_doubles(x), to_doubles(wk), B * H * H, K, N, false);
 }
 
+// A product of few rows with a unit-stride b (an RNN step's hidden-state gradient, 8 rows @ w)
+// reads b in place: packing all of b for 8 rows cost more than the product. From 16 rows sharing
+// b (8 rows in each of 2 images) b is packed as before. Values with partial tiles of channels.
+TEST(Lowering, FewRowsReadAUnitStrideWeightInPlace) {
+  const int64_t K = 70, N = 200;
+  for (int64_t images : {1, 2}) {
+    const int64_t M = 8;
+    Tensor x = values({images, M, K}), w = values({K, N});
+    Tensor::realize_all({x, w});
+    Tensor y = x.reshape({images, M, K, 1}).expand({images, M, K, N})
+                   .binary(Op::Mul, w.reshape({1, 1, K, N}).expand({images, M, K, N}))
+                   .reduce(ReduceOp::Sum, {2}, false);
+    for (const CpuTarget& target : {kAvx512, kAvx2}) {
+      CpuPlan p = lower_cpu(only_kernel(y), target);
+      ASSERT_TRUE(p.channel) << describe(p);
+      EXPECT_EQ(p.channel->unit, images == 1) << describe(p);
+    }
+    expect_matmul(to_doubles(y), to_doubles(x), to_doubles(w), images * M, K, N, false);
+  }
+}
+
 // Attention's products take channel tiles too: softmax(s) @ v, whose row factor holds the
 // softmax's row sum (a reduce computed once per tile row), and p @ (v + bias), whose column
 // factor is computed per head (packed per index of the dims before the tile's, pack_inner).

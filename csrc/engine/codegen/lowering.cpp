@@ -501,7 +501,8 @@ class CpuLowering {
     // A matmul-like reduce (one reduce axis, b not moving along the rows: a
     // @ b, a @ w.t(), bmm) takes the last dim as the channels, so the output
     // is stored by rows. b is packed when it can be (a strided weight; also
-    // a unit-stride one: panel rows N*4 bytes apart alias in L1 for N = 1024).
+    // a unit-stride one: panel rows N*4 bytes apart alias in L1 for N = 1024),
+    // but for a few rows.
     // Fewer channels than a tile (a classifier's 10) take one partial tile
     // from a packed b, where there are rows enough (a full block per thread)
     // to repay the packing.
@@ -517,7 +518,10 @@ class CpuLowering {
       if (ct && ct->kvars.size() == 1 && !ct->uses_i && (ct->packable || !ct->unit || wide) &&
           (!short_rows || ct->packable)) {
         ct->pack_inner = !ct->unit && !ct->packable;
-        if (ct->packable) ct->unit = false;
+        // Fewer rows sharing b than 16 (an RNN step's batch) read a unit-stride b in place:
+        // packing all of b for so few rows cost more than the product (8 x 512 x 512: 45-54 us
+        // packed, 21-39 in place; 8 x 2048 x 2048: 1.2 ms, 0.6-0.9).
+        if (ct->packable && !(ct->unit && flat_rows < 2 * kMinRowsLastDim)) ct->unit = false;
         ct->rows = kChanMaxRows;
         if (short_rows) ct->row_outer.assign(nu.begin(), nu.end() - 2);
         return ct;

@@ -541,9 +541,12 @@ Tensor Tensor::matmul(const Tensor& other, bool tf32) const {
   for (int i = 0; i < n - 2; i++) perm.push_back(i);
   perm.push_back(n - 1);
   perm.push_back(n - 2);
-  Tensor bt = other.permute(perm);  // (..., cols, k)
   eb.insert(eb.end(), {1, cols, k});
-  Tensor prod = reshape(ea).expand(full).binary(Op::Mul, bt.reshape(eb).expand(full));
+  // Each factor's movements applied to one tracker: one view node each, not one per movement
+  // (half of a step's matmul nodes, each built, hashed and freed).
+  Tensor a_full = movement(*this, [&](const ShapeTracker& st) { return st.reshape(ea).expand(full); });
+  Tensor b_full = movement(other, [&](const ShapeTracker& st) { return st.permute(perm).reshape(eb).expand(full); });
+  Tensor prod = a_full.binary(Op::Mul, b_full);
   return prod.reduce(ReduceOp::Sum, {n}, false, tf32);
 }
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <sstream>
 #include <functional>
+#include <sstream>
 #include <unordered_map>
 #include <unordered_set>
 

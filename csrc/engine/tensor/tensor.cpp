@@ -226,8 +226,15 @@ JoinedSums join_contraction_sums(const std::vector<NodeRef>& targets) {
   std::unordered_map<const Node*, NodeRef> image;  // of the nodes that changed
   std::unordered_map<const Node*, NodeRef> ref;
   for (auto& t : targets) ref.emplace(t.get(), t);
-  const char* origin = current_origin();
-  const std::string* scope = current_scope();
+  // (debug tools name a rebuilt node's op and module as the original's)
+  struct KeepOrigin {
+    const char* origin = current_origin();
+    const std::string* scope = current_scope();
+    ~KeepOrigin() {
+      set_origin(origin);
+      set_scope(scope);
+    }
+  } keep;
   for (const Node* n : order) {
     std::vector<NodeRef> src = n->src;
     bool changed = false;
@@ -238,7 +245,7 @@ JoinedSums join_contraction_sums(const std::vector<NodeRef>& targets) {
       s = it->second;
       changed = true;
     }
-    set_origin(n->origin);  // (debug tools name a rebuilt node's op and module as the original's)
+    set_origin(n->origin);
     set_scope(n->scope);
     std::optional<Tensor> rebuilt;
     if (n->op == Op::Add) rebuilt = joined_contraction(Tensor(src[0]), Tensor(src[1]));
@@ -247,8 +254,6 @@ JoinedSums join_contraction_sums(const std::vector<NodeRef>& targets) {
                                   : Tensor(make_node(n->op, n->dtype, n->shape, std::move(src), n->args));
     if (rebuilt) image.emplace(n, rebuilt->node());
   }
-  set_origin(origin);
-  set_scope(scope);
   for (NodeRef& t : joined.targets)
     if (auto it = image.find(t.get()); it != image.end()) t = it->second;
   for (auto& [n, img] : image) joined.originals[img.get()].push_back(ref.at(n));

@@ -121,6 +121,34 @@ def test_short_products_added_share_one_kernel():
     assert c.kernels == 1
 
 
+def test_lstm_training_steps_replay_their_schedule():
+    # The weight gradients' sums over 20 steps are joined when scheduled, the runs of 16 steps
+    # stored in buffers of the schedule's own: from the third step on, each step replays the
+    # cached schedule (none is built again) and keeps the CPU's values.
+    requires_tiny()
+    from torch_tiny import debug
+    torch.manual_seed(0)
+    model, x = nn.LSTM(6, 10, batch_first=True), torch.randn(3, 20, 6)
+    losses = {}
+    for dev in ("cpu", DEV):
+        m = copy.deepcopy(model).to(dev)
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-2)
+        xd = x.to(dev)
+        losses[dev] = []
+        for i in range(5):
+            if i == 2 and dev == DEV:
+                schedules = debug.counters()["schedules"]
+            opt.zero_grad()
+            loss = m(xd)[0].square().mean()
+            loss.backward()
+            opt.step()
+            losses[dev].append(loss.detach().cpu())
+        if dev == DEV:
+            assert debug.counters()["schedules"] == schedules
+    for got, want in zip(losses[DEV], losses["cpu"]):
+        assert_same(got, want, check_device=False, rtol=1e-4, atol=1e-5)
+
+
 def test_gru_training_step_kernel_count():
     # A GRU's AdamW step over 32 steps: the large elementwise values of its gradient recurrence,
     # each read from every later step's kernel, are stored where the scheduler first finds them

@@ -44,7 +44,6 @@ std::vector<MaskAtom> zero_masks(const Node* n, std::vector<Expr> idx) {
   return atoms;
 }
 
-
 Box nonzero_box(const Node* n) {
   if (n->op != Op::View && n->op != Op::Contiguous) return n->realized_box();
   Box box;

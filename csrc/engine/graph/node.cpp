@@ -58,16 +58,23 @@ bool same(const Node& n, Op op, DType dtype, const Shape& shape, const std::vect
 // Hash-consing table: open addressing over a power-of-two array of (hash, node) slots, probed
 // linearly from a slot picked by Fibonacci hashing, so that a lookup reads one run of
 // neighbouring slots (a node-based multimap cost two or three cache misses per node built: 13% of
-// building a training step's graph). A freed node's slot becomes a tombstone when a lookup with
-// its hash meets it, and is reused; the array is rebuilt with the live nodes alone once used and
-// dead slots fill half of it (amortized O(1) per node).
+// building a training step's graph). A node leaves the table as it dies (~Node): its slot becomes
+// a tombstone, reused by the next insert that passes it. Lookups then meet live nodes only, and
+// a dead node's memory goes back to malloc at once, where a table that kept dead nodes until a
+// lookup met them held most of a training step's previous graph, handed out cold memory for the
+// next, and scanned the dead on every rebuild. The array is rebuilt once used and tombstone
+// slots fill half of it (amortized O(1) per node).
 struct Table {
   enum State : uint8_t { kEmpty, kFull, kTombstone };
   struct Slot {
     size_t hash = 0;
+    const Node* raw = nullptr;  // which node, to find its slot as it dies
     std::weak_ptr<const Node> node;
     State state = kEmpty;
   };
+  // Taken by make_node (under engine_mutex) and by dying nodes, on whatever thread drops them;
+  // recursive: a node found by a lookup may die in it, when another thread dropped it meanwhile.
+  std::recursive_mutex mutex;
   std::vector<Slot> slots = std::vector<Slot>(1024);
   size_t full = 0, tombstones = 0;
   int shift = 64 - 10;  // 64 - log2(slots.size())
@@ -89,39 +96,45 @@ struct Table {
         continue;
       }
       if (s.hash != h) continue;
-      if (auto n = s.node.lock()) {
+      if (auto n = s.node.lock())  // (null: dying on another thread, about to leave)
         if (same(*n)) return n;
-      } else {  // freed: its slot is free again
-        s.node.reset();
-        s.state = kTombstone;
-        full--;
-        tombstones++;
-        if (*free_slot == SIZE_MAX) *free_slot = i;
-      }
     }
   }
   void insert(size_t slot, size_t h, const NodeRef& n) {
     Slot& s = slots[slot];
     if (s.state == kTombstone) tombstones--;
-    s = Slot{h, n, kFull};
+    s = Slot{h, n.get(), n, kFull};
     full++;
   }
-  // Room for one more node: rebuilt (the freed ones dropped) when used and dead slots reach half.
+  void erase(const Node* n, size_t h) {
+    const size_t mask = slots.size() - 1;
+    for (size_t i = start(h);; i = (i + 1) & mask) {
+      Slot& s = slots[i];
+      if (s.state == kEmpty) return;  // (not inserted: cannot happen)
+      if (s.state != kFull || s.raw != n) continue;
+      s.node.reset();
+      s.raw = nullptr;
+      s.state = kTombstone;
+      full--;
+      tombstones++;
+      return;
+    }
+  }
+  // Room for one more node: rebuilt (tombstones dropped, sized for the live nodes) when used and
+  // tombstone slots reach half.
   bool reserve_one() {
     if (2 * (full + tombstones + 1) <= slots.size()) return false;
     std::vector<Slot> old;
     old.swap(slots);
-    size_t live = 0;
-    for (Slot& s : old) live += s.state == kFull && !s.node.expired();
     size_t size = 1024;
-    while (size < 4 * (live + 1)) size *= 2;
+    while (size < 4 * (full + 1)) size *= 2;
     slots.assign(size, Slot{});
     shift = 64;
     for (size_t v = size; v > 1; v /= 2) shift--;
     full = tombstones = 0;
     const size_t mask = size - 1;
     for (Slot& s : old) {
-      if (s.state != kFull || s.node.expired()) continue;
+      if (s.state != kFull) continue;
       size_t i = start(s.hash);
       while (slots[i].state != kEmpty) i = (i + 1) & mask;
       slots[i] = std::move(s);
@@ -137,6 +150,7 @@ Table& table() {
 }
 
 thread_local const char* g_origin = "";
+thread_local KeepNodesAlive* g_keep_alive = nullptr;
 thread_local const std::string* g_scope = nullptr;
 
 }  // namespace
@@ -168,14 +182,21 @@ void Node::set_realized(BufferRef b, Box box) const {
   src.clear();  // the value is known; its history can be freed
 }
 
+KeepNodesAlive::KeepNodesAlive() : outer_(g_keep_alive) { g_keep_alive = this; }
+KeepNodesAlive::~KeepNodesAlive() { g_keep_alive = outer_; }
+
 NodeRef make_node(Op op, DType dtype, Shape shape, std::vector<NodeRef> src, NodeArgs args) {
   std::lock_guard<std::recursive_mutex> g(engine_mutex());
   const size_t signature = hash_signature(op, dtype, shape, args);
   size_t h = hash_node(signature, src, args);
   Table& t = table();
+  std::lock_guard<std::recursive_mutex> tg(t.mutex);
   auto is_same = [&](const Node& n) { return same(n, op, dtype, shape, src, args); };
   size_t slot;
-  if (NodeRef found = t.find(h, is_same, &slot)) return found;
+  if (NodeRef found = t.find(h, is_same, &slot)) {
+    if (g_keep_alive) g_keep_alive->kept_.push_back(found);
+    return found;
+  }
   if (t.reserve_one()) t.find(h, is_same, &slot);  // rebuilt: its slot moved
   auto n = std::make_shared<Node>();
   n->op = op;
@@ -188,13 +209,23 @@ NodeRef make_node(Op op, DType dtype, Shape shape, std::vector<NodeRef> src, Nod
   n->signature_hash = signature;
   n->origin = g_origin;
   n->scope = g_scope;
+  n->in_table_ = true;
   t.insert(slot, h, n);
+  if (g_keep_alive) g_keep_alive->kept_.push_back(n);
   return n;
 }
 
+Node::~Node() {
+  if (!in_table_) return;
+  Table& t = table();
+  std::lock_guard<std::recursive_mutex> g(t.mutex);
+  t.erase(this, hash);
+}
+
 size_t hash_cons_entries() {
-  std::lock_guard<std::recursive_mutex> g(engine_mutex());
-  return table().full;
+  Table& t = table();
+  std::lock_guard<std::recursive_mutex> g(t.mutex);
+  return t.full;
 }
 
 namespace {

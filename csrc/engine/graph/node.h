@@ -40,6 +40,7 @@ struct Node {
   // Provided, so that make_shared does not zero the whole node before the members' own
   // initializers run (a tenth of make_node's time); make_node sets op and dtype.
   Node() {}
+  ~Node();  // leaves the hash-consing table
 
   Op op;
   DType dtype;
@@ -84,8 +85,25 @@ struct Node {
 
  private:
   mutable Box realized_box_;
+  bool in_table_ = false;
   friend std::vector<const Node*> toposort(const std::vector<NodeRef>& targets);
   friend NodeRef make_node(Op, DType, Shape, std::vector<NodeRef>, NodeArgs);
+};
+
+// While one exists, every node make_node returns on this thread stays alive: the scheduler keys
+// its maps by node addresses, and a node it made and dropped would otherwise free its address
+// for another one it makes next.
+class KeepNodesAlive {
+ public:
+  KeepNodesAlive();
+  ~KeepNodesAlive();
+  KeepNodesAlive(const KeepNodesAlive&) = delete;
+  KeepNodesAlive& operator=(const KeepNodesAlive&) = delete;
+
+ private:
+  friend NodeRef make_node(Op, DType, Shape, std::vector<NodeRef>, NodeArgs);
+  std::vector<NodeRef> kept_;
+  KeepNodesAlive* outer_;
 };
 
 // Unrealized nodes reachable from the targets, producers first (deterministic).

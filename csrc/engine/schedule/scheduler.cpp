@@ -78,7 +78,7 @@ std::optional<std::vector<std::pair<size_t, int64_t>>> placement(const View& w, 
 // t's views may merge consecutive dims (a strided transposed convolution's output phases,
 // (Q, 2) -> 2Q, then permuted channels-last). None unless every view only permutes so.
 std::optional<ShapeTracker> permutation_store(const Node* t, const Node* v) {
-  std::vector<View> views = t->args.st.views();
+  Views views = t->args.st.views();
   // a contiguous top view only reshapes the one below: the same row-major order
   while (views.size() > 1 && views.back().is_contiguous() && numel(views.back().shape) == numel(views[views.size() - 2].shape))
     views.pop_back();
@@ -242,11 +242,11 @@ Shape non_unit(const Shape& s) {
 // flat index (a 16x64x16x16 channels-last copy ran 5-10x slower flat).
 NodeRef unflattened(const NodeRef& v) {
   if (v->op != Op::View || v->realized()) return v;
-  const std::vector<View>& views = v->args.st.views();
+  const Views& views = v->args.st.views();
   if (views.size() < 2 || !views.back().is_contiguous()) return v;
   const Shape& inner = views[views.size() - 2].shape;
   if (numel(inner) != v->numel() || non_unit(inner).size() <= non_unit(v->shape).size()) return v;
-  return Tensor(v->src[0]).view(ShapeTracker(std::vector<View>(views.begin(), views.end() - 1))).node();
+  return Tensor(v->src[0]).view(ShapeTracker(Views(views.begin(), views.end() - 1))).node();
 }
 
 // The expression trees (value, iteration shape) the kernel(s) of root `n` evaluate.
@@ -804,7 +804,7 @@ void read_windows(Kernel& k) {
         const int decided = mask_decided(through);
         if (decided == 0) return Tensor::full(st.shape(), Scalar::from_int(0), e->dtype).node();
         if (decided == 1) {  // read inside the valid part only: the mask is no matter
-          std::vector<View> views = e->args.st.views();
+          Views views = e->args.st.views();
           for (View& v : views) v.mask.reset();
           through = st.compose_onto(ShapeTracker(std::move(views)));
         }
@@ -1190,6 +1190,7 @@ Schedule schedule_graph(const std::vector<NodeRef>& targets, Device& device) {
 }  // namespace
 
 Schedule create_schedule(const std::vector<NodeRef>& targets, Device& device) {
+  KeepNodesAlive keep;  // (the scheduler's maps are keyed by node addresses)
   JoinedSums joined = join_contraction_sums(targets);
   Schedule sched = schedule_graph(joined.targets, device);
   if (joined.originals.empty()) return sched;

@@ -150,16 +150,16 @@ ShapeTracker ShapeTracker::reshape(const Shape& shape) const {
   const View& last = views.back();
   if (numel(shape) == 0) {
     views.back() = View::contiguous(shape);
-    if (views.size() == 1) return ShapeTracker(views);
+    if (views.size() == 1) return ShapeTracker(std::move(views));
   }
   if (auto nv = reshape_view(last, shape)) {
     views.back() = *nv;
-    return ShapeTracker(views);
+    return ShapeTracker(std::move(views));
   }
   // A masked view whose mask only touches dims kept as they are: reshape the
   // unmasked part and carry the mask along (common for padded then flattened).
   views.push_back(View::contiguous(shape));
-  return ShapeTracker(views);
+  return ShapeTracker(std::move(views));
 }
 
 ShapeTracker ShapeTracker::permute(const std::vector<int>& order) const {
@@ -174,7 +174,7 @@ ShapeTracker ShapeTracker::permute(const std::vector<int>& order) const {
     if (m) m->push_back((*v.mask)[o]);
   }
   v = View::make(sh, st, v.offset, m);
-  return ShapeTracker(views);
+  return ShapeTracker(std::move(views));
 }
 
 ShapeTracker ShapeTracker::expand(const Shape& shape) const {
@@ -189,7 +189,7 @@ ShapeTracker ShapeTracker::expand(const Shape& shape) const {
     if (m) (*m)[i] = (*m)[i].second > (*m)[i].first ? std::make_pair<int64_t, int64_t>(0, int64_t(shape[i])) : std::make_pair<int64_t, int64_t>(0, 0);
   }
   v = View::make(shape, st, v.offset, m);
-  return ShapeTracker(views);
+  return ShapeTracker(std::move(views));
 }
 
 ShapeTracker ShapeTracker::pad(const Ranges& pads) const {
@@ -208,7 +208,7 @@ ShapeTracker ShapeTracker::pad(const Ranges& pads) const {
   }
   if (!any) return *this;
   v = View::make(sh, v.strides, off, m);
-  return ShapeTracker(views);
+  return ShapeTracker(std::move(views));
 }
 
 ShapeTracker ShapeTracker::shrink(const Ranges& ranges) const {
@@ -225,7 +225,7 @@ ShapeTracker ShapeTracker::shrink(const Ranges& ranges) const {
     if (m) m->at(i) = {(*v.mask)[i].first - b, (*v.mask)[i].second - b};
   }
   v = View::make(sh, v.strides, off, m);
-  return ShapeTracker(views);
+  return ShapeTracker(std::move(views));
 }
 
 ShapeTracker ShapeTracker::flip(const std::vector<bool>& dims) const {
@@ -241,7 +241,7 @@ ShapeTracker ShapeTracker::flip(const std::vector<bool>& dims) const {
     if (m) (*m)[i] = {v.shape[i] - (*m)[i].second, v.shape[i] - (*m)[i].first};
   }
   v = View::make(v.shape, st, off, m);
-  return ShapeTracker(views);
+  return ShapeTracker(std::move(views));
 }
 
 ShapeTracker ShapeTracker::as_strided(const Shape& shape, const Shape& strides, int64_t offset) const {
@@ -251,14 +251,14 @@ ShapeTracker ShapeTracker::as_strided(const Shape& shape, const Shape& strides, 
   const View& v = views.back();
   if (v.shape.size() == 1 && !v.mask && (v.strides[0] == 1 || v.shape[0] == 1)) {
     views.back() = View::make(shape, strides, v.offset + offset, std::nullopt);
-    return ShapeTracker(views);
+    return ShapeTracker(std::move(views));
   }
   if (views.size() == 1 && v.is_contiguous()) {
     views.back() = View::make(shape, strides, offset, std::nullopt);
-    return ShapeTracker(views);
+    return ShapeTracker(std::move(views));
   }
   views.push_back(View::make(shape, strides, offset, std::nullopt));
-  return ShapeTracker(views);
+  return ShapeTracker(std::move(views));
 }
 
 // Collects e == offset + sum strides[id] * var(id); false when e is not linear.
@@ -426,7 +426,7 @@ std::string ShapeTracker::str() const {
 
 namespace {
 template <class Out>
-void print_views(Out& os, const std::vector<View>& views) {
+void print_views(Out& os, const Views& views) {
   for (size_t k = 0; k < views.size(); k++) {
     const View& v = views[k];
     os << (k ? " | " : "") << "V";
@@ -451,7 +451,7 @@ bool ShapeTracker::masked() const {
 }
 
 bool ShapeTracker::window(int64_t numel, int64_t* lo, int64_t* hi, ShapeTracker* rebased) const {
-  std::vector<View> views = views_;
+  Views views = views_;
   View& inner = views.front();  // indexes the base's elements
   int64_t first = inner.offset, last = inner.offset;
   for (size_t d = 0; d < inner.shape.size(); d++) {

@@ -10,14 +10,16 @@
 #include <utility>
 #include <vector>
 
+#include "engine/shape/small_vector.h"
 #include "engine/shape/symbolic.h"
 
 namespace tiny {
 
 class TextOut;
 
-using Shape = std::vector<int64_t>;
-using Ranges = std::vector<std::pair<int64_t, int64_t>>;  // per dim [begin, end)
+// (inline up to 6 dims: see small_vector.h)
+using Shape = SmallVector<int64_t, 6>;
+using Ranges = SmallVector<std::pair<int64_t, int64_t>, 6>;  // per dim [begin, end)
 
 int64_t numel(const Shape& s);
 Shape contiguous_strides(const Shape& s);
@@ -42,14 +44,17 @@ struct View {
   std::pair<Expr, Expr> index_valid(const std::vector<Expr>& idxs) const;
 };
 
+// A shape tracker's views, the last one outermost (inline: most trackers have one)
+using Views = SmallVector<View, 1>;
+
 class ShapeTracker {
  public:
   ShapeTracker() = default;
-  explicit ShapeTracker(std::vector<View> views) : views_(std::move(views)) {}
+  explicit ShapeTracker(Views views) : views_(std::move(views)) {}
   static ShapeTracker from_shape(const Shape& shape) { return ShapeTracker({View::contiguous(shape)}); }
 
   const Shape& shape() const { return views_.back().shape; }
-  const std::vector<View>& views() const { return views_; }
+  const Views& views() const { return views_; }
   bool is_contiguous() const { return views_.size() == 1 && views_[0].is_contiguous(); }
   bool masked() const;  // whether any view has a validity mask
   bool operator==(const ShapeTracker& o) const { return views_ == o.views_; }
@@ -80,7 +85,7 @@ class ShapeTracker {
   void print(TextOut& os) const;  // the same text (graph keys)
 
  private:
-  std::vector<View> views_;
+  Views views_;
 };
 
 }  // namespace tiny

@@ -67,6 +67,13 @@ TEST(SmallVector, CopiesAndMovesKeepTheirElements) {
     EXPECT_EQ(a.back(), copy.front());
     a.erase(a.begin());
     EXPECT_EQ(a.front(), n > 1 ? copy[1] : copy[0]);
+    // its own elements inserted into it: read before any of them moves
+    const std::vector<std::string> before(a.begin(), a.end());
+    a.insert(a.begin() + 1, a.begin(), a.end());
+    std::vector<std::string> expected = before;
+    expected.insert(expected.begin() + 1, before.begin(), before.end());
+    EXPECT_EQ(std::vector<std::string>(a.begin(), a.end()), expected);
+    a.erase(a.begin() + 1, a.begin() + 1 + long(before.size()));
     moved = std::move(a);
     EXPECT_EQ(moved.size(), size_t(n));
   }

@@ -155,10 +155,11 @@ class SmallVector {
   template <class It, class = typename std::iterator_traits<It>::iterator_category>
   T* insert(const T* pos, It first, It last) {
     const size_t at = size_t(pos - data_);
-    SmallVector r;  // (built anew: the range may lie in this vector)
-    r.reserve(size_ + size_t(std::distance(first, last)));
+    SmallVector added(first, last);  // (first: the range may lie in this vector)
+    SmallVector r;
+    r.reserve(size_ + added.size());
     for (size_t i = 0; i < at; i++) r.push_back(std::move(data_[i]));
-    for (; first != last; ++first) r.push_back(*first);
+    for (T& a : added) r.push_back(std::move(a));
     for (size_t i = at; i < size_; i++) r.push_back(std::move(data_[i]));
     *this = std::move(r);
     return data_ + at;

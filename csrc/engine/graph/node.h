@@ -134,4 +134,26 @@ void set_scope(const std::string& path);  // "" clears it
 void set_scope(const std::string* interned);
 const std::string* current_scope();
 
+// A graph rewrite names each node it makes after the node it stands for (`as`), so debug tools
+// and traces show the op and module that made the original; the origin and scope current
+// before it come back when this goes.
+class KeepOrigin {
+ public:
+  KeepOrigin() : origin_(current_origin()), scope_(current_scope()) {}
+  ~KeepOrigin() {
+    set_origin(origin_);
+    set_scope(scope_);
+  }
+  KeepOrigin(const KeepOrigin&) = delete;
+  KeepOrigin& operator=(const KeepOrigin&) = delete;
+  void as(const Node& n) const {
+    set_origin(n.origin);
+    set_scope(n.scope);
+  }
+
+ private:
+  const char* origin_;
+  const std::string* scope_;
+};
+
 }  // namespace tiny

@@ -189,16 +189,18 @@ std::shared_ptr<CachedSchedule> CachedSchedule::record(const GraphShape& g, cons
   for (auto [image, original] : s.originals) pos.emplace(image, pos.at(original));
   for (auto& [node, buf] : s.realized) {
     auto it = pos.find(node.get());
-    if (it == pos.end() || slot(buf) < 0) return nullptr;
-    c->realized_.push_back({it->second, slot(buf), nonzero_box(node.get())});
+    const int buf_slot = slot(buf);
+    if (it == pos.end() || buf_slot < 0) return nullptr;
+    c->realized_.push_back({it->second, buf_slot, nonzero_box(node.get())});
   }
   for (size_t k = 0; k < s.kernels.size(); k++) {
     const Kernel& kern = s.kernels[k];
     Step step;
     step.program = programs[k];
     for (auto& b : kern.buffers) {
-      if (slot(b) < 0) return nullptr;
-      step.slots.push_back(slot(b));
+      const int buf_slot = slot(b);
+      if (buf_slot < 0) return nullptr;
+      step.slots.push_back(buf_slot);
     }
     for (auto& out : kern.outputs) step.written.push_back(step.slots[size_t(out.buffer)]);
     for (auto* n : kern.launch_nodes()) {

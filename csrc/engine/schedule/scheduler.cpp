@@ -834,14 +834,12 @@ void read_windows(Kernel& k) {
   std::vector<NodeRef> pushed;  // alive while their addresses key `rebuilt`
   std::unordered_map<const Node*, NodeRef> rebuilt[2];  // node -> its copy reading windows (or itself),
                                                         // outside and inside a reduce's loop
-  const char* origin = current_origin();
-  const std::string* scope = current_scope();
+  KeepOrigin keep;
   std::function<NodeRef(const NodeRef&, bool)> rebuild = [&](const NodeRef& n, bool in_reduce) -> NodeRef {
     auto done = rebuilt[in_reduce].find(n.get());
     if (done != rebuilt[in_reduce].end()) return done->second;
     NodeRef out = n;
-    set_origin(n->origin);  // a copy is still the work of the op that made the node (traces)
-    set_scope(n->scope);
+    keep.as(*n);  // a copy is still the work of the op that made the node (traces)
     auto load = n->op == Op::View ? k.loads.find(n->src[0].get()) : k.loads.end();
     int64_t lo, hi;
     ShapeTracker rebased;
@@ -881,8 +879,6 @@ void read_windows(Kernel& k) {
     o.value = rebuild(o.value, false);
     if (o.scatter_index) o.scatter_index = rebuild(o.scatter_index, false);
   }
-  set_origin(origin);
-  set_scope(scope);
   // loads no longer read (the whole buffers the windows replaced) leave the map
   std::unordered_set<const Node*> reached;
   std::vector<const Node*> todo;

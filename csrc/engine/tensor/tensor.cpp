@@ -226,15 +226,7 @@ JoinedSums join_contraction_sums(const std::vector<NodeRef>& targets) {
   std::unordered_map<const Node*, NodeRef> image;  // of the nodes that changed
   std::unordered_map<const Node*, NodeRef> ref;
   for (auto& t : targets) ref.emplace(t.get(), t);
-  // (debug tools name a rebuilt node's op and module as the original's)
-  struct KeepOrigin {
-    const char* origin = current_origin();
-    const std::string* scope = current_scope();
-    ~KeepOrigin() {
-      set_origin(origin);
-      set_scope(scope);
-    }
-  } keep;
+  KeepOrigin keep;
   for (const Node* n : order) {
     std::vector<NodeRef> src = n->src;
     bool changed = false;
@@ -245,8 +237,7 @@ JoinedSums join_contraction_sums(const std::vector<NodeRef>& targets) {
       s = it->second;
       changed = true;
     }
-    set_origin(n->origin);
-    set_scope(n->scope);
+    keep.as(*n);
     std::optional<Tensor> rebuilt;
     if (n->op == Op::Add) rebuilt = joined_contraction(Tensor(src[0]), Tensor(src[1]));
     if (!rebuilt && changed)  // a view through view(), which merges it into a view below

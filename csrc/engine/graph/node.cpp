@@ -44,13 +44,13 @@ size_t hash_signature(Op op, DType dtype, const Shape& shape, const NodeArgs& a)
   return mix(h, a.st.views().empty() ? 0 : a.st.hash());
 }
 
-size_t hash_node(size_t signature, const std::vector<NodeRef>& src, const NodeArgs& a) {
+size_t hash_node(size_t signature, const Sources& src, const NodeArgs& a) {
   size_t h = signature;
   for (auto& s : src) h = mix(h, reinterpret_cast<size_t>(s.get()));
   return mix(h, reinterpret_cast<size_t>(a.buffer.get()));
 }
 
-bool same(const Node& n, Op op, DType dtype, const Shape& shape, const std::vector<NodeRef>& src, const NodeArgs& a) {
+bool same(const Node& n, Op op, DType dtype, const Shape& shape, const Sources& src, const NodeArgs& a) {
   return n.op == op && n.dtype == dtype && n.shape == shape && n.src == src && same_arguments(n.args, a) &&
          n.args.buffer == a.buffer;
 }
@@ -65,13 +65,14 @@ bool same(const Node& n, Op op, DType dtype, const Shape& shape, const std::vect
 // next, and scanned the dead on every rebuild. The array is rebuilt once used and tombstone
 // slots fill half of it (amortized O(1) per node).
 struct Table {
-  enum State : uint8_t { kEmpty, kFull, kTombstone };
+  // 16 bytes a slot, four to a cache line: a lookup is a cache miss, once per node made and
+  // once per node freed. A live node is found by address; whether it is still alive, through
+  // its weak reference to itself (Node::weak_from_this).
   struct Slot {
     size_t hash = 0;
-    const Node* raw = nullptr;  // which node, to find its slot as it dies
-    std::weak_ptr<const Node> node;
-    State state = kEmpty;
+    const Node* node = nullptr;  // null: empty; kTombstone: a node was here
   };
+  static inline const Node* const kTombstone = reinterpret_cast<const Node*>(uintptr_t(1));
   // Taken by make_node (under engine_mutex) and by dying nodes, on whatever thread drops them;
   // recursive: a node found by a lookup may die in it, when another thread dropped it meanwhile.
   std::recursive_mutex mutex;
@@ -87,34 +88,33 @@ struct Table {
     *free_slot = SIZE_MAX;
     for (size_t i = start(h);; i = (i + 1) & mask) {
       Slot& s = slots[i];
-      if (s.state == kEmpty) {
+      if (s.node == nullptr) {
         if (*free_slot == SIZE_MAX) *free_slot = i;
         return nullptr;
       }
-      if (s.state == kTombstone) {
+      if (s.node == kTombstone) {
         if (*free_slot == SIZE_MAX) *free_slot = i;
         continue;
       }
       if (s.hash != h) continue;
-      if (auto n = s.node.lock())  // (null: dying on another thread, about to leave)
+      // (null: dying on another thread, its destructor waiting for this lock to leave)
+      if (NodeRef n = s.node->weak_from_this().lock())
         if (same(*n)) return n;
     }
   }
-  void insert(size_t slot, size_t h, const NodeRef& n) {
+  void insert(size_t slot, size_t h, const Node* n) {
     Slot& s = slots[slot];
-    if (s.state == kTombstone) tombstones--;
-    s = Slot{h, n.get(), n, kFull};
+    if (s.node == kTombstone) tombstones--;
+    s = Slot{h, n};
     full++;
   }
   void erase(const Node* n, size_t h) {
     const size_t mask = slots.size() - 1;
     for (size_t i = start(h);; i = (i + 1) & mask) {
       Slot& s = slots[i];
-      if (s.state == kEmpty) return;  // (not inserted: cannot happen)
-      if (s.state != kFull || s.raw != n) continue;
-      s.node.reset();
-      s.raw = nullptr;
-      s.state = kTombstone;
+      if (s.node == nullptr) return;  // (not inserted: cannot happen)
+      if (s.node != n) continue;
+      s.node = kTombstone;
       full--;
       tombstones++;
       return;
@@ -134,10 +134,10 @@ struct Table {
     full = tombstones = 0;
     const size_t mask = size - 1;
     for (Slot& s : old) {
-      if (s.state != kFull) continue;
+      if (s.node == nullptr || s.node == kTombstone) continue;
       size_t i = start(s.hash);
-      while (slots[i].state != kEmpty) i = (i + 1) & mask;
-      slots[i] = std::move(s);
+      while (slots[i].node != nullptr) i = (i + 1) & mask;
+      slots[i] = s;
       full++;
     }
     return true;
@@ -185,7 +185,7 @@ void Node::set_realized(BufferRef b, Box box) const {
 KeepNodesAlive::KeepNodesAlive() : outer_(g_keep_alive) { g_keep_alive = this; }
 KeepNodesAlive::~KeepNodesAlive() { g_keep_alive = outer_; }
 
-NodeRef make_node(Op op, DType dtype, Shape shape, std::vector<NodeRef> src, NodeArgs args) {
+NodeRef make_node(Op op, DType dtype, Shape shape, Sources src, NodeArgs args) {
   std::lock_guard<std::recursive_mutex> g(engine_mutex());
   const size_t signature = hash_signature(op, dtype, shape, args);
   size_t h = hash_node(signature, src, args);
@@ -210,7 +210,7 @@ NodeRef make_node(Op op, DType dtype, Shape shape, std::vector<NodeRef> src, Nod
   n->origin = g_origin;
   n->scope = g_scope;
   n->in_table_ = true;
-  t.insert(slot, h, n);
+  t.insert(slot, h, n.get());
   if (g_keep_alive) g_keep_alive->kept_.push_back(n);
   return n;
 }
@@ -237,13 +237,19 @@ int Node::order_position() const { return visit_ == g_walk ? order_position_ : -
 std::vector<const Node*> toposort(const std::vector<NodeRef>& targets) {
   std::lock_guard<std::recursive_mutex> g(engine_mutex());
   const uint64_t walk = ++g_walk;
+  // (sized from the last walk's: a training step walks the same graph every time)
+  static thread_local size_t last_size = 0;
   std::vector<const Node*> order;
+  order.reserve(last_size);
   std::vector<std::pair<const Node*, size_t>> stack;
+  stack.reserve(256);
   auto visit = [&](const Node* n) {
     if (n->visit_ == walk || n->realized()) return false;
     n->visit_ = walk;
     n->order_position_ = -1;  // on the stack, not placed yet
     stack.push_back({n, 0});
+    // The walk is a chain of cache misses, one per node: fetch the sources' together
+    for (auto& s : n->src) __builtin_prefetch(s.get());
     return true;
   };
   for (auto& t : targets) {
@@ -259,6 +265,7 @@ std::vector<const Node*> toposort(const std::vector<NodeRef>& targets) {
       }
     }
   }
+  last_size = order.size();
   return order;
 }
 

@@ -12,6 +12,7 @@
 #include "engine/dtype/dtype.h"
 #include "engine/graph/ops.h"
 #include "engine/runtime/buffer.h"
+#include "engine/shape/small_vector.h"
 #include "engine/shape/view.h"
 
 namespace tiny {
@@ -19,6 +20,9 @@ namespace tiny {
 struct Node;
 using Box = std::vector<std::pair<int64_t, int64_t>>;
 using NodeRef = std::shared_ptr<const Node>;
+// A node's sources, inline up to two (most ops take one or two): one allocation less per node,
+// and graph walks find a node's sources beside it
+using Sources = SmallVector<NodeRef, 2>;
 
 struct NodeArgs {
   Scalar value;              // Const and Param value; Arange start
@@ -36,7 +40,7 @@ struct NodeArgs {
   BufferRef buffer;          // Buffer
 };
 
-struct Node {
+struct Node : std::enable_shared_from_this<Node> {
   // Provided, so that make_shared does not zero the whole node before the members' own
   // initializers run (a tenth of make_node's time); make_node sets op and dtype.
   Node() {}
@@ -55,7 +59,7 @@ struct Node {
   mutable BufferRef realized_;  // a Buffer node's buffer too
 
  public:
-  mutable std::vector<NodeRef> src;  // cleared once realized (see below)
+  mutable Sources src;  // cleared once realized (see below)
   Shape shape;
   NodeArgs args;
   size_t hash = 0;            // of all the above and the sources (hash-consing)
@@ -73,7 +77,7 @@ struct Node {
   void set_realized(BufferRef b, Box box = {}) const;
   // Per dim, the [lo, hi) outside of which a realized value is zero; empty: not known.
   const Box& realized_box() const { return realized_box_; }
-  const std::vector<NodeRef>& sources() const { return src; }
+  const Sources& sources() const { return src; }
   // Where the latest toposort (below) put this node; -1 when it did
   // not visit it. Graph walks run under engine_mutex, one at a time.
   int order_position() const;
@@ -87,7 +91,7 @@ struct Node {
   mutable Box realized_box_;
   bool in_table_ = false;
   friend std::vector<const Node*> toposort(const std::vector<NodeRef>& targets);
-  friend NodeRef make_node(Op, DType, Shape, std::vector<NodeRef>, NodeArgs);
+  friend NodeRef make_node(Op, DType, Shape, Sources, NodeArgs);
 };
 
 // While one exists, every node make_node returns on this thread stays alive: the scheduler keys
@@ -101,7 +105,7 @@ class KeepNodesAlive {
   KeepNodesAlive& operator=(const KeepNodesAlive&) = delete;
 
  private:
-  friend NodeRef make_node(Op, DType, Shape, std::vector<NodeRef>, NodeArgs);
+  friend NodeRef make_node(Op, DType, Shape, Sources, NodeArgs);
   std::vector<NodeRef> kept_;
   KeepNodesAlive* outer_;
 };
@@ -118,7 +122,7 @@ std::vector<bool> constant_dims(const Node& n, int depth = 4);
 bool same_arguments(const NodeArgs& a, const NodeArgs& b);
 
 // Creates (or finds the existing identical) node.
-NodeRef make_node(Op op, DType dtype, Shape shape, std::vector<NodeRef> src, NodeArgs args = {});
+NodeRef make_node(Op op, DType dtype, Shape shape, Sources src, NodeArgs args = {});
 // Entries in make_node's hash-consing table, freed nodes' included until they are swept.
 size_t hash_cons_entries();
 // The engine's one lock: graph building and scheduling happen under it, from

@@ -58,8 +58,9 @@ void realize_nodes(const std::vector<NodeRef>& nodes, Device& device) {
     if (trace) trace_schedule_end(traced_index);
     if (!device.counts_kernel_time()) counters().kernel_ns += ns;
     if (level >= 1)
-      std::fprintf(stderr, "tiny: schedule %zu kernels (cached), lookup %.3f ms, run %.3f ms\n",
-                   hit->second->kernel_count(), ns_since(t1) / 1e6, ns / 1e6);
+      std::fprintf(stderr, "tiny: schedule %zu kernels (cached), %zu nodes, key %.3f ms, replay %.3f ms, run %.3f ms\n",
+                   hit->second->kernel_count(), shape.order.size(), ns_since(t1) / 1e6,
+                   (ns_since(std::chrono::steady_clock::now()) - ns_since(t1)) / 1e6, ns / 1e6);
     return;
   }
   std::string text = key_text(shape, todo);  // (before scheduling: it walks the graph again)

@@ -8,10 +8,11 @@ Rows: the median time of each after warm-up, the two run in turns (three rounds 
   a resnet18 SGD-momentum step at batch 16 on 64x64 images
 and their geometric mean; then, outside the mean, a pre-norm transformer block at (8, 128, 512)
 (LayerNorm, attention, GELU MLP: a LayerNorm feeding linear layers), a resnet18 SGD step at batch
-64 on 32x32 images, a linear layer of 16 rows, 4096 -> 4096, ConvNeXt's depthwise 7x7 convolution
-and MobileNetV2's AdamW step at batch 2 on 64x64 images. Then the cold start, each in a fresh
-interpreter: `examples/demo.py`'s tiny half with an empty kernel cache and again with it warm, and the first two resnet18 training
-steps with an empty cache (`--no-cold` skips these). Printed figures only; nothing here is pass/fail.
+64 on 32x32 images, a linear layer of 16 rows, 4096 -> 4096, ConvNeXt's depthwise 7x7 convolution,
+MobileNetV2's AdamW step at batch 2 on 64x64 images and an LSTM's AdamW step over 128 time
+steps. Then the cold start, each in a fresh interpreter: `examples/demo.py`'s tiny half with an
+empty kernel cache and again with it warm, and the first two resnet18 training steps with an
+empty cache (`--no-cold` skips these). Printed figures only; nothing here is pass/fail.
 
     python bench/bench_cpu.py [--reps 5] [--no-cold]
 """
@@ -190,6 +191,30 @@ def small_input_cases(reps, runner):
         training_step(mobilenet, adamw, "cpu", 2, 64), reps, in_mean=False)
 
 
+def recurrent_case(reps):
+    """Not one of the issue's rows: printed beside them, outside the geometric mean. An LSTM's
+    AdamW step over 128 time steps of a small batch: each time step is a few small kernels, so
+    the step is the host's time (building, keying and freeing a graph of 12k nodes) as much as
+    the kernels'; PyTorch's CPU backend computes all steps' input products at once."""
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(64, 128, batch_first=True)
+
+    def step_of(device):
+        m = copy.deepcopy(lstm).to(device)
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-3)
+        torch.manual_seed(1)
+        x, y = torch.randn(4, 128, 64).to(device), torch.randn(4, 128, 128).to(device)
+
+        def step():
+            opt.zero_grad()
+            loss = F.mse_loss(m(x)[0], y)
+            loss.backward()
+            opt.step()
+            return loss.item()
+        return step
+    row("LSTM 64->128 AdamW step, batch 4, 128 steps", step_of("tiny"), step_of("cpu"), reps, in_mean=False)
+
+
 class Block(torch.nn.Module):
     """A pre-norm transformer block: LayerNorm, q/k/v, softmax attention, out projection,
     LayerNorm, GELU MLP, residuals (the shapes of GPT-2 small's, 512 wide)."""
@@ -266,6 +291,7 @@ def main():
           f"{math.exp(sum(math.log(r) for r in ratios) / len(ratios)):.2f}")
     transformer_case(args.reps)
     small_input_cases(args.reps, train_runner)
+    recurrent_case(args.reps)
     if not args.no_cold:
         cold_start()
 

@@ -158,6 +158,14 @@ std::vector<tiny::Tensor> pending_cell_values() {
   return pending;
 }
 
+void drop_realized_wholes() {
+  std::lock_guard<std::mutex> g(registry_mutex());  // (the two in pending_cell_values' order)
+  std::lock_guard<std::recursive_mutex> e(tiny::engine_mutex());
+  // (whole_ is read only while value_ is undefined: flat(), read_whole())
+  for (StorageCell* c = first_cell; c; c = c->next_)
+    if (c->whole_.defined() && c->value_.defined() && c->value_.node()->realized()) c->whole_ = tiny::Tensor();
+}
+
 c10::DataPtr TinyAllocator::allocate(size_t nbytes) {
   auto* ctx = new CellContext(nbytes);
   return c10::DataPtr(ctx->addr, ctx, &delete_cell, c10::Device(c10::DeviceType::PrivateUse1, 0));

@@ -41,6 +41,12 @@ class StorageCell {
 
  private:
   friend std::vector<tiny::Tensor> pending_cell_values();
+  friend void drop_realized_wholes();
+// After a realize: cells whose flat value is now stored drop the whole value it reshaped, so the
+// graph that computed it (and the buffers that graph still holds) is freed now, not when the
+// storage dies (an LSTM's weight gradients, sums over its time steps, kept 1.85 MB of buffers,
+// 4.6 times their own size, alive until zero_grad).
+void drop_realized_wholes();
   tiny::Tensor flat() const;  // value_, made from whole_ first where it was not
   size_t nbytes_;
   mutable tiny::Tensor value_;  // flat 1-D, or undefined: made from whole_, or all zeros
@@ -58,6 +64,11 @@ StorageCell& cell_of(const c10::Storage& storage);
 // creation order: the same program builds the same list every step, so its
 // graph hits the schedule cache (an address order would differ per step).
 std::vector<tiny::Tensor> pending_cell_values();
+// After a realize: cells whose flat value is now stored drop the whole value it reshaped, so the
+// graph that computed it (and the buffers that graph still holds) is freed now, not when the
+// storage dies (an LSTM's weight gradients, sums over its time steps, kept 1.85 MB of buffers,
+// 4.6 times their own size, alive until zero_grad).
+void drop_realized_wholes();
 
 // Hands out unique, never-dereferenced address ranges (reserved, inaccessible
 // virtual memory) so ATen's overlap checks see distinct storages.

@@ -98,7 +98,10 @@ at::Tensor wrap(const tiny::Tensor& v, c10::ScalarType dtype) {
 
 at::Tensor wrap(const tiny::Tensor& v) { return wrap(v, to_aten(v.dtype())); }
 
-void launch_pending() { tiny::Tensor::realize_all(pending_cell_values()); }
+void launch_pending() {
+  tiny::Tensor::realize_all(pending_cell_values());
+  drop_realized_wholes();
+}
 
 void synchronize() {
   launch_pending();
@@ -110,6 +113,7 @@ void realize_with_pending(const tiny::Tensor& v) {
   std::vector<tiny::Tensor> all = pending_cell_values();
   all.push_back(v);
   tiny::Tensor::realize_all(all);
+  drop_realized_wholes();
 }
 }  // namespace
 

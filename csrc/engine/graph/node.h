@@ -123,7 +123,7 @@ bool same_arguments(const NodeArgs& a, const NodeArgs& b);
 
 // Creates (or finds the existing identical) node.
 NodeRef make_node(Op op, DType dtype, Shape shape, Sources src, NodeArgs args = {});
-// Entries in make_node's hash-consing table, freed nodes' included until they are swept.
+// Live nodes in make_node's hash-consing table (a node leaves it as it dies).
 size_t hash_cons_entries();
 // The engine's one lock: graph building and scheduling happen under it, from
 // any thread (autograd runs backward on its own thread).

@@ -42,11 +42,6 @@ class StorageCell {
  private:
   friend std::vector<tiny::Tensor> pending_cell_values();
   friend void drop_realized_wholes();
-// After a realize: cells whose flat value is now stored drop the whole value it reshaped, so the
-// graph that computed it (and the buffers that graph still holds) is freed now, not when the
-// storage dies (an LSTM's weight gradients, sums over its time steps, kept 1.85 MB of buffers,
-// 4.6 times their own size, alive until zero_grad).
-void drop_realized_wholes();
   tiny::Tensor flat() const;  // value_, made from whole_ first where it was not
   size_t nbytes_;
   mutable tiny::Tensor value_;  // flat 1-D, or undefined: made from whole_, or all zeros

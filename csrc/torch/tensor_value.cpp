@@ -98,24 +98,23 @@ at::Tensor wrap(const tiny::Tensor& v, c10::ScalarType dtype) {
 
 at::Tensor wrap(const tiny::Tensor& v) { return wrap(v, to_aten(v.dtype())); }
 
-void launch_pending() {
-  tiny::Tensor::realize_all(pending_cell_values());
+namespace {
+// Every pending cell's value, and `also` where given, in one schedule; then the cells drop the
+// whole values their stored flat ones made redundant.
+void realize_pending(const tiny::Tensor* also = nullptr) {
+  std::vector<tiny::Tensor> all = pending_cell_values();
+  if (also) all.push_back(*also);
+  tiny::Tensor::realize_all(all);
   drop_realized_wholes();
 }
+}  // namespace
+
+void launch_pending() { realize_pending(); }
 
 void synchronize() {
   launch_pending();
   tiny::compute_device().synchronize();  // and wait for what the device still runs
 }
-
-namespace {
-void realize_with_pending(const tiny::Tensor& v) {
-  std::vector<tiny::Tensor> all = pending_cell_values();
-  all.push_back(v);
-  tiny::Tensor::realize_all(all);
-  drop_realized_wholes();
-}
-}  // namespace
 
 void copy_to_cpu(const at::Tensor& self, const at::Tensor& dst) {
   if (self.numel() == 0) return;
@@ -129,14 +128,14 @@ void copy_to_cpu(const at::Tensor& self, const at::Tensor& dst) {
   if (self.numel() * 4 < n) {
     // A small window of a big storage: realize just the window (row-major).
     tiny::Tensor v = read(self);
-    realize_with_pending(v);
+    realize_pending(&v);
     at::Tensor host = direct ? dst : at::empty(self.sizes(), cpu_opts);
     v.copy_to_host(host.data_ptr());
     if (!direct) dst.copy_(host);
     return;
   }
   tiny::Tensor v = cell.value_as(dt);
-  realize_with_pending(v);
+  realize_pending(&v);
   size_t item = tiny::itemsize(dt);
   if (self.is_contiguous()) {  // the bytes of the window, in order
     at::Tensor host = direct ? dst : at::empty(self.sizes(), cpu_opts);

@@ -1,6 +1,6 @@
-"""nn.LSTM / nn.GRU and their cells against the CPU, forward and backward. Off the CPU, ATen
-runs each time step through the fused cells (_thnn_fused_lstm_cell, _thnn_fused_gru_cell and
-their backward), which the CPU has no kernels for."""
+"""nn.LSTM / nn.GRU / nn.RNN and their cells against the CPU, forward and backward. Each time step
+runs through the fused cells (_thnn_fused_lstm_cell, _thnn_fused_gru_cell and their backward),
+which the CPU has no kernels for; each layer's input products are one product over all steps."""
 
 import copy
 import gc
@@ -46,6 +46,78 @@ def test_gru(kw):
     torch.manual_seed(0)
     x = torch.randn(5, 3, 4) if not kw.get("batch_first") else torch.randn(3, 5, 4)
     _compare(nn.GRU(4, 6, **kw), [x])
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(nonlinearity="relu", bias=False), dict(num_layers=2, batch_first=True),
+                                dict(bidirectional=True, nonlinearity="relu")], ids=str)
+def test_rnn(kw):
+    torch.manual_seed(0)
+    x = torch.randn(5, 3, 4) if not kw.get("batch_first") else torch.randn(3, 5, 4)
+    _compare(nn.RNN(4, 6, **kw), [x])
+
+
+def test_dropout_between_layers():
+    # Dropout applies between layers in training only. With p = 1 every layer but the first sees
+    # zeros (the same on any generator); in eval mode p = 0.5 changes nothing.
+    torch.manual_seed(3)
+    x = torch.randn(6, 2, 4)
+    _compare(nn.LSTM(4, 5, num_layers=3, dropout=1.0), [x])
+    _compare(nn.GRU(4, 5, num_layers=2, dropout=1.0, bidirectional=True), [x])
+    _compare(nn.LSTM(4, 5, num_layers=2, dropout=0.5).eval(), [x])
+
+
+def test_sequences_in_inference_mode():
+    torch.manual_seed(4)
+    x = torch.randn(7, 3, 4)
+    for module in (nn.LSTM(4, 5, num_layers=2, bidirectional=True), nn.GRU(4, 5), nn.RNN(4, 5)):
+        dev_module = copy.deepcopy(module).to(DEV)
+        with torch.inference_mode():
+            want, got = module(x), dev_module(to_dev(x))
+        for w, g in zip(want, got):
+            assert_same(g, w, rtol=1e-5, atol=1e-6)
+
+
+def _autograd_nodes(out, name):
+    """How many nodes of out's autograd graph have `name` in their name, in lower case."""
+    seen, todo, count = set(), [out.grad_fn], 0
+    while todo:
+        fn = todo.pop()
+        if fn is None or fn in seen:
+            continue
+        seen.add(fn)
+        count += name in fn.name().lower()
+        todo.extend(f for f, _ in fn.next_functions)
+    return count
+
+
+@pytest.mark.parametrize("module", [nn.LSTM(4, 6, num_layers=2), nn.GRU(4, 6, bidirectional=True), nn.RNN(4, 6)],
+                         ids=["lstm", "gru", "rnn"])
+def test_input_products_join_all_steps(module):
+    # Off the CPU, ATen's composite multiplies each step's input by W_ih on its own (a product and
+    # its gradients per step); as on the CPU, each layer and direction takes one over all steps:
+    # T hidden products plus one input product each.
+    requires_tiny()
+    steps = 9
+    out = copy.deepcopy(module).to(DEV)(torch.randn(steps, 2, 4, device=DEV))[0]
+    runs = module.num_layers * (2 if module.bidirectional else 1)
+    assert _autograd_nodes(out, "mm") == runs * (steps + 1)  # MmBackward0, AddmmBackward0
+
+
+def test_sequence_errors_match_the_cpu():
+    # calls nn.LSTM's checks do not catch reach ATen: the same errors as the CPU's
+    lstm, gru = nn.LSTM(3, 4), nn.GRU(3, 4)
+    for dev in ("cpu", DEV):
+        x, h = torch.randn(5, 2, 3, device=dev), torch.zeros(1, 2, 4, device=dev)
+        w = [p.to(dev) for p in lstm._flat_weights]
+        with pytest.raises(RuntimeError, match="two hidden states"):
+            torch.lstm(x, (h,), w, True, 1, 0.0, False, False, False)
+        with pytest.raises(RuntimeError, match="Expected more hidden states"):
+            torch.gru(x, torch.zeros(2, 2, 4, device=dev), [p.to(dev) for p in gru._flat_weights], True, 1, 0.0,
+                      False, False, False)
+        with pytest.raises(RuntimeError, match="cannot be multiplied"):
+            torch.gru(x[..., :2], h, [p.to(dev) for p in gru._flat_weights], True, 1, 0.0, False, False, False)
+        with pytest.raises(RuntimeError, match="sequence length to be larger than 0"):
+            lstm.to(dev)(torch.randn(0, 2, 3, device=dev))
 
 
 class WithState(nn.Module):

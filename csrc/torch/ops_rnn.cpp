@@ -1,12 +1,25 @@
-// The fused LSTM and GRU cells. ATen's nn.LSTM / nn.GRU (and LSTMCell / GRUCell) call
-// them for every time step on any device but the CPU, which has no kernel for them: the
-// CPU fallback could not run them. Formulas and workspace layouts follow ATen's CUDA
-// kernels (RNN.cu): gates computed in opmath, the workspace holding what the backward
-// needs, so autograd's formulas (derivatives.yaml) pair them.
+// The fused LSTM and GRU cells, and whole sequences through them.
+//
+// ATen's LSTMCell / GRUCell call the fused cells on any device but the CPU, which has no
+// kernel for them: the CPU fallback could not run them. Formulas and workspace layouts follow
+// ATen's CUDA kernels (RNN.cu): gates computed in opmath, the workspace holding what the
+// backward needs, so autograd's formulas (derivatives.yaml) pair them.
+//
+// nn.LSTM / nn.GRU / nn.RNN call lstm.input, gru.input and rnn_{tanh,relu}.input: ATen's
+// composites, which off the CPU multiply each time step's input by W_ih on its own. Here,
+// as ATen does on the CPU, each layer and direction multiplies all its steps' inputs at once.
+#include <ATen/ATen.h>
+#include <ATen/native/RNN.h>
+#include <ATen/ops/gru_native.h>
+#include <ATen/ops/lstm_native.h>
+#include <ATen/ops/rnn_relu_native.h>
+#include <ATen/ops/rnn_tanh_native.h>
 #include <torch/library.h>
 
 #include <optional>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "torch/pointwise.h"
 
@@ -153,6 +166,168 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_gru
           bias(g_input), bias(g_hidden)};
 }
 
+// ---- Whole sequences ----
+
+enum class CellKind { Lstm, Gru, Tanh, Relu };
+
+// One layer and direction's parameters, in the order ATen's params list holds them.
+struct CellWeights {
+  at::Tensor w_ih, w_hh, b_ih, b_hh, w_hr;  // biases and w_hr (an LSTM's projection) may be undefined
+};
+
+// One direction's state: h, and for an LSTM c.
+struct CellState {
+  at::Tensor h, c;
+};
+
+// The parameters per layer and direction, or none when the list has the wrong length.
+std::vector<CellWeights> gather_weights(at::TensorList params, bool has_biases, bool has_projection,
+                                        size_t expected) {
+  const size_t per = 2 + (has_biases ? 2 : 0) + (has_projection ? 1 : 0);
+  if (params.size() != expected * per) return {};
+  std::vector<CellWeights> out;
+  for (size_t i = 0; i < params.size(); i += per) {
+    CellWeights w;
+    w.w_ih = params[i], w.w_hh = params[i + 1];
+    if (has_biases) w.b_ih = params[i + 2], w.b_hh = params[i + 3];
+    if (has_projection) w.w_hr = params[i + per - 1];
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
+// One direction of one layer over input (T, B, I): its outputs (T, B, H_out) and final state.
+std::pair<at::Tensor, CellState> run_direction(CellKind kind, const at::Tensor& input, CellState state,
+                                               const CellWeights& w, bool reverse) {
+  TORCH_CHECK(input.size(0) > 0, "Expected sequence length to be larger than 0 in RNN");
+  // Biases that are only added to the gates join the input product (an LSTM's two and a plain
+  // RNN's two; a GRU's hidden bias is scaled by its reset gate, so only its input bias joins):
+  // their gradient is one sum over every step, not one per step.
+  const bool bias = w.b_ih.defined();
+  at::Tensor joined_bias;
+  if (bias) joined_bias = kind == CellKind::Gru ? w.b_ih : w.b_ih + w.b_hh;
+  const std::vector<at::Tensor> input_gates = at::linear(input, w.w_ih, joined_bias).unbind(0);
+  // the GRU cell takes both biases or neither: its input bias is already in input_gates
+  const at::Tensor gru_zero_bias = kind == CellKind::Gru && bias ? at::zeros_like(w.b_hh) : at::Tensor();
+  const at::Tensor w_hh_t = w.w_hh.t();
+  const int64_t steps = input.size(0);
+  std::vector<at::Tensor> outputs(steps);
+  for (int64_t k = 0; k < steps; ++k) {
+    const int64_t t = reverse ? steps - 1 - k : k;
+    const at::Tensor& ig = input_gates[t];
+    const at::Tensor hg = at::matmul(state.h, w_hh_t);
+    switch (kind) {
+      case CellKind::Lstm: {
+        auto [hy, cy, workspace] = at::_thnn_fused_lstm_cell(ig, hg, state.c, {}, {});
+        state.h = w.w_hr.defined() ? at::matmul(hy, w.w_hr.t()) : hy;
+        state.c = cy;
+        break;
+      }
+      case CellKind::Gru:
+        state.h = std::get<0>(at::_thnn_fused_gru_cell(ig, hg, state.h, gru_zero_bias,
+                                                       bias ? std::optional<at::Tensor>(w.b_hh) : std::nullopt));
+        break;
+      case CellKind::Tanh: state.h = at::tanh(ig + hg); break;
+      case CellKind::Relu: state.h = at::relu(ig + hg); break;
+    }
+    outputs[t] = state.h;
+  }
+  return {at::stack(outputs, 0), std::move(state)};
+}
+
+// The layers in turn, both directions of each where bidirectional, with dropout between layers
+// as ATen applies it: the last layer's outputs (T, B, D * H_out) and every direction's final state.
+std::pair<at::Tensor, std::vector<CellState>> run_layers(CellKind kind, at::Tensor x,
+                                                         const std::vector<CellState>& initial,
+                                                         const std::vector<CellWeights>& weights,
+                                                         int64_t num_layers, double dropout, bool train,
+                                                         bool bidirectional) {
+  const int64_t directions = bidirectional ? 2 : 1;
+  std::vector<CellState> finals;
+  for (int64_t layer = 0; layer < num_layers; ++layer) {
+    std::vector<at::Tensor> outs;
+    for (int64_t d = 0; d < directions; ++d) {
+      const size_t at = layer * directions + d;
+      auto [out, state] = run_direction(kind, x, initial[at], weights[at], d == 1);
+      outs.push_back(std::move(out));
+      finals.push_back(std::move(state));
+    }
+    x = directions == 2 ? at::cat(outs, -1) : outs[0];
+    if (dropout != 0 && train && layer < num_layers - 1) x = at::dropout(x, dropout, true);
+  }
+  return {x, std::move(finals)};
+}
+
+// Whether the call is the common one this path takes: a batched 3-D input, states of
+// (layers * directions, B, *) and a full parameter list, all on the input's device. Anything
+// else goes to ATen's composite, which reports what is wrong as PyTorch does.
+bool whole_sequence_applies(const at::Tensor& input, at::TensorList states, at::TensorList params,
+                            int64_t num_layers, bool bidirectional) {
+  if (input.dim() != 3 || !at::isFloatingType(input.scalar_type()) || num_layers < 1) return false;
+  for (const at::Tensor& s : states)
+    if (!s.defined() || s.dim() != 3 || s.size(0) != num_layers * (bidirectional ? 2 : 1)) return false;
+  for (at::TensorList list : {states, params})
+    for (const at::Tensor& t : list)
+      if (t.device() != input.device()) return false;
+  return true;
+}
+
+// The states of every layer and direction: unbound along dim 0.
+std::vector<CellState> unbind_states(const at::Tensor& h, const at::Tensor& c) {
+  std::vector<at::Tensor> hs = h.unbind(0), cs = c.defined() ? c.unbind(0) : std::vector<at::Tensor>();
+  std::vector<CellState> out(hs.size());
+  for (size_t i = 0; i < hs.size(); ++i) out[i] = {hs[i], cs.empty() ? at::Tensor() : cs[i]};
+  return out;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm_sequence(const at::Tensor& input, at::TensorList hx,
+                                                             at::TensorList params, bool has_biases,
+                                                             int64_t num_layers, double dropout, bool train,
+                                                             bool bidirectional, bool batch_first) {
+  std::vector<CellWeights> weights;
+  if (hx.size() == 2 && whole_sequence_applies(input, hx, params, num_layers, bidirectional))
+    weights = gather_weights(params, has_biases, hx[0].size(2) != hx[1].size(2),
+                             num_layers * (bidirectional ? 2 : 1));
+  if (weights.empty())
+    return at::native::lstm(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first);
+  auto [out, finals] = run_layers(CellKind::Lstm, batch_first ? input.transpose(0, 1) : input,
+                                  unbind_states(hx[0], hx[1]), weights, num_layers, dropout, train, bidirectional);
+  std::vector<at::Tensor> hy, cy;
+  for (const CellState& s : finals) hy.push_back(s.h), cy.push_back(s.c);
+  return {batch_first ? out.transpose(0, 1) : out, at::stack(hy, 0), at::stack(cy, 0)};
+}
+
+// gru.input, rnn_tanh.input and rnn_relu.input: one state per direction.
+template <CellKind kind>
+std::tuple<at::Tensor, at::Tensor> one_state_sequence(const at::Tensor& input, const at::Tensor& hx,
+                                                      at::TensorList params, bool has_biases, int64_t num_layers,
+                                                      double dropout, bool train, bool bidirectional,
+                                                      bool batch_first) {
+  std::vector<CellWeights> weights;
+  if (whole_sequence_applies(input, {hx}, params, num_layers, bidirectional))
+    weights = gather_weights(params, has_biases, false, num_layers * (bidirectional ? 2 : 1));
+  if (weights.empty()) {
+    using Composite = std::tuple<at::Tensor, at::Tensor> (*)(const at::Tensor&, const at::Tensor&, at::TensorList,
+                                                             bool, int64_t, double, bool, bool, bool);
+    const Composite composite = kind == CellKind::Gru    ? Composite(&at::native::gru)
+                                : kind == CellKind::Tanh ? Composite(&at::native::rnn_tanh)
+                                                         : Composite(&at::native::rnn_relu);
+    return composite(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first);
+  }
+  auto [out, finals] = run_layers(kind, batch_first ? input.transpose(0, 1) : input, unbind_states(hx, {}), weights,
+                                  num_layers, dropout, train, bidirectional);
+  std::vector<at::Tensor> hy;
+  for (const CellState& s : finals) hy.push_back(s.h);
+  return {batch_first ? out.transpose(0, 1) : out, at::stack(hy, 0)};
+}
+
+void register_whole_sequences(torch::Library& m) {
+  m.impl("lstm.input", lstm_sequence);
+  m.impl("gru.input", one_state_sequence<CellKind::Gru>);
+  m.impl("rnn_tanh.input", one_state_sequence<CellKind::Tanh>);
+  m.impl("rnn_relu.input", one_state_sequence<CellKind::Relu>);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -160,6 +335,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_thnn_fused_lstm_cell_backward_impl", fused_lstm_cell_backward);
   m.impl("_thnn_fused_gru_cell", fused_gru_cell);
   m.impl("_thnn_fused_gru_cell_backward", fused_gru_cell_backward);
+  register_whole_sequences(m);
 }
+
+// Autograd's key too: ATen's composites are registered there, and the path above is a
+// composite of differentiable ops (the PrivateUse1 registration alone serves inference mode).
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) { register_whole_sequences(m); }
 
 }  // namespace torch_tiny

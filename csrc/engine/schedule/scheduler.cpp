@@ -676,6 +676,21 @@ std::set<const Node*> computed_reduces(const Kernel& k) {
 
 bool computes_reduce(const Kernel& k) { return !computed_reduces(k).empty(); }
 
+// Whether kernel `k` evaluates a masked view (a padded part of a concatenation or a pad).
+bool computes_masked_view(const Kernel& k) {
+  std::vector<const Node*> stack;
+  std::unordered_set<const Node*> seen;
+  for (auto& o : k.outputs) stack.push_back(o.value.get());
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    if (!seen.insert(n).second || k.loads.count(n)) continue;
+    if (n->op == Op::View && n->args.st.masked()) return true;
+    for (auto& s : n->src) stack.push_back(s.get());
+  }
+  return false;
+}
+
 // Adds `n`'s expression tree to kernel `k`, turning realized nodes and other
 // realize points into loads.
 void collect_loads(Kernel& k, const NodeRef& root_value, const Node* self,
@@ -1075,6 +1090,11 @@ Schedule schedule_graph(const std::vector<NodeRef>& targets, Device& device) {
     bool ride_along = into != nullptr;
     std::set<const Node*> pk_reduces = computed_reduces(pk.k);
     const bool reduces = !pk_reduces.empty(), tiles = reduces && has_tileable_reduce(pk.k);
+    std::optional<bool> masked;
+    auto pk_masked = [&] {
+      if (!masked) masked = computes_masked_view(pk.k);
+      return *masked;
+    };
     if (pk.mergeable && !into) {
       for (auto& g : groups) {
         if (!g.mergeable || g.k.outputs.empty() || numel(g.k.shape) != numel(pk.k.shape)) continue;
@@ -1086,6 +1106,11 @@ Schedule schedule_graph(const std::vector<NodeRef>& targets, Device& device) {
         // indexed by divisions: its loads stop being linear, and the code
         // generator can no longer tile it (a convolution ran 8x slower).
         if (non_unit(g.k.shape) != non_unit(pk.k.shape) && (!g.reduces.empty() || reduces)) continue;
+        // So are the masks of its padded views: the code generator can no longer split its loops
+        // where they change, and evaluates every part of a concatenation at every element (an
+        // LSTM's stacked gate gradients, (16, 4, 512), beside their transposed copy for a weight
+        // gradient's product, (512, 64): 240 us, where each alone took 10 and 14).
+        if (non_unit(g.k.shape) != non_unit(pk.k.shape) && pk_masked()) continue;
         if (g.level >= pk.level && g.level <= last) {  // independent: run side by side
           into = &g;
           break;

@@ -422,6 +422,37 @@ TEST(Lowering, LoopsRunOncePerResidueOfTheirMasks) {
   for (size_t i = 0; i < got.size(); i++) EXPECT_EQ(got[i], want[i]) << i;
 }
 
+// An elementwise kernel's innermost loop is marked independent (each iteration stores its own
+// elements and loads nothing stored), so the vectorizer needs no run-time overlap check per
+// pair of buffers: past 8 pairs it left the loop scalar (an LSTM cell of 10 inputs and 5
+// outputs: 11 us for 512 elements, 1.4 us vectorized). Not where it reads what it writes.
+TEST(Lowering, ElementwiseLoopsOfManyBuffersAreMarkedIndependent) {
+  std::vector<Tensor> inputs;
+  for (int i = 0; i < 10; i++) {
+    std::vector<float> v(4 * 128);
+    for (size_t e = 0; e < v.size(); e++) v[e] = float(int((e + size_t(i)) * 7 % 13) - 6) * 0.25f;
+    inputs.push_back(from(v, {4, 128}));
+  }
+  Tensor sum = inputs[0];
+  for (int i = 1; i < 10; i++) sum = sum.binary(i % 2 ? Op::Add : Op::Mul, inputs[size_t(i)]);
+  Kernel k = only_kernel(sum);
+  EXPECT_FALSE(k.reads_what_it_writes());
+  EXPECT_NE(llvm_ir(k).find("llvm.loop.parallel_accesses"), std::string::npos);
+  std::vector<std::vector<double>> in;
+  for (auto& t : inputs) in.push_back(to_doubles(t));
+  std::vector<double> got = to_doubles(sum);
+  for (size_t e = 0; e < got.size(); e++) {
+    float want = float(in[0][e]);
+    for (size_t i = 1; i < 10; i++) want = i % 2 ? want + float(in[i][e]) : want * float(in[i][e]);
+    EXPECT_FLOAT_EQ(float(got[e]), want) << e;
+  }
+  Kernel in_place = only_kernel(inputs[0].binary(Op::Add, inputs[1]));  // stored over its first input
+  in_place.outputs[0].buffer = in_place.loads.begin()->second;
+  EXPECT_TRUE(in_place.reads_what_it_writes());
+  EXPECT_EQ(llvm_ir(in_place).find("llvm.loop.parallel_accesses"), std::string::npos);
+  EXPECT_NE(in_place.key().find("rw;"), std::string::npos);
+}
+
 // A permuted value asked for as flat storage (torch's x.permute(0, 2, 3, 1).contiguous(),
 // attention's transpose(1, 2).contiguous()) iterates in the permuted shape: one flat loop
 // read each element through divisions and remainders, 5-10x slower.

@@ -75,7 +75,16 @@ std::string Kernel::key() const {
       os << o.store.str() << ";";
   }
   if (serial) os << "serial;";
+  if (reads_what_it_writes()) os << "rw;";  // its program's loops are not marked independent
   return os.str();
+}
+
+bool Kernel::reads_what_it_writes() const {
+  std::unordered_set<const Buffer*> written;
+  for (auto& o : outputs) written.insert(buffers[size_t(o.buffer)]->owner());
+  for (auto& [node, b] : loads)
+    if (written.count(buffers[size_t(b)]->owner())) return true;
+  return false;
 }
 
 void append_launch_words(const Node* n, std::vector<uint64_t>& out) {

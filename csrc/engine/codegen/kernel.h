@@ -40,6 +40,10 @@ struct Kernel {
   // at launch, see launch_params. A load read only through views is named by its
   // element count: a view indexes its buffer's elements whatever the node's shape.)
   std::string key() const;
+  // Whether a buffer it reads shares memory with one it writes (an in-place update, or a window
+  // of what it stores into). Else its iterations are independent of one another (without a
+  // scattering output): each reads only what no iteration writes.
+  bool reads_what_it_writes() const;
   // Rand and Param nodes in a fixed order, and their launch words in that
   // order (two each, see launch_words): the kernel reads them from a parameter
   // array passed after its buffers, so a new seed or learning rate does not

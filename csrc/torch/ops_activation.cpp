@@ -376,7 +376,7 @@ Computed glu(const at::Tensor& self, int64_t dim) {
   Halves h = glu_halves(self, dim);
   tiny::Shape shape = to_shape(h.a.sizes());
   T a = operand_op(h.a, dt, shape), b = operand_op(h.b, dt, shape);
-  return {(a * (1.0 / (1.0 + un(Op::Exp, -b)))).cast(to_engine(dt)), dt};
+  return {(a * sigmoid(b)).cast(to_engine(dt)), dt};
 }
 // first half: sigmoid(b) * g; second half: (1 - sigmoid(b)) * sigmoid(b) * a * g
 Computed glu_backward(const at::Tensor& grad, const at::Tensor& self, int64_t dim) {

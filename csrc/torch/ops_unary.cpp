@@ -46,7 +46,7 @@ T u_tanh(const T& x) { return un(Op::Tanh, x); }
 T u_asinh(const T& x) { return un(Op::Asinh, x); }
 T u_acosh(const T& x) { return un(Op::Acosh, x); }
 T u_atanh(const T& x) { return un(Op::Atanh, x); }
-T u_sigmoid(const T& x) { return 1.0 / (1.0 + un(Op::Exp, -x)); }
+T u_sigmoid(const T& x) { return sigmoid(x); }
 T u_erf(const T& x) { return un(Op::Erf, x); }
 T u_erfc(const T& x) { return un(Op::Erfc, x); }
 T u_floor(const T& x) { return un(Op::Floor, x); }

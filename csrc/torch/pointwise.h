@@ -70,7 +70,7 @@ inline T isnan(const T& a) { return a.unary(Op::IsNan); }
 inline T max(const T& a, const T& b) { return a.binary(Op::Max, b); }
 inline T min(const T& a, const T& b) { return a.binary(Op::Min, b); }
 inline T un(Op op, const T& a) { return a.unary(op); }
-inline T sigmoid(const T& x) { return 1.0 / (1.0 + un(Op::Exp, -x)); }  // as ATen's CPU kernel
+inline T sigmoid(const T& x) { return un(Op::Sigmoid, x); }  // 1 / (1 + exp(-x)), as ATen's CPU kernel
 
 // self + w * (end - self) for |w| < 0.5, else end - (end - self) * (1 - w): exact at both ends.
 // A weight known when the graph is built (a scalar: a launch parameter or a constant) picks its

@@ -521,7 +521,7 @@ TEST(CudaEnv, AvailabilityIsAStatusNotACrash) {
 TEST_F(Cuda, UnaryFloatOps) {
   const Op ops[] = {Op::Neg, Op::Abs, Op::Exp, Op::Log, Op::Sin, Op::Cos, Op::Tan, Op::Sqrt, Op::Recip,
                     Op::Trunc, Op::Floor, Op::Ceil, Op::Round, Op::Erf, Op::Tanh, Op::Asin, Op::Acos, Op::Atan,
-                    Op::Sinh, Op::Cosh, Op::Asinh, Op::Acosh, Op::Atanh, Op::Expm1, Op::Log1p, Op::Sign, Op::IsNan};
+                    Op::Sinh, Op::Cosh, Op::Asinh, Op::Acosh, Op::Atanh, Op::Expm1, Op::Log1p, Op::Sigmoid, Op::Sign, Op::IsNan};
   CudaCheck c;
   for (DType dt : kFloats) {
     Tensor a = input(dt, {7, 9}, 11 + unsigned(dt));

@@ -22,7 +22,7 @@ namespace {
 const std::vector<Op> kFloatUnary = {Op::Neg,   Op::Abs,   Op::Exp,   Op::Log,  Op::Sin,   Op::Cos,   Op::Tan,
                                      Op::Sqrt,  Op::Recip, Op::Trunc, Op::Floor, Op::Ceil, Op::Round, Op::Erf,
                                      Op::Tanh,  Op::Asin,  Op::Acos,  Op::Atan, Op::Sinh,  Op::Cosh,  Op::Asinh,
-                                     Op::Acosh, Op::Atanh, Op::Expm1, Op::Log1p, Op::Erfinv, Op::Sign, Op::IsNan};
+                                     Op::Acosh, Op::Atanh, Op::Expm1, Op::Log1p, Op::Erfinv, Op::Sigmoid, Op::Sign, Op::IsNan};
 const std::vector<Op> kIntUnary = {Op::Neg, Op::Not, Op::Abs, Op::Sign, Op::IsNan, Op::Trunc, Op::Floor, Op::Ceil, Op::Round};
 const std::vector<Op> kFloatBinary = {Op::Add,   Op::Sub,     Op::Mul,      Op::Div,   Op::Mod,   Op::Fmod,
                                       Op::FloorDiv, Op::FloorMod, Op::Max,  Op::Min,   Op::Pow,   Op::Atan2,
@@ -39,6 +39,7 @@ int ulp_tolerance(Op op) {
     case Op::Exp: case Op::Log: case Op::Sin: case Op::Cos: case Op::Tan: case Op::Erf: case Op::Tanh:
     case Op::Asin: case Op::Acos: case Op::Atan: case Op::Sinh: case Op::Cosh: case Op::Asinh: case Op::Acosh:
     case Op::Atanh: case Op::Expm1: case Op::Log1p: case Op::Erfinv: case Op::Pow: case Op::Atan2: case Op::Hypot:
+    case Op::Sigmoid:
       return 4;
     default:
       return 0;
@@ -104,6 +105,7 @@ T ref_unary_float(Op op, T x) {
     case Op::Expm1: return std::expm1(x);
     case Op::Log1p: return std::log1p(x);
     case Op::Erfinv: return erfinv_ref(x);
+    case Op::Sigmoid: return T(1) / (T(1) + std::exp(-x));
     case Op::Sign: return T((x > 0) - (x < 0));  // NaN -> 0, as torch.sign
     case Op::IsNan: return T(std::isnan(x));
     default: break;

@@ -21,10 +21,12 @@ TEST(Graph, OpNamesAndClasses) {
     EXPECT_EQ(is_elementwise(op), is_unary(op) || is_binary(op) || op == Op::Where) << op_name(op);
     EXPECT_FALSE(is_unary(op) && is_binary(op)) << op_name(op);
   }
-  EXPECT_EQ(unary, 36);  // Neg .. Bitcast
+  EXPECT_EQ(unary, 37);  // Neg .. Bitcast
   EXPECT_EQ(binary, 23);  // Add .. Hypot
   EXPECT_EQ(cmp, 4);
   EXPECT_STREQ(op_name(Op::Erfinv), "ERFINV");
+  EXPECT_STREQ(op_name(Op::Sigmoid), "SIGMOID");
+  EXPECT_STREQ(op_name(Op::Scatter), "SCATTER");  // the names stay aligned with the ops
   EXPECT_STREQ(op_name(Op::FloorMod), "FLOORMOD");
   EXPECT_STREQ(op_name(Op::Write), "WRITE");
   EXPECT_STREQ(reduce_name(ReduceOp::All), "ALL");

@@ -2043,6 +2043,11 @@ class Renderer {
         return fp(std::string(reg_type(in) == std::string("double") ? "tiny_erfinv_f64(" : "tiny_erfinv_f32(") + a + ")");
       case Op::Erfc: return math("erfc");
       case Op::Exp2: return math("exp2");
+      case Op::Sigmoid: {  // as the CPU: 1 / (1 + exp(-x)) in the register type, rounded once
+        if (!f) throw std::runtime_error("tiny cuda: SIGMOID on an integer");
+        const std::string one = float_literal(1.0, in);
+        return fp(one + " / (" + one + " + " + fn1("exp", "-" + a, in) + ")");
+      }
       case Op::Log2: return math("log2");
       case Op::Log10: return math("log10");
       case Op::Lgamma: return math("lgamma");

@@ -2756,6 +2756,12 @@ class Builder {
       case Op::Log2: return fp(call(llvm::Intrinsic::log2, a));
       case Op::Log10: return fp(call(llvm::Intrinsic::log10, a));
       case Op::Lgamma: return fp(libm("lgamma", a));
+      case Op::Sigmoid: {  // 1 / (1 + exp(-x)) in the register type, rounded once (as every op)
+        llvm::Constant* one = llvm::ConstantFP::get(a->getType(), 1.0);
+        Value* na = b_.CreateFNeg(a);
+        Value* e = float_poly_pays(na) ? exp_f32(na) : call(llvm::Intrinsic::exp, na);
+        return fp(b_.CreateFDiv(one, b_.CreateFAdd(one, e)));
+      }
       case Op::Sign: {
         if (!f) {
           if (in == DType::Bool) return a;

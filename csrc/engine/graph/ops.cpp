@@ -7,7 +7,7 @@ const char* op_name(Op op) {
       "BUFFER", "CONST", "RAND", "PARAM", "ARANGE", "VIEW",
       "NEG", "NOT", "ABS", "EXP", "LOG", "SIN", "COS", "TAN", "SQRT", "RECIP", "TRUNC", "FLOOR", "CEIL", "ROUND",
       "ERF", "TANH", "ASIN", "ACOS", "ATAN", "SINH", "COSH", "ASINH", "ACOSH", "ATANH", "EXPM1", "LOG1P", "ERFINV", "SIGN",
-      "ERFC", "EXP2", "LOG2", "LOG10", "LGAMMA",
+      "ERFC", "EXP2", "LOG2", "LOG10", "LGAMMA", "SIGMOID",
       "ISNAN", "CAST", "BITCAST",
       "ADD", "SUB", "MUL", "DIV", "MOD", "MAX", "MIN", "POW", "ATAN2", "CMPLT", "CMPLE", "CMPEQ", "CMPNE",
       "AND", "OR", "XOR", "SHL", "SHR", "FLOORDIV", "FLOORMOD", "FMOD", "COPYSIGN", "HYPOT",

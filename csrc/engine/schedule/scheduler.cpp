@@ -22,7 +22,7 @@ bool is_transcendental(Op op) {
     case Op::Exp: case Op::Log: case Op::Sin: case Op::Cos: case Op::Tan: case Op::Erf: case Op::Tanh:
     case Op::Asin: case Op::Acos: case Op::Atan: case Op::Sinh: case Op::Cosh: case Op::Asinh: case Op::Acosh:
     case Op::Atanh: case Op::Expm1: case Op::Log1p: case Op::Erfinv: case Op::Pow: case Op::Atan2: case Op::Hypot:
-    case Op::Erfc: case Op::Exp2: case Op::Log2: case Op::Log10: case Op::Lgamma:
+    case Op::Erfc: case Op::Exp2: case Op::Log2: case Op::Log10: case Op::Lgamma: case Op::Sigmoid:
     case Op::Rand:
       return true;
     default:

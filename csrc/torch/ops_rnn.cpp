@@ -1,9 +1,11 @@
 // The fused LSTM and GRU cells, and whole sequences through them.
 //
 // ATen's LSTMCell / GRUCell call the fused cells on any device but the CPU, which has no
-// kernel for them: the CPU fallback could not run them. Formulas and workspace layouts follow
-// ATen's CUDA kernels (RNN.cu): gates computed in opmath, the workspace holding what the
-// backward needs, so autograd's formulas (derivatives.yaml) pair them.
+// kernel for them: the CPU fallback could not run them. Formulas follow ATen's CUDA kernels
+// (RNN.cu): gates computed in opmath, the workspace holding what the backward needs, so
+// autograd's formulas (derivatives.yaml) pair them. Only these kernels read the workspace:
+// the LSTM's holds the summed gates before activation (one value the graph has anyway, where
+// the four activated gates joined took seven nodes a step), which its backward activates again.
 //
 // nn.LSTM / nn.GRU / nn.RNN call lstm.input, gru.input and rnn_{tanh,relu}.input: ATen's
 // composites, which off the CPU multiply each time step's input by W_ih on its own. Here,
@@ -16,6 +18,7 @@
 #include <ATen/ops/rnn_tanh_native.h>
 #include <torch/library.h>
 
+#include <array>
 #include <optional>
 #include <tuple>
 #include <utility>
@@ -70,7 +73,12 @@ T summed_gates(const at::Tensor& ig, const at::Tensor& hg, const std::optional<a
   return g;
 }
 
-// (hy, cy, workspace): the workspace holds the activated gates i, f, g, o.
+// The activated gates i, f, g, o of the summed gates (batch, 4 * H).
+std::array<T, 4> lstm_gates(const T& g, int64_t H) {
+  return {sigmoid(gate(g, 0, H)), sigmoid(gate(g, 1, H)), un(Op::Tanh, gate(g, 2, H)), sigmoid(gate(g, 3, H))};
+}
+
+// (hy, cy, workspace): the workspace holds the summed gates, before activation.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell(const at::Tensor& input_gates,
                                                                const at::Tensor& hidden_gates, const at::Tensor& cx,
                                                                const std::optional<at::Tensor>& input_bias,
@@ -79,13 +87,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell(const at::Tensor&
   const int64_t H = check_cell("_thnn_fused_lstm_cell", input_gates, hidden_gates, cx, input_bias, hidden_bias, 4);
   const c10::ScalarType dt = input_gates.scalar_type();
   T g = summed_gates(input_gates, hidden_gates, input_bias, hidden_bias);
-  T i = sigmoid(gate(g, 0, H)), f = sigmoid(gate(g, 1, H)), c = un(Op::Tanh, gate(g, 2, H)),
-    o = sigmoid(gate(g, 3, H));
+  auto [i, f, c, o] = lstm_gates(g, H);
   T cy = f * operand_op(cx, dt, to_shape(cx.sizes())) + i * c;
   T hy = o * un(Op::Tanh, cy);
   const tiny::DType e = to_engine(dt);
-  return {make_result(hy.cast(e), dt), make_result(cy.cast(e), dt),
-          make_result(T::concat({i, f, c, o}, 1).cast(e), dt)};
+  return {make_result(hy.cast(e), dt), make_result(cy.cast(e), dt), make_result(g.cast(e), dt)};
 }
 
 // (grad of the summed gates, grad_cx, grad of the bias or undefined)
@@ -102,8 +108,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell_backward(const st
               "_thnn_fused_lstm_cell_backward_impl: workspace ", workspace.sizes(), ", cx ", cx.sizes(), " and cy ",
               cy.sizes(), " do not match");
   const tiny::Shape state = to_shape(cx.sizes());
-  T w = operand_op(workspace, dt, to_shape(workspace.sizes()));
-  T i = gate(w, 0, H), f = gate(w, 1, H), c = gate(w, 2, H), o = gate(w, 3, H);
+  auto [i, f, c, o] = lstm_gates(operand_op(workspace, dt, to_shape(workspace.sizes())), H);
   T tanh_cy = un(Op::Tanh, operand_op(cy, dt, state));
   T ghy = has_hy ? operand_op(*grad_hy, dt, state) : cnst(tanh_cy, 0.0);
   T gcy = ghy * o * (1.0 - tanh_cy * tanh_cy);

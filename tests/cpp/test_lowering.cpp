@@ -453,6 +453,45 @@ TEST(Lowering, ElementwiseLoopsOfManyBuffersAreMarkedIndependent) {
   EXPECT_NE(in_place.key().find("rw;"), std::string::npos);
 }
 
+// A reduce over a concatenated axis (an RNN's weight gradient over its time steps' stored runs)
+// splits its loop where the parts change: in each segment the selects among the parts fold
+// and a step loads its one part (a bias gradient over 8 runs: 335 us, then 19). So does the
+// packing of a computed matmul operand along its reduce (the LSTM's W_hh gradient: 1.39 ms,
+// then 0.87).
+TEST(Lowering, ReduceLoopsSplitWhereConcatenatedPartsChange) {
+  std::vector<Tensor> rows, cols;
+  std::vector<std::vector<float>> rv;
+  for (int p = 0; p < 4; p++) {
+    std::vector<float> v(16 * 32);
+    for (size_t e = 0; e < v.size(); e++) v[e] = float(int((e * 5 + size_t(p) * 3) % 17) - 8) * 0.125f;
+    rv.push_back(v);
+    rows.push_back(from(v, {16, 32}));
+    cols.push_back(from(v, {16, 32}).permute({1, 0}));
+  }
+  Tensor sum = Tensor::concat(rows, 0).reduce(ReduceOp::Sum, {0}, true);  // (1, 32) over 64 rows
+  Tensor b = values({64, 48});
+  Tensor prod = Tensor::concat(cols, 1).binary(Op::Mul, Tensor::full({32, 64}, Scalar::from_double(2), DType::Float32))
+                    .matmul(b);  // (32, 64) @ (64, 48), a computed over 4 parts along the reduce
+  for (const Tensor* t : {&sum, &prod}) {  // a reduce loop starting at each part's first step
+    std::string ir = llvm_ir(only_kernel(*t));
+    for (const char* start : {"phi i64 [ 16, %", "phi i64 [ 32, %", "phi i64 [ 48, %"})
+      EXPECT_NE(ir.find(start), std::string::npos) << (t == &sum ? "sum: " : "product: ") << start;
+  }
+  std::vector<double> got = to_doubles(sum), bv = to_doubles(b), gp = to_doubles(prod);
+  for (int c = 0; c < 32; c++) {
+    double want = 0;
+    for (int p = 0; p < 4; p++)
+      for (int r = 0; r < 16; r++) want += rv[size_t(p)][size_t(r * 32 + c)];
+    EXPECT_NEAR(got[size_t(c)], want, 1e-4) << c;
+  }
+  for (int i = 0; i < 32; i++)
+    for (int j = 0; j < 48; j++) {
+      double want = 0;
+      for (int k = 0; k < 64; k++) want += 2.0 * rv[size_t(k / 16)][size_t((k % 16) * 32 + i)] * bv[size_t(k * 48 + j)];
+      EXPECT_NEAR(gp[size_t(i * 48 + j)], want, 1e-3) << i << "," << j;
+    }
+}
+
 // A permuted value asked for as flat storage (torch's x.permute(0, 2, 3, 1).contiguous(),
 // attention's transpose(1, 2).contiguous()) iterates in the permuted shape: one flat loop
 // read each element through divisions and remainders, 5-10x slower.

@@ -517,6 +517,12 @@ class Builder {
   // neither throughout: {0, cuts..., size}; fewer than 3 entries means no
   // split. Atoms where v is not linear are left as they are.
   std::vector<int64_t> mask_cuts(const std::vector<Expr>& idx, const Expr& v) {
+    return mask_cuts(output_roots(k_), idx, cnst(1), v);
+  }
+  // The same below `roots` evaluated at `idx` where `valid` holds (a reduce's source at its
+  // loop variables).
+  std::vector<int64_t> mask_cuts(const std::vector<const Node*>& roots, const std::vector<Expr>& idx,
+                                 const Expr& valid, const Expr& v) {
     if (v->op != EOp::Var) return {};
     int vid = int(v->value);
     std::vector<Expr> atoms;
@@ -528,7 +534,7 @@ class Builder {
       return true;
     };
     w.on_leaf = [&](const Node*, const std::vector<Expr>&, const Expr& valid) { collect_lts(valid, atoms); };
-    for (auto* r : output_roots(k_)) w.walk(r, idx, cnst(1));
+    for (auto* r : roots) w.walk(r, idx, valid);
     std::vector<int64_t> cuts{v->vmin, v->vmax + 1};
     for (auto& at : atoms) {
       const Expr& x = at->src[0];
@@ -551,6 +557,28 @@ class Builder {
     std::sort(cuts.begin(), cuts.end());
     cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
     return cuts;
+  }
+
+  // Runs `loop(lo, hi)` over [0, extent) of a reduce loop variable, once per segment between
+  // the places where the masks below `roots` at `idx` (where `valid`) change along it (a reduce
+  // over a concatenated axis: an RNN's gate gradients, its time steps' stored runs), each slot
+  // in `places` (the variable, as the loop body reads it) narrowed to the segment: there the
+  // selects among the parts fold and a step loads its one part. Once over the whole range
+  // where nothing changes or the splits would copy the body too often.
+  void split_at_masks(const std::vector<const Node*>& roots, const std::vector<Expr>& idx, const Expr& valid,
+                      const std::vector<Expr*>& places, int64_t extent,
+                      const std::function<void(int64_t, int64_t)>& loop) {
+    const Expr whole = *places[0];
+    std::vector<int64_t> cuts = mask_cuts(roots, idx, valid, whole);
+    const int64_t segments = int64_t(cuts.size()) - 1;
+    if (segments < 2 || split_copies_ * segments > kMaxSplitCopies) return loop(0, extent);
+    split_copies_ *= segments;
+    for (size_t s = 0; s + 1 < cuts.size(); s++) {
+      for (Expr* p : places) *p = var_range(int(whole->value), cuts[s], cuts[s + 1]);
+      loop(cuts[s], cuts[s + 1]);
+    }
+    for (Expr* p : places) *p = whole;
+    split_copies_ /= segments;
   }
 
   // The small modulus m (2..kMaxResidues) of the divisions and remainders of loop var v in the
@@ -990,17 +1018,20 @@ class Builder {
         b_.CreateStore(combine(n->args.rop, cur, v, dt), a);
         return;
       }
-      int a = axes[i];
-      emit_loop(b_.getInt64(0), b_.getInt64(src->shape[a]), [&](Value* iv) {
-        vars_[size_t(sub[a]->value)] = iv;
-        if (cascade && i + 1 < axes.size()) {
-          b_.CreateStore(identity(n->args.rop, dt), accs[i + 1]);
-          nest(i + 1);
-          Value* cur = b_.CreateLoad(ty, accs[i]);
-          b_.CreateStore(combine(n->args.rop, cur, b_.CreateLoad(ty, accs[i + 1]), dt), accs[i]);
-        } else {
-          nest(i + 1);
-        }
+      const int a = axes[i];
+      const int var = int(sub[a]->value);
+      split_at_masks({src}, sub, valid, {&sub[a]}, src->shape[a], [&](int64_t lo, int64_t hi) {
+        emit_loop(b_.getInt64(lo), b_.getInt64(hi), [&](Value* iv) {
+          vars_[size_t(var)] = iv;
+          if (cascade && i + 1 < axes.size()) {
+            b_.CreateStore(identity(n->args.rop, dt), accs[i + 1]);
+            nest(i + 1);
+            Value* cur = b_.CreateLoad(ty, accs[i]);
+            b_.CreateStore(combine(n->args.rop, cur, b_.CreateLoad(ty, accs[i + 1]), dt), accs[i]);
+          } else {
+            nest(i + 1);
+          }
+        });
       });
     };
     nest(0);
@@ -1202,11 +1233,16 @@ class Builder {
         }
         return;
       }
-      int a = axes[i];
-      emit_loop(b_.getInt64(0), b_.getInt64(src->shape[a]), [&](Value* iv) {
-        vars_[size_t(kv[a]->value)] = iv;
-        nest(i + 1);
-      }, /*scalar=*/true);
+      const int a = axes[i];
+      const int var = int(kv[a]->value);
+      std::vector<Expr> at = ctx[0].idx;
+      for (int b : axes) at[b] = kv[b];
+      split_at_masks({src}, at, ctx[0].valid, {&kv[a]}, src->shape[a], [&](int64_t lo, int64_t hi) {
+        emit_loop(b_.getInt64(lo), b_.getInt64(hi), [&](Value* iv) {
+          vars_[size_t(var)] = iv;
+          nest(i + 1);
+        }, /*scalar=*/true);
+      });
     };
     nest(0);
     for (size_t c = 0; c < ctx.size(); c++)
@@ -1712,7 +1748,18 @@ class Builder {
           }, /*scalar=*/true);
         });
       } else {
-        each_reduce_step(ct, kv, [&] { store(sub, kv); }, /*scalar=*/false);
+        std::function<void(size_t)> steps = [&](size_t q) {
+          if (q == kv.size()) return store(sub, kv);
+          const int var = int(kv[q]->value);
+          split_at_masks({ct.a}, sub, cc->valid, {&kv[q], &sub[size_t(axes[q])]}, ct.kext[q],
+                         [&](int64_t lo, int64_t hi) {
+            emit_loop(b_.getInt64(lo), b_.getInt64(hi), [&](Value* iv) {
+              vars_[size_t(var)] = iv;
+              steps(q + 1);
+            }, /*scalar=*/q + 1 < kv.size());
+          });
+        };
+        steps(0);
       }
       memo_.pop_back();
     }, /*scalar=*/true);
@@ -2099,10 +2146,18 @@ class Builder {
         lo = smax(lo, taps[q].first);
         hi = smin(hi, taps[q].second);
       }
-      emit_loop(lo, hi, [&](Value* iv) {
-        vars_[size_t(kv[q]->value)] = iv;
-        nest(q + 1);
-      }, /*scalar=*/true);
+      const int var = int(kv[q]->value);
+      auto loop = [&](Value* lo, Value* hi) {
+        emit_loop(lo, hi, [&](Value* iv) {
+          vars_[size_t(var)] = iv;
+          nest(q + 1);
+        }, /*scalar=*/true);
+      };
+      if (a_rows_ || taps[q].first || (blocks_ && q == 0)) return loop(lo, hi);  // a packed, or a part
+      std::vector<Expr> at = ctx[0].idx;
+      for (size_t k = 0; k < axes.size(); k++) at[size_t(axes[k])] = kv[k];
+      split_at_masks({ct.a}, at, ctx[0].valid, {&kv[q]}, src->shape[size_t(axes[q])],
+                     [&](int64_t lo, int64_t hi) { loop(b_.getInt64(lo), b_.getInt64(hi)); });
     };
     nest(0);
     auto store_outputs = [&]() {

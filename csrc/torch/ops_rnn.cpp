@@ -11,7 +11,6 @@
 // composites, which off the CPU multiply each time step's input by W_ih on its own. Here,
 // as ATen does on the CPU, each layer and direction multiplies all its steps' inputs at once.
 #include <ATen/ATen.h>
-#include <ATen/native/RNN.h>
 #include <ATen/ops/gru_native.h>
 #include <ATen/ops/lstm_native.h>
 #include <ATen/ops/rnn_relu_native.h>

@@ -655,22 +655,30 @@ bool reads_in_place(const Kernel& k, const std::unordered_set<const Buffer*>& bu
 // iterations (each computes and stores the scalar again: cheap up to here).
 constexpr int64_t kRideAlongMaxNumel = int64_t(1) << 16;
 
-// The reduces kernel `k` evaluates (not just loads), outermost only.
-std::set<const Node*> computed_reduces(const Kernel& k) {
-  std::set<const Node*> reduces;
+// Visits each node kernel `k` evaluates (not its loads) once, from its outputs down, descending
+// into a node's sources where `visit` says so; stops when `done` says so.
+void each_computed(const Kernel& k, const std::function<bool(const Node*)>& visit,
+                   const std::function<bool()>& done = [] { return false; }) {
   std::vector<const Node*> stack;
   std::unordered_set<const Node*> seen;
   for (auto& o : k.outputs) stack.push_back(o.value.get());
-  while (!stack.empty()) {
+  while (!stack.empty() && !done()) {
     const Node* n = stack.back();
     stack.pop_back();
     if (!seen.insert(n).second || k.loads.count(n)) continue;
-    if (n->op == Op::Reduce) {
-      reduces.insert(n);
-      continue;
-    }
-    for (auto& s : n->src) stack.push_back(s.get());
+    if (visit(n))
+      for (auto& s : n->src) stack.push_back(s.get());
   }
+}
+
+// The reduces kernel `k` evaluates (not just loads), outermost only.
+std::set<const Node*> computed_reduces(const Kernel& k) {
+  std::set<const Node*> reduces;
+  each_computed(k, [&](const Node* n) {
+    if (n->op != Op::Reduce) return true;
+    reduces.insert(n);
+    return false;
+  });
   return reduces;
 }
 
@@ -678,17 +686,10 @@ bool computes_reduce(const Kernel& k) { return !computed_reduces(k).empty(); }
 
 // Whether kernel `k` evaluates a masked view (a padded part of a concatenation or a pad).
 bool computes_masked_view(const Kernel& k) {
-  std::vector<const Node*> stack;
-  std::unordered_set<const Node*> seen;
-  for (auto& o : k.outputs) stack.push_back(o.value.get());
-  while (!stack.empty()) {
-    const Node* n = stack.back();
-    stack.pop_back();
-    if (!seen.insert(n).second || k.loads.count(n)) continue;
-    if (n->op == Op::View && n->args.st.masked()) return true;
-    for (auto& s : n->src) stack.push_back(s.get());
-  }
-  return false;
+  bool masked = false;
+  each_computed(k, [&](const Node* n) { return !(masked = n->op == Op::View && n->args.st.masked()); },
+                [&] { return masked; });
+  return masked;
 }
 
 // Adds `n`'s expression tree to kernel `k`, turning realized nodes and other

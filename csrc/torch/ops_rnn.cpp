@@ -205,21 +205,19 @@ std::pair<at::Tensor, CellState> run_direction(CellKind kind, const at::Tensor& 
                                                const CellWeights& w, bool reverse) {
   TORCH_CHECK(input.size(0) > 0, "Expected sequence length to be larger than 0 in RNN");
   // Biases that are only added to the gates join the input product (an LSTM's two and a plain
-  // RNN's two; a GRU's hidden bias is scaled by its reset gate, so only its input bias joins):
-  // their gradient is one sum over every step, not one per step.
+  // RNN's two): their gradient is one sum over every step, not one per step. A GRU's hidden bias
+  // is scaled by its reset gate: it joins each step's hidden product, and the cells take none.
   const bool bias = w.b_ih.defined();
   at::Tensor joined_bias;
   if (bias) joined_bias = kind == CellKind::Gru ? w.b_ih : w.b_ih + w.b_hh;
   const std::vector<at::Tensor> input_gates = at::linear(input, w.w_ih, joined_bias).unbind(0);
-  // the GRU cell takes both biases or neither: its input bias is already in input_gates
-  const at::Tensor gru_zero_bias = kind == CellKind::Gru && bias ? at::zeros_like(w.b_hh) : at::Tensor();
-  const at::Tensor w_hh_t = w.w_hh.t();
+  const at::Tensor hidden_bias = kind == CellKind::Gru && bias ? w.b_hh : at::Tensor();
   const int64_t steps = input.size(0);
   std::vector<at::Tensor> outputs(steps);
   for (int64_t k = 0; k < steps; ++k) {
     const int64_t t = reverse ? steps - 1 - k : k;
     const at::Tensor& ig = input_gates[t];
-    const at::Tensor hg = at::matmul(state.h, w_hh_t);
+    const at::Tensor hg = at::linear(state.h, w.w_hh, hidden_bias);
     switch (kind) {
       case CellKind::Lstm: {
         auto [hy, cy, workspace] = at::_thnn_fused_lstm_cell(ig, hg, state.c, {}, {});
@@ -227,10 +225,7 @@ std::pair<at::Tensor, CellState> run_direction(CellKind kind, const at::Tensor& 
         state.c = cy;
         break;
       }
-      case CellKind::Gru:
-        state.h = std::get<0>(at::_thnn_fused_gru_cell(ig, hg, state.h, gru_zero_bias,
-                                                       bias ? std::optional<at::Tensor>(w.b_hh) : std::nullopt));
-        break;
+      case CellKind::Gru: state.h = std::get<0>(at::_thnn_fused_gru_cell(ig, hg, state.h, {}, {})); break;
       case CellKind::Tanh: state.h = at::tanh(ig + hg); break;
       case CellKind::Relu: state.h = at::relu(ig + hg); break;
     }

@@ -656,13 +656,12 @@ bool reads_in_place(const Kernel& k, const std::unordered_set<const Buffer*>& bu
 constexpr int64_t kRideAlongMaxNumel = int64_t(1) << 16;
 
 // Visits each node kernel `k` evaluates (not its loads) once, from its outputs down, descending
-// into a node's sources where `visit` says so; stops when `done` says so.
-void each_computed(const Kernel& k, const std::function<bool(const Node*)>& visit,
-                   const std::function<bool()>& done = [] { return false; }) {
+// into a node's sources where `visit` says so.
+void each_computed(const Kernel& k, const std::function<bool(const Node*)>& visit) {
   std::vector<const Node*> stack;
   std::unordered_set<const Node*> seen;
   for (auto& o : k.outputs) stack.push_back(o.value.get());
-  while (!stack.empty() && !done()) {
+  while (!stack.empty()) {
     const Node* n = stack.back();
     stack.pop_back();
     if (!seen.insert(n).second || k.loads.count(n)) continue;
@@ -687,8 +686,10 @@ bool computes_reduce(const Kernel& k) { return !computed_reduces(k).empty(); }
 // Whether kernel `k` evaluates a masked view (a padded part of a concatenation or a pad).
 bool computes_masked_view(const Kernel& k) {
   bool masked = false;
-  each_computed(k, [&](const Node* n) { return !(masked = n->op == Op::View && n->args.st.masked()); },
-                [&] { return masked; });
+  each_computed(k, [&](const Node* n) {
+    masked |= n->op == Op::View && n->args.st.masked();
+    return !masked;  // found: descend no further
+  });
   return masked;
 }
 
@@ -1105,13 +1106,13 @@ Schedule schedule_graph(const std::vector<NodeRef>& targets, Device& device) {
         if (reduces && !g.reduces.empty() && (tiles || g.tiles) && pk_reduces != g.reduces) continue;
         // A reduce seen through a reshape into another iteration shape is
         // indexed by divisions: its loads stop being linear, and the code
-        // generator can no longer tile it (a convolution ran 8x slower).
-        if (non_unit(g.k.shape) != non_unit(pk.k.shape) && (!g.reduces.empty() || reduces)) continue;
-        // So are the masks of its padded views: the code generator can no longer split its loops
-        // where they change, and evaluates every part of a concatenation at every element (an
-        // LSTM's stacked gate gradients, (16, 4, 512), beside their transposed copy for a weight
-        // gradient's product, (512, 64): 240 us, where each alone took 10 and 14).
-        if (non_unit(g.k.shape) != non_unit(pk.k.shape) && pk_masked()) continue;
+        // generator can no longer tile it (a convolution ran 8x slower). So are
+        // the masks of its padded views: the code generator can no longer split
+        // its loops where they change, and evaluates every part of a
+        // concatenation at every element (an LSTM's stacked gate gradients,
+        // (16, 4, 512), beside their transposed copy for a weight gradient's
+        // product, (512, 64): 240 us, where each alone took 10 and 14).
+        if (non_unit(g.k.shape) != non_unit(pk.k.shape) && (!g.reduces.empty() || reduces || pk_masked())) continue;
         if (g.level >= pk.level && g.level <= last) {  // independent: run side by side
           into = &g;
           break;

@@ -15,10 +15,16 @@
 #include <ATen/ops/lstm_native.h>
 #include <ATen/ops/rnn_relu_native.h>
 #include <ATen/ops/rnn_tanh_native.h>
+#include <c10/core/GradMode.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/utils.h>
+#include <torch/csrc/autograd/saved_variable.h>
 #include <torch/library.h>
 
 #include <array>
 #include <optional>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -200,23 +206,16 @@ std::vector<CellWeights> gather_weights(at::TensorList params, bool has_biases, 
   return out;
 }
 
-// One direction of one layer over input (T, B, I): its outputs (T, B, H_out) and final state.
-std::pair<at::Tensor, CellState> run_direction(CellKind kind, const at::Tensor& input, CellState state,
-                                               const CellWeights& w, bool reverse) {
-  TORCH_CHECK(input.size(0) > 0, "Expected sequence length to be larger than 0 in RNN");
-  // Biases that are only added to the gates join the input product (an LSTM's two and a plain
-  // RNN's two): their gradient is one sum over every step, not one per step. A GRU's hidden bias
-  // is scaled by its reset gate: it joins each step's hidden product, and the cells take none.
-  const bool bias = w.b_ih.defined();
-  at::Tensor joined_bias;
-  if (bias) joined_bias = kind == CellKind::Gru ? w.b_ih : w.b_ih + w.b_hh;
-  const std::vector<at::Tensor> input_gates = at::linear(input, w.w_ih, joined_bias).unbind(0);
-  const at::Tensor hidden_bias = kind == CellKind::Gru && bias ? w.b_hh : at::Tensor();
-  const int64_t steps = input.size(0);
+// One direction's steps through the cells, each an ATen op autograd records: from the input
+// gates (T, B, n * H) of every step, its outputs (T, B, H_out) and final state.
+std::pair<at::Tensor, CellState> cell_steps(CellKind kind, const at::Tensor& input_gates, CellState state,
+                                            const CellWeights& w, const at::Tensor& hidden_bias, bool reverse) {
+  const std::vector<at::Tensor> gates = input_gates.unbind(0);
+  const int64_t steps = input_gates.size(0);
   std::vector<at::Tensor> outputs(steps);
   for (int64_t k = 0; k < steps; ++k) {
     const int64_t t = reverse ? steps - 1 - k : k;
-    const at::Tensor& ig = input_gates[t];
+    const at::Tensor& ig = gates[t];
     const at::Tensor hg = at::linear(state.h, w.w_hh, hidden_bias);
     switch (kind) {
       case CellKind::Lstm: {
@@ -232,6 +231,232 @@ std::pair<at::Tensor, CellState> run_direction(CellKind kind, const at::Tensor& 
     outputs[t] = state.h;
   }
   return {at::stack(outputs, 0), std::move(state)};
+}
+
+// ---- An LSTM direction as one autograd node
+//
+// Through cell_steps, a training step's LSTM records three ATen ops a time step, each with its
+// dispatch and autograd node, and autograd adds W_hh's gradient up one product per step. Built
+// here in engine values, the forward is one loop with no dispatch, and its backward (one node,
+// backpropagation through time) one loop too: W_hh's gradient is one product over all steps.
+
+// A (B, n) value as step `t` of a (T, B, n) stack.
+T step_of(const T& stacked, int64_t t) {
+  const tiny::Shape& s = stacked.shape();
+  return stacked.shrink({{t, t + 1}, {0, s[1]}, {0, s[2]}}).reshape({s[1], s[2]});
+}
+// (B, n) values, in time order, as one (T, B, n) value
+T stack_steps(const std::vector<T>& steps) {
+  std::vector<T> parts;
+  parts.reserve(steps.size());
+  for (const T& v : steps) parts.push_back(v.reshape({1, v.shape()[0], v.shape()[1]}));
+  return T::concat(std::move(parts), 0);
+}
+
+// What an LSTM direction's forward leaves its backward, in engine values. Values the cells
+// round to the dtype (states, workspace) are kept rounded and widened again, as the per-step
+// ops pass them.
+struct LstmSequence {
+  c10::ScalarType dtype;
+  bool reverse = false;
+  std::vector<T> gates;  // per time step, the summed gates before activation (opmath)
+  std::vector<T> cells;  // per time step, c_t (opmath)
+  T h0, c0;              // the initial state: h0 in the dtype, c0 in opmath
+  T out;                 // (T, B, H), the dtype
+  T h_last, c_last;      // the final state, the dtype
+};
+
+// a (n, k) @ (k, m) product in `dt`'s accumulation type, rounded to `dt`, as mm computes it
+T product_of(const T& a, const T& b, c10::ScalarType dt) {
+  const tiny::DType acc = tiny::compute_dtype(to_engine(dt));
+  return a.cast(acc).matmul(b.cast(acc), dt == at::kFloat && allow_tf32()).cast(to_engine(dt));
+}
+
+LstmSequence lstm_sequence_forward(const at::Tensor& input_gates, const at::Tensor& h0, const at::Tensor& c0,
+                                   const at::Tensor& w_hh, bool reverse) {
+  TinyOp op("lstm");
+  LstmSequence seq;
+  const c10::ScalarType dt = input_gates.scalar_type();
+  const tiny::DType e = to_engine(dt), opm = to_engine(opmath(dt));
+  seq.dtype = dt;
+  seq.reverse = reverse;
+  const int64_t steps = input_gates.size(0), H = h0.size(1);
+  const T gates_in = operand_op(input_gates, dt, to_shape(input_gates.sizes()));
+  const T w_t = read(w_hh).permute({1, 0});  // (H, 4H)
+  seq.h0 = read(h0);
+  seq.c0 = operand_op(c0, dt, to_shape(c0.sizes()));
+  seq.gates.resize(size_t(steps));
+  seq.cells.resize(size_t(steps));
+  std::vector<T> outputs(static_cast<size_t>(steps));
+  T h = seq.h0, c = seq.c0, c_rounded;
+  for (int64_t k = 0; k < steps; ++k) {
+    const int64_t t = reverse ? steps - 1 - k : k;
+    const T g = step_of(gates_in, t) + product_of(h, w_t, dt).cast(opm);
+    auto [i, f, cg, o] = lstm_gates(g, H);
+    const T cy = f * c + i * cg;
+    h = (o * un(Op::Tanh, cy)).cast(e);
+    c_rounded = cy.cast(e);
+    c = c_rounded.cast(opm);
+    seq.gates[size_t(t)] = g.cast(e).cast(opm);
+    seq.cells[size_t(t)] = c;
+    outputs[size_t(t)] = h;
+  }
+  seq.out = stack_steps(outputs);
+  seq.h_last = h;
+  seq.c_last = c_rounded;
+  return seq;
+}
+
+// The gradients of (input gates, h0, c0, W_hh) from those of (out, h_last, c_last), any undefined;
+// `want` says which to compute.
+std::array<T, 4> lstm_sequence_backward(const LstmSequence& seq, const at::Tensor& w_hh, const at::Tensor& grad_out,
+                                        const at::Tensor& grad_h, const at::Tensor& grad_c,
+                                        const std::array<bool, 4>& want) {
+  TinyOp op("lstm_backward");
+  const c10::ScalarType dt = seq.dtype;
+  const tiny::DType e = to_engine(dt), opm = to_engine(opmath(dt));
+  const int64_t steps = int64_t(seq.gates.size()), B = seq.h0.shape()[0], H = seq.h0.shape()[1];
+  const T w = read(w_hh);  // (4H, H)
+  const T gout = grad_out.defined() ? operand_op(grad_out, dt, to_shape(grad_out.sizes())) : T();
+  // the gradients reaching the current step's h and c (the dtype), undefined for none
+  T dh = grad_h.defined() ? read(grad_h) : T();
+  T dc = grad_c.defined() ? read(grad_c) : T();
+  std::vector<T> dgates(static_cast<size_t>(steps));
+  for (int64_t k = steps - 1; k >= 0; --k) {
+    const int64_t t = seq.reverse ? steps - 1 - k : k;
+    // the step's output gradient and the next step's add up in the dtype, as autograd sums them
+    T ghy = dh.defined() ? dh.cast(opm) : T();
+    if (gout.defined()) ghy = ghy.defined() ? (ghy + step_of(gout, t)).cast(e).cast(opm) : step_of(gout, t);
+    const T& cx = k == 0 ? seq.c0 : seq.cells[size_t(seq.reverse ? t + 1 : t - 1)];
+    auto [i, f, cg, o] = lstm_gates(seq.gates[size_t(t)], H);
+    const T tanh_cy = un(Op::Tanh, seq.cells[size_t(t)]);
+    T gcy = ghy.defined() ? ghy * o * (1.0 - tanh_cy * tanh_cy) : T();
+    if (dc.defined()) gcy = gcy.defined() ? gcy + dc.cast(opm) : dc.cast(opm);
+    if (!gcy.defined()) gcy = cnst(tanh_cy, 0.0);
+    const T go = ghy.defined() ? ghy * tanh_cy * o * (1.0 - o) : cnst(tanh_cy, 0.0);
+    const T gi = gcy * cg * i * (1.0 - i);
+    const T gf = gcy * cx * f * (1.0 - f);
+    const T gc = gcy * i * (1.0 - cg * cg);
+    const T g = T::concat({gi, gf, gc, go}, 1).cast(e);
+    dgates[size_t(t)] = g;
+    const bool first = k == 0;
+    dc = !first || want[2] ? (gcy * f).cast(e) : T();
+    dh = !first || want[1] ? product_of(g, w, dt) : T();
+  }
+  std::array<T, 4> grads;
+  const T g_all = stack_steps(dgates);  // (T, B, 4H), the dtype
+  if (want[0]) grads[0] = g_all;
+  if (want[1]) grads[1] = dh;
+  if (want[2]) grads[2] = dc;
+  if (want[3]) {
+    // sum over steps of g_t^T @ h_{t-1}: one product over (T * B) rows
+    const T h0 = seq.h0.reshape({1, B, H});
+    const T later = seq.out.shrink({{seq.reverse ? 1 : 0, seq.reverse ? steps : steps - 1}, {0, B}, {0, H}});
+    const T h_prev = T::concat(seq.reverse ? std::vector<T>{later, h0} : std::vector<T>{h0, later}, 0);
+    grads[3] = product_of(g_all.reshape({steps * B, 4 * H}).permute({1, 0}), h_prev.reshape({steps * B, H}), dt);
+  }
+  return grads;
+}
+
+using torch::autograd::SavedVariable;
+using torch::autograd::variable_list;
+
+struct LstmSequenceBackward : torch::autograd::Node {
+  LstmSequence seq;
+  SavedVariable input_gates, h0, c0, w_hh;
+
+  std::string name() const override { return "LstmSequenceBackward"; }
+  void release_variables() override {
+    seq = LstmSequence{};
+    for (SavedVariable* v : {&input_gates, &h0, &c0, &w_hh}) v->reset_data();
+  }
+  variable_list apply(variable_list&& grads) override {
+    const std::array<bool, 4> want{task_should_compute_output(0), task_should_compute_output(1),
+                                   task_should_compute_output(2), task_should_compute_output(3)};
+    const at::Tensor w = w_hh.unpack();
+    if (c10::GradMode::is_enabled()) return differentiable_backward(grads, want);
+    if (!grads[0].defined() && !grads[1].defined() && !grads[2].defined()) return variable_list(4);
+    std::array<T, 4> g = lstm_sequence_backward(seq, w, grads[0], grads[1], grads[2], want);
+    variable_list out(4);
+    for (size_t i = 0; i < 4; ++i)
+      if (g[i].defined()) out[i] = make_result(g[i], seq.dtype);
+    return out;
+  }
+
+ private:
+  // With create_graph, gradients must be differentiable: the steps run again as ATen ops that
+  // autograd records, and autograd differentiates them.
+  variable_list differentiable_backward(const variable_list& grads, const std::array<bool, 4>& want) {
+    const std::array<at::Tensor, 4> inputs{input_gates.unpack(), h0.unpack(), c0.unpack(), w_hh.unpack()};
+    CellWeights w;
+    w.w_hh = inputs[3];
+    auto [out, state] = cell_steps(CellKind::Lstm, inputs[0], {inputs[1], inputs[2]}, w, {}, seq.reverse);
+    const std::array<at::Tensor, 3> outputs{out, state.h, state.c};
+    variable_list outs, gouts, ins;
+    for (size_t i = 0; i < 3; ++i)
+      if (grads[i].defined() && outputs[i].requires_grad()) outs.push_back(outputs[i]), gouts.push_back(grads[i]);
+    std::vector<size_t> at;
+    for (size_t i = 0; i < 4; ++i)
+      if (want[i] && inputs[i].requires_grad()) ins.push_back(inputs[i]), at.push_back(i);
+    variable_list result(4);
+    if (outs.empty() || ins.empty()) return result;
+    variable_list g = torch::autograd::grad(outs, ins, gouts, /*retain_graph=*/true, /*create_graph=*/true,
+                                            /*allow_unused=*/true);
+    for (size_t j = 0; j < at.size(); ++j) result[at[j]] = g[j];
+    return result;
+  }
+};
+
+// Whether lstm_direction takes the call: no projection, nothing empty, states and weight of the
+// gates' dtype and sizes, no forward-mode gradients. cell_steps takes the rest (and reports what
+// is wrong as ATen does).
+bool lstm_direction_applies(const at::Tensor& input_gates, const CellState& state, const CellWeights& w) {
+  using torch::autograd::isFwGradDefined;
+  if (w.w_hr.defined() || input_gates.numel() == 0) return false;
+  const int64_t B = input_gates.size(1), H = w.w_hh.dim() == 2 ? w.w_hh.size(1) : -1;
+  for (const at::Tensor* s : {&state.h, &state.c})
+    if (s->scalar_type() != input_gates.scalar_type() || s->sizes() != c10::IntArrayRef{B, H}) return false;
+  return w.w_hh.scalar_type() == input_gates.scalar_type() && w.w_hh.size(0) == 4 * H &&
+         input_gates.size(2) == 4 * H && !isFwGradDefined(input_gates) && !isFwGradDefined(state.h) &&
+         !isFwGradDefined(state.c) && !isFwGradDefined(w.w_hh);
+}
+
+// An LSTM direction (no projection) over its input gates (T, B, 4H): one autograd node.
+std::pair<at::Tensor, CellState> lstm_direction(const at::Tensor& input_gates, const CellState& state,
+                                                const at::Tensor& w_hh, bool reverse) {
+  LstmSequence seq = lstm_sequence_forward(input_gates, state.h, state.c, w_hh, reverse);
+  const c10::ScalarType dt = input_gates.scalar_type();
+  at::Tensor out = make_result(seq.out, dt), h = make_result(seq.h_last, dt), c = make_result(seq.c_last, dt);
+  if (torch::autograd::compute_requires_grad(input_gates, state.h, state.c, w_hh)) {
+    auto node = c10::make_intrusive<LstmSequenceBackward>();
+    node->set_next_edges(torch::autograd::collect_next_edges(input_gates, state.h, state.c, w_hh));
+    node->input_gates = SavedVariable(input_gates, false);
+    node->h0 = SavedVariable(state.h, false);
+    node->c0 = SavedVariable(state.c, false);
+    node->w_hh = SavedVariable(w_hh, false);
+    node->seq = std::move(seq);
+    torch::autograd::set_history(out, node);
+    torch::autograd::set_history(h, node);
+    torch::autograd::set_history(c, node);
+  }
+  return {out, {h, c}};
+}
+
+// One direction of one layer over input (T, B, I): its outputs (T, B, H_out) and final state.
+std::pair<at::Tensor, CellState> run_direction(CellKind kind, const at::Tensor& input, CellState state,
+                                               const CellWeights& w, bool reverse) {
+  TORCH_CHECK(input.size(0) > 0, "Expected sequence length to be larger than 0 in RNN");
+  // Biases that are only added to the gates join the input product (an LSTM's two and a plain
+  // RNN's two): their gradient is one sum over every step, not one per step. A GRU's hidden bias
+  // is scaled by its reset gate: it joins each step's hidden product, and the cells take none.
+  const bool bias = w.b_ih.defined();
+  at::Tensor joined_bias;
+  if (bias) joined_bias = kind == CellKind::Gru ? w.b_ih : w.b_ih + w.b_hh;
+  const at::Tensor input_gates = at::linear(input, w.w_ih, joined_bias);
+  if (kind == CellKind::Lstm && lstm_direction_applies(input_gates, state, w))
+    return lstm_direction(input_gates, state, w.w_hh, reverse);
+  const at::Tensor hidden_bias = kind == CellKind::Gru && bias ? w.b_hh : at::Tensor();
+  return cell_steps(kind, input_gates, std::move(state), w, hidden_bias, reverse);
 }
 
 // The layers in turn, both directions of each where bidirectional, with dropout between layers

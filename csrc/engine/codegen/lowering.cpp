@@ -162,8 +162,11 @@ class CpuLowering {
       // Every thread packs the weight panels of the channels it computes: split over the
       // batch, each packed all of them (a convolution with few output positions per
       // image, resnet18's layer4: the strided packing cost as much as the FMAs).
+      // (A weight read in place may take its rows from another dim there: a product of few rows
+      // kept its reduce as a unit dim, the tile's rows over it and the rows before.)
       auto over_channels = plan_channel_tile(idx, ct->j);
-      if (over_channels && over_channels->j == ct->j && over_channels->i == ct->i) {
+      if (over_channels && over_channels->j == ct->j &&
+          (over_channels->i == ct->i || (over_channels->unit && ct->unit && k_.shape[size_t(ct->i)] == 1))) {
         par = ct->j;
         ct = over_channels;
       }

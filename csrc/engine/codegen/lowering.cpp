@@ -190,6 +190,16 @@ class CpuLowering {
       p.blocks = plan_reduce_blocks(*ct, par);
     } else if (tile_outer < shape.size() && !p.vector_tile) {  // the channel tile comes first where there is one
       p.vector_tile = plan_vector_tile(idx, int(tile_outer), tile_outer != last ? int(tile_outer) : -1, int(last));
+      // All rows in one tile (a product of an RNN step's batch): the threads split the columns,
+      // each reading its share of the operand that moves along them, where split over the rows
+      // each read all of it with part of the tile's rows.
+      const std::optional<VectorTile>& vt = p.vector_tile;
+      if (vt && vt->d2 >= 0 && vt->d2 == par && vt->rows >= shape[size_t(par)] &&
+          shape[size_t(vt->d)] >= vt->cols * target_.threads) {
+        par = vt->d;
+        p.parallel_dim = par;
+        p.parallel_grain = vt->cols;
+      }
     }
     if (ct) ct->padding_taps = has_padding_taps(*ct, idx);
     if (ct) {  // panels that all fit in cache: the rows outermost

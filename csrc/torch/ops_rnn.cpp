@@ -256,14 +256,17 @@ T stack_steps(const std::vector<T>& steps) {
 // What an LSTM direction's forward leaves its backward, in engine values. Values the cells
 // round to the dtype (states, workspace) are kept rounded and widened again, as the per-step
 // ops pass them.
+struct LstmStep {
+  std::array<T, 4> gates;  // i, f, g, o activated (opmath)
+  T cell, tanh_cell;       // c_t and tanh(c_t) (opmath)
+};
 struct LstmSequence {
   c10::ScalarType dtype;
   bool reverse = false;
-  std::vector<T> gates;  // per time step, the summed gates before activation (opmath)
-  std::vector<T> cells;  // per time step, c_t (opmath)
-  T h0, c0;              // the initial state: h0 in the dtype, c0 in opmath
-  T out;                 // (T, B, H), the dtype
-  T h_last, c_last;      // the final state, the dtype
+  std::vector<LstmStep> steps;  // per time step
+  T h0, c0;                     // the initial state: h0 in the dtype, c0 in opmath
+  T out;                        // (T, B, H), the dtype
+  T h_last, c_last;             // the final state, the dtype
 };
 
 // a (n, k) @ (k, m) product in `dt`'s accumulation type, rounded to `dt`, as mm computes it
@@ -287,20 +290,25 @@ LstmSequence lstm_sequence_forward(const at::Tensor& input_gates, const at::Tens
   const T w_t = read(w_hh).permute({1, 0}).contiguous();
   seq.h0 = read(h0);
   seq.c0 = operand_op(c0, dt, to_shape(c0.sizes()));
-  seq.gates.resize(size_t(steps));
-  seq.cells.resize(size_t(steps));
+  seq.steps.resize(size_t(steps));
   std::vector<T> outputs(static_cast<size_t>(steps));
   T h = seq.h0, c = seq.c0, c_rounded;
   for (int64_t k = 0; k < steps; ++k) {
     const int64_t t = reverse ? steps - 1 - k : k;
     const T g = step_of(gates_in, t) + product_of(h, w_t, dt).cast(opm);
-    auto [i, f, cg, o] = lstm_gates(g, H);
-    const T cy = f * c + i * cg;
-    h = (o * un(Op::Tanh, cy)).cast(e);
+    const std::array<T, 4> act = lstm_gates(g, H);
+    const auto& [i, f, cg, o] = act;
+    const T cy = f * c + i * cg, tanh_cy = un(Op::Tanh, cy);
+    h = (o * tanh_cy).cast(e);
     c_rounded = cy.cast(e);
     c = c_rounded.cast(opm);
-    seq.gates[size_t(t)] = g.cast(e).cast(opm);
-    seq.cells[size_t(t)] = c;
+    // The backward reads the gates and the state rounded as the per-step ops pass them (the
+    // same values in float32, where it reuses the forward's)
+    const T g_rounded = g.cast(e).cast(opm);
+    LstmStep& saved = seq.steps[size_t(t)];
+    saved.gates = g_rounded.node() == g.node() ? act : lstm_gates(g_rounded, H);
+    saved.cell = c;
+    saved.tanh_cell = c.node() == cy.node() ? tanh_cy : un(Op::Tanh, c);
     outputs[size_t(t)] = h;
   }
   seq.out = stack_steps(outputs);
@@ -317,28 +325,30 @@ std::array<T, 4> lstm_sequence_backward(const LstmSequence& seq, const at::Tenso
   TinyOp op("lstm_backward");
   const c10::ScalarType dt = seq.dtype;
   const tiny::DType e = to_engine(dt), opm = to_engine(opmath(dt));
-  const int64_t steps = int64_t(seq.gates.size()), B = seq.h0.shape()[0], H = seq.h0.shape()[1];
+  const int64_t steps = int64_t(seq.steps.size()), B = seq.h0.shape()[0], H = seq.h0.shape()[1];
   const T w = read(w_hh);  // (4H, H)
   const T gout = grad_out.defined() ? operand_op(grad_out, dt, to_shape(grad_out.sizes())) : T();
   // the gradients reaching the current step's h and c (the dtype), undefined for none
   T dh = grad_h.defined() ? read(grad_h) : T();
   T dc = grad_c.defined() ? read(grad_c) : T();
   std::vector<T> dgates(static_cast<size_t>(steps));
+  const T one = cnst(seq.c0, 1.0), zero = cnst(seq.c0, 0.0);
   for (int64_t k = steps - 1; k >= 0; --k) {
     const int64_t t = seq.reverse ? steps - 1 - k : k;
     // the step's output gradient and the next step's add up in the dtype, as autograd sums them
     T ghy = dh.defined() ? dh.cast(opm) : T();
     if (gout.defined()) ghy = ghy.defined() ? (ghy + step_of(gout, t)).cast(e).cast(opm) : step_of(gout, t);
-    const T& cx = k == 0 ? seq.c0 : seq.cells[size_t(seq.reverse ? t + 1 : t - 1)];
-    auto [i, f, cg, o] = lstm_gates(seq.gates[size_t(t)], H);
-    const T tanh_cy = un(Op::Tanh, seq.cells[size_t(t)]);
-    T gcy = ghy.defined() ? ghy * o * (1.0 - tanh_cy * tanh_cy) : T();
+    const LstmStep& step = seq.steps[size_t(t)];
+    const T& cx = k == 0 ? seq.c0 : seq.steps[size_t(seq.reverse ? t + 1 : t - 1)].cell;
+    const auto& [i, f, cg, o] = step.gates;
+    const T& tanh_cy = step.tanh_cell;
+    T gcy = ghy.defined() ? ghy * o * (one - tanh_cy * tanh_cy) : T();
     if (dc.defined()) gcy = gcy.defined() ? gcy + dc.cast(opm) : dc.cast(opm);
-    if (!gcy.defined()) gcy = cnst(tanh_cy, 0.0);
-    const T go = ghy.defined() ? ghy * tanh_cy * o * (1.0 - o) : cnst(tanh_cy, 0.0);
-    const T gi = gcy * cg * i * (1.0 - i);
-    const T gf = gcy * cx * f * (1.0 - f);
-    const T gc = gcy * i * (1.0 - cg * cg);
+    if (!gcy.defined()) gcy = zero;
+    const T go = ghy.defined() ? ghy * tanh_cy * o * (one - o) : zero;
+    const T gi = gcy * cg * i * (one - i);
+    const T gf = gcy * cx * f * (one - f);
+    const T gc = gcy * i * (one - cg * cg);
     const T g = T::concat({gi, gf, gc, go}, 1).cast(e);
     dgates[size_t(t)] = g;
     const bool first = k == 0;

@@ -9,7 +9,9 @@
 //
 // nn.LSTM / nn.GRU / nn.RNN call lstm.input, gru.input and rnn_{tanh,relu}.input: ATen's
 // composites, which off the CPU multiply each time step's input by W_ih on its own. Here,
-// as ATen does on the CPU, each layer and direction multiplies all its steps' inputs at once.
+// as ATen does on the CPU, each layer and direction multiplies all its steps' inputs at once;
+// an LSTM's or GRU's direction then runs its steps as one autograd node (below), a plain RNN's
+// (and an LSTM's with projections) through the cells step by step.
 #include <ATen/ATen.h>
 #include <ATen/ops/gru_native.h>
 #include <ATen/ops/lstm_native.h>
@@ -22,6 +24,7 @@
 #include <torch/csrc/autograd/saved_variable.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <array>
 #include <optional>
 #include <string>
@@ -235,10 +238,11 @@ std::pair<at::Tensor, CellState> cell_steps(CellKind kind, const at::Tensor& inp
 
 // ---- An LSTM direction as one autograd node
 //
-// Through cell_steps, a training step's LSTM records three ATen ops a time step, each with its
-// dispatch and autograd node, and autograd adds W_hh's gradient up one product per step. Built
-// here in engine values, the forward is one loop with no dispatch, and its backward (one node,
-// backpropagation through time) one loop too: W_hh's gradient is one product over all steps.
+// Through cell_steps, a training step's LSTM or GRU records two or three ATen ops a time step,
+// each with its dispatch and autograd node, and autograd adds W_hh's gradient up one product
+// per step. Built here in engine values, the forward is one loop with no dispatch, and its
+// backward (one node, backpropagation through time) one loop too: W_hh's gradient is one
+// product over all steps. Values round to the dtype where the per-step ops round them.
 
 // A (B, n) value as step `t` of a (T, B, n) stack.
 T step_of(const T& stacked, int64_t t) {
@@ -370,27 +374,153 @@ std::array<T, 4> lstm_sequence_backward(const LstmSequence& seq, const at::Tenso
   return grads;
 }
 
+// ---- A GRU direction, the same way
+
+struct GruStep {
+  T r, z, n, hn;  // the reset and update gates, n, and n's hidden part (opmath)
+};
+struct GruSequence {
+  c10::ScalarType dtype;
+  bool reverse = false;
+  std::vector<GruStep> steps;  // per time step
+  T h0;                        // the dtype
+  T out;                       // (T, B, H), the dtype
+  T h_last;                    // the dtype
+};
+
+GruSequence gru_sequence_forward(const at::Tensor& input_gates, const at::Tensor& h0, const at::Tensor& w_hh,
+                                 const at::Tensor& b_hh, bool reverse) {
+  TinyOp op("gru");
+  GruSequence seq;
+  const c10::ScalarType dt = input_gates.scalar_type();
+  const tiny::DType e = to_engine(dt), opm = to_engine(opmath(dt)), acc = tiny::compute_dtype(e);
+  seq.dtype = dt;
+  seq.reverse = reverse;
+  const int64_t steps = input_gates.size(0), B = h0.size(0), H = h0.size(1);
+  const T gates_in = operand_op(input_gates, dt, to_shape(input_gates.sizes()));
+  const T w_t = read(w_hh).permute({1, 0}).contiguous();  // (H, 3H), as the LSTM's
+  // the hidden bias joins each step's product, as addmm adds it
+  const T bias = b_hh.defined() ? read(b_hh).cast(acc).reshape({1, 3 * H}).expand({B, 3 * H}) : T();
+  const bool tf32 = dt == at::kFloat && allow_tf32();
+  seq.h0 = read(h0);
+  seq.steps.resize(size_t(steps));
+  std::vector<T> outputs(static_cast<size_t>(steps));
+  T h = seq.h0;
+  auto rounded = [&](const T& v) { return v.cast(e).cast(opm); };
+  for (int64_t k = 0; k < steps; ++k) {
+    const int64_t t = reverse ? steps - 1 - k : k;
+    T product = h.cast(acc).matmul(w_t.cast(acc), tf32);
+    if (bias.defined()) product = bias + product;
+    const T hg = product.cast(e).cast(opm), ig = step_of(gates_in, t);
+    const T r = sigmoid(gate(ig, 0, H) + gate(hg, 0, H)), z = sigmoid(gate(ig, 1, H) + gate(hg, 1, H));
+    const T hn = gate(hg, 2, H), n = un(Op::Tanh, gate(ig, 2, H) + r * hn);
+    const T hx = h.cast(opm);
+    h = (n + z * (hx - n)).cast(e);
+    // the backward reads them rounded, as the cell's workspace passed them
+    seq.steps[size_t(t)] = {rounded(r), rounded(z), rounded(n), rounded(hn)};
+    outputs[size_t(t)] = h;
+  }
+  seq.out = stack_steps(outputs);
+  seq.h_last = h;
+  return seq;
+}
+
+// The gradients of (input gates, h0, W_hh, b_hh) from those of (out, h_last).
+std::vector<T> gru_sequence_backward(const GruSequence& seq, const std::vector<at::Tensor>& inputs,
+                                     const std::vector<at::Tensor>& grads, const std::vector<bool>& want) {
+  TinyOp op("gru_backward");
+  const c10::ScalarType dt = seq.dtype;
+  const tiny::DType e = to_engine(dt), opm = to_engine(opmath(dt));
+  const int64_t steps = int64_t(seq.steps.size()), B = seq.h0.shape()[0], H = seq.h0.shape()[1];
+  const T w = read(inputs[2]);  // (3H, H)
+  const T gout = grads[0].defined() ? operand_op(grads[0], dt, to_shape(grads[0].sizes())) : T();
+  T dh = grads[1].defined() ? read(grads[1]) : T();  // reaching the current step's h (the dtype)
+  std::vector<T> d_input(static_cast<size_t>(steps)), d_hidden(static_cast<size_t>(steps));
+  const T one = cnst(seq.h0.cast(opm), 1.0), zero = cnst(one, 0.0);
+  // h_{t-1} of step t (the dtype)
+  auto h_prev = [&](int64_t k, int64_t t) { return k == 0 ? seq.h0 : step_of(seq.out, seq.reverse ? t + 1 : t - 1); };
+  for (int64_t k = steps - 1; k >= 0; --k) {
+    const int64_t t = seq.reverse ? steps - 1 - k : k;
+    T go = dh.defined() ? dh.cast(opm) : T();
+    if (gout.defined()) go = go.defined() ? (go + step_of(gout, t)).cast(e).cast(opm) : step_of(gout, t);
+    if (!go.defined()) go = zero;
+    const auto& [r, z, n, hn] = seq.steps[size_t(t)];
+    const T gz = go * (h_prev(k, t).cast(opm) - n) * (one - z) * z;
+    const T gn = go * (one - z) * (one - n * n);
+    const T gr = gn * hn * (one - r) * r;
+    d_input[size_t(t)] = T::concat({gr, gz, gn}, 1).cast(e);
+    const T gh = T::concat({gr, gz, gn * r}, 1).cast(e);
+    d_hidden[size_t(t)] = gh;
+    // the cell's gradient of h and the hidden product's add up in the dtype
+    if (k > 0 || want[1]) dh = ((go * z).cast(e).cast(opm) + product_of(gh, w, dt).cast(opm)).cast(e);
+  }
+  std::vector<T> out(4);
+  if (want[0]) out[0] = stack_steps(d_input);
+  if (want[1]) out[1] = dh;
+  const T g_hidden = stack_steps(d_hidden).reshape({steps * B, 3 * H});
+  if (want[2]) {
+    std::vector<T> hs(static_cast<size_t>(steps));
+    for (int64_t t = 0; t < steps; ++t) hs[size_t(t)] = h_prev(seq.reverse ? steps - 1 - t : t, t);
+    out[2] = product_of(g_hidden.permute({1, 0}), stack_steps(hs).reshape({steps * B, H}), dt);
+  }
+  if (want[3] && inputs[3].defined())
+    out[3] = g_hidden.cast(tiny::compute_dtype(e)).reduce(tiny::ReduceOp::Sum, {0}, false).cast(e);
+  return out;
+}
+
+// ---- The autograd node of a direction over a whole sequence
+
 using torch::autograd::SavedVariable;
 using torch::autograd::variable_list;
 
-struct LstmSequenceBackward : torch::autograd::Node {
-  LstmSequence seq;
-  SavedVariable input_gates, h0, c0, w_hh;
+// The per-step path as ATen ops autograd records: outputs (out, h[, c]) of inputs as a sequence
+// node holds them, LSTM (input gates, h0, c0, W_hh) and GRU (input gates, h0, W_hh, b_hh).
+variable_list recorded_steps(CellKind kind, const std::vector<at::Tensor>& inputs, bool reverse) {
+  CellWeights w;
+  if (kind == CellKind::Lstm) {
+    w.w_hh = inputs[3];
+    auto [out, state] = cell_steps(kind, inputs[0], {inputs[1], inputs[2]}, w, {}, reverse);
+    return {out, state.h, state.c};
+  }
+  w.w_hh = inputs[2];
+  auto [out, state] = cell_steps(kind, inputs[0], {inputs[1], {}}, w, inputs[3], reverse);
+  return {out, state.h};
+}
 
-  std::string name() const override { return "LstmSequenceBackward"; }
+std::vector<T> sequence_backward(const LstmSequence& seq, const std::vector<at::Tensor>& inputs,
+                                 const std::vector<at::Tensor>& grads, const std::vector<bool>& want) {
+  std::array<T, 4> g =
+      lstm_sequence_backward(seq, inputs[3], grads[0], grads[1], grads[2], {want[0], want[1], want[2], want[3]});
+  return {g.begin(), g.end()};
+}
+std::vector<T> sequence_backward(const GruSequence& seq, const std::vector<at::Tensor>& inputs,
+                                 const std::vector<at::Tensor>& grads, const std::vector<bool>& want) {
+  return gru_sequence_backward(seq, inputs, grads, want);
+}
+
+template <class Sequence>
+struct SequenceBackward : torch::autograd::Node {
+  CellKind kind;
+  Sequence seq;
+  std::vector<SavedVariable> inputs;
+
+  std::string name() const override {
+    return kind == CellKind::Lstm ? "LstmSequenceBackward" : "GruSequenceBackward";
+  }
   void release_variables() override {
-    seq = LstmSequence{};
-    for (SavedVariable* v : {&input_gates, &h0, &c0, &w_hh}) v->reset_data();
+    seq = Sequence{};
+    for (SavedVariable& v : inputs) v.reset_data();
   }
   variable_list apply(variable_list&& grads) override {
-    const std::array<bool, 4> want{task_should_compute_output(0), task_should_compute_output(1),
-                                   task_should_compute_output(2), task_should_compute_output(3)};
-    const at::Tensor w = w_hh.unpack();
-    if (c10::GradMode::is_enabled()) return differentiable_backward(grads, want);
-    if (!grads[0].defined() && !grads[1].defined() && !grads[2].defined()) return variable_list(4);
-    std::array<T, 4> g = lstm_sequence_backward(seq, w, grads[0], grads[1], grads[2], want);
-    variable_list out(4);
-    for (size_t i = 0; i < 4; ++i)
+    std::vector<bool> want;
+    for (size_t i = 0; i < inputs.size(); ++i) want.push_back(task_should_compute_output(i));
+    std::vector<at::Tensor> values;
+    for (SavedVariable& v : inputs) values.push_back(v.unpack());  // (checks nothing changed them)
+    if (c10::GradMode::is_enabled()) return differentiable_backward(values, grads, want);
+    variable_list out(inputs.size());
+    if (std::none_of(grads.begin(), grads.end(), [](const at::Tensor& g) { return g.defined(); })) return out;
+    std::vector<T> g = sequence_backward(seq, values, grads, want);
+    for (size_t i = 0; i < out.size(); ++i)
       if (g[i].defined()) out[i] = make_result(g[i], seq.dtype);
     return out;
   }
@@ -398,19 +528,16 @@ struct LstmSequenceBackward : torch::autograd::Node {
  private:
   // With create_graph, gradients must be differentiable: the steps run again as ATen ops that
   // autograd records, and autograd differentiates them.
-  variable_list differentiable_backward(const variable_list& grads, const std::array<bool, 4>& want) {
-    const std::array<at::Tensor, 4> inputs{input_gates.unpack(), h0.unpack(), c0.unpack(), w_hh.unpack()};
-    CellWeights w;
-    w.w_hh = inputs[3];
-    auto [out, state] = cell_steps(CellKind::Lstm, inputs[0], {inputs[1], inputs[2]}, w, {}, seq.reverse);
-    const std::array<at::Tensor, 3> outputs{out, state.h, state.c};
+  variable_list differentiable_backward(const std::vector<at::Tensor>& values, const variable_list& grads,
+                                        const std::vector<bool>& want) {
+    const variable_list outputs = recorded_steps(kind, values, seq.reverse);
     variable_list outs, gouts, ins;
-    for (size_t i = 0; i < 3; ++i)
+    for (size_t i = 0; i < outputs.size(); ++i)
       if (grads[i].defined() && outputs[i].requires_grad()) outs.push_back(outputs[i]), gouts.push_back(grads[i]);
     std::vector<size_t> at;
-    for (size_t i = 0; i < 4; ++i)
-      if (want[i] && inputs[i].requires_grad()) ins.push_back(inputs[i]), at.push_back(i);
-    variable_list result(4);
+    for (size_t i = 0; i < values.size(); ++i)
+      if (want[i] && values[i].defined() && values[i].requires_grad()) ins.push_back(values[i]), at.push_back(i);
+    variable_list result(values.size());
     if (outs.empty() || ins.empty()) return result;
     variable_list g = torch::autograd::grad(outs, ins, gouts, /*retain_graph=*/true, /*create_graph=*/true,
                                             /*allow_unused=*/true);
@@ -419,39 +546,61 @@ struct LstmSequenceBackward : torch::autograd::Node {
   }
 };
 
-// Whether lstm_direction takes the call: no projection, nothing empty, states and weight of the
-// gates' dtype and sizes, no forward-mode gradients. cell_steps takes the rest (and reports what
-// is wrong as ATen does).
-bool lstm_direction_applies(const at::Tensor& input_gates, const CellState& state, const CellWeights& w) {
-  using torch::autograd::isFwGradDefined;
-  if (w.w_hr.defined() || input_gates.numel() == 0) return false;
-  const int64_t B = input_gates.size(1), H = w.w_hh.dim() == 2 ? w.w_hh.size(1) : -1;
-  for (const at::Tensor* s : {&state.h, &state.c})
-    if (s->scalar_type() != input_gates.scalar_type() || s->sizes() != c10::IntArrayRef{B, H}) return false;
-  return w.w_hh.scalar_type() == input_gates.scalar_type() && w.w_hh.size(0) == 4 * H &&
-         input_gates.size(2) == 4 * H && !isFwGradDefined(input_gates) && !isFwGradDefined(state.h) &&
-         !isFwGradDefined(state.c) && !isFwGradDefined(w.w_hh);
+// The outputs made from `seq` (out, h[, c]), recorded by one node over `inputs` where any
+// needs a gradient.
+template <class Sequence>
+variable_list sequence_outputs(CellKind kind, Sequence seq, const std::vector<at::Tensor>& inputs,
+                               const std::vector<T>& values) {
+  variable_list outputs;
+  for (const T& v : values) outputs.push_back(make_result(v, seq.dtype));
+  bool requires_grad = false;
+  for (const at::Tensor& t : inputs) requires_grad |= torch::autograd::compute_requires_grad(t);
+  if (!requires_grad) return outputs;
+  auto node = c10::make_intrusive<SequenceBackward<Sequence>>();
+  node->kind = kind;
+  node->set_next_edges(torch::autograd::collect_next_edges(inputs));
+  for (const at::Tensor& t : inputs) node->inputs.emplace_back(t, false);
+  node->seq = std::move(seq);
+  for (const at::Tensor& o : outputs) torch::autograd::set_history(o, node);
+  return outputs;
 }
 
-// An LSTM direction (no projection) over its input gates (T, B, 4H): one autograd node.
-std::pair<at::Tensor, CellState> lstm_direction(const at::Tensor& input_gates, const CellState& state,
-                                                const at::Tensor& w_hh, bool reverse) {
-  LstmSequence seq = lstm_sequence_forward(input_gates, state.h, state.c, w_hh, reverse);
-  const c10::ScalarType dt = input_gates.scalar_type();
-  at::Tensor out = make_result(seq.out, dt), h = make_result(seq.h_last, dt), c = make_result(seq.c_last, dt);
-  if (torch::autograd::compute_requires_grad(input_gates, state.h, state.c, w_hh)) {
-    auto node = c10::make_intrusive<LstmSequenceBackward>();
-    node->set_next_edges(torch::autograd::collect_next_edges(input_gates, state.h, state.c, w_hh));
-    node->input_gates = SavedVariable(input_gates, false);
-    node->h0 = SavedVariable(state.h, false);
-    node->c0 = SavedVariable(state.c, false);
-    node->w_hh = SavedVariable(w_hh, false);
-    node->seq = std::move(seq);
-    torch::autograd::set_history(out, node);
-    torch::autograd::set_history(h, node);
-    torch::autograd::set_history(c, node);
+// Whether one sequence node takes the direction: an LSTM without projection or a GRU, nothing
+// empty, states and weights of the gates' dtype and sizes, no forward-mode gradients. cell_steps
+// takes the rest (and reports what is wrong as ATen does).
+bool sequence_node_applies(CellKind kind, const at::Tensor& input_gates, const CellState& state,
+                           const CellWeights& w, const at::Tensor& hidden_bias) {
+  using torch::autograd::isFwGradDefined;
+  if ((kind != CellKind::Lstm && kind != CellKind::Gru) || w.w_hr.defined() || input_gates.numel() == 0)
+    return false;
+  const int64_t gates = kind == CellKind::Lstm ? 4 : 3;
+  const int64_t B = input_gates.size(1), H = w.w_hh.dim() == 2 ? w.w_hh.size(1) : -1;
+  std::vector<const at::Tensor*> states{&state.h};
+  if (kind == CellKind::Lstm) states.push_back(&state.c);
+  for (const at::Tensor* s : states)
+    if (s->scalar_type() != input_gates.scalar_type() || s->sizes() != c10::IntArrayRef{B, H} || isFwGradDefined(*s))
+      return false;
+  if (hidden_bias.defined() && (hidden_bias.scalar_type() != input_gates.scalar_type() ||
+                                hidden_bias.sizes() != c10::IntArrayRef{gates * H} || isFwGradDefined(hidden_bias)))
+    return false;
+  return w.w_hh.scalar_type() == input_gates.scalar_type() && w.w_hh.size(0) == gates * H &&
+         input_gates.size(2) == gates * H && !isFwGradDefined(input_gates) && !isFwGradDefined(w.w_hh);
+}
+
+// An LSTM or GRU direction over its input gates (T, B, n * H): one autograd node.
+std::pair<at::Tensor, CellState> sequence_direction(CellKind kind, const at::Tensor& input_gates,
+                                                    const CellState& state, const at::Tensor& w_hh,
+                                                    const at::Tensor& hidden_bias, bool reverse) {
+  if (kind == CellKind::Lstm) {
+    LstmSequence seq = lstm_sequence_forward(input_gates, state.h, state.c, w_hh, reverse);
+    const std::vector<T> values{seq.out, seq.h_last, seq.c_last};
+    variable_list o = sequence_outputs(kind, std::move(seq), {input_gates, state.h, state.c, w_hh}, values);
+    return {o[0], {o[1], o[2]}};
   }
-  return {out, {h, c}};
+  GruSequence seq = gru_sequence_forward(input_gates, state.h, w_hh, hidden_bias, reverse);
+  const std::vector<T> values{seq.out, seq.h_last};
+  variable_list o = sequence_outputs(kind, std::move(seq), {input_gates, state.h, w_hh, hidden_bias}, values);
+  return {o[0], {o[1], at::Tensor()}};
 }
 
 // One direction of one layer over input (T, B, I): its outputs (T, B, H_out) and final state.
@@ -465,9 +614,9 @@ std::pair<at::Tensor, CellState> run_direction(CellKind kind, const at::Tensor& 
   at::Tensor joined_bias;
   if (bias) joined_bias = kind == CellKind::Gru ? w.b_ih : w.b_ih + w.b_hh;
   const at::Tensor input_gates = at::linear(input, w.w_ih, joined_bias);
-  if (kind == CellKind::Lstm && lstm_direction_applies(input_gates, state, w))
-    return lstm_direction(input_gates, state, w.w_hh, reverse);
   const at::Tensor hidden_bias = kind == CellKind::Gru && bias ? w.b_hh : at::Tensor();
+  if (sequence_node_applies(kind, input_gates, state, w, hidden_bias))
+    return sequence_direction(kind, input_gates, state, w.w_hh, hidden_bias, reverse);
   return cell_steps(kind, input_gates, std::move(state), w, hidden_bias, reverse);
 }
 

@@ -236,7 +236,7 @@ std::pair<at::Tensor, CellState> cell_steps(CellKind kind, const at::Tensor& inp
   return {at::stack(outputs, 0), std::move(state)};
 }
 
-// ---- An LSTM direction as one autograd node
+// ---- An LSTM or GRU direction as one autograd node
 //
 // Through cell_steps, a training step's LSTM or GRU records two or three ATen ops a time step,
 // each with its dispatch and autograd node, and autograd adds W_hh's gradient up one product
@@ -265,7 +265,7 @@ struct LstmStep {
   T cell, tanh_cell;       // c_t and tanh(c_t) (opmath)
 };
 struct LstmSequence {
-  c10::ScalarType dtype;
+  c10::ScalarType dtype = at::kFloat;
   bool reverse = false;
   std::vector<LstmStep> steps;  // per time step
   T h0, c0;                     // the initial state: h0 in the dtype, c0 in opmath
@@ -273,10 +273,13 @@ struct LstmSequence {
   T h_last, c_last;             // the final state, the dtype
 };
 
-// a (n, k) @ (k, m) product in `dt`'s accumulation type, rounded to `dt`, as mm computes it
-T product_of(const T& a, const T& b, c10::ScalarType dt) {
+// a (n, k) @ (k, m) product in `dt`'s accumulation type (plus `bias`, (n, m) in that type, as
+// addmm adds it), rounded to `dt`, as mm computes it
+T product_of(const T& a, const T& b, c10::ScalarType dt, const T& bias = T()) {
   const tiny::DType acc = tiny::compute_dtype(to_engine(dt));
-  return a.cast(acc).matmul(b.cast(acc), dt == at::kFloat && allow_tf32()).cast(to_engine(dt));
+  T product = a.cast(acc).matmul(b.cast(acc), dt == at::kFloat && allow_tf32());
+  if (bias.defined()) product = bias + product;
+  return product.cast(to_engine(dt));
 }
 
 LstmSequence lstm_sequence_forward(const at::Tensor& input_gates, const at::Tensor& h0, const at::Tensor& c0,
@@ -380,7 +383,7 @@ struct GruStep {
   T r, z, n, hn;  // the reset and update gates, n, and n's hidden part (opmath)
 };
 struct GruSequence {
-  c10::ScalarType dtype;
+  c10::ScalarType dtype = at::kFloat;
   bool reverse = false;
   std::vector<GruStep> steps;  // per time step
   T h0;                        // the dtype
@@ -399,9 +402,8 @@ GruSequence gru_sequence_forward(const at::Tensor& input_gates, const at::Tensor
   const int64_t steps = input_gates.size(0), B = h0.size(0), H = h0.size(1);
   const T gates_in = operand_op(input_gates, dt, to_shape(input_gates.sizes()));
   const T w_t = read(w_hh).permute({1, 0}).contiguous();  // (H, 3H), as the LSTM's
-  // the hidden bias joins each step's product, as addmm adds it
+  // the hidden bias joins each step's product
   const T bias = b_hh.defined() ? read(b_hh).cast(acc).reshape({1, 3 * H}).expand({B, 3 * H}) : T();
-  const bool tf32 = dt == at::kFloat && allow_tf32();
   seq.h0 = read(h0);
   seq.steps.resize(size_t(steps));
   std::vector<T> outputs(static_cast<size_t>(steps));
@@ -409,9 +411,7 @@ GruSequence gru_sequence_forward(const at::Tensor& input_gates, const at::Tensor
   auto rounded = [&](const T& v) { return v.cast(e).cast(opm); };
   for (int64_t k = 0; k < steps; ++k) {
     const int64_t t = reverse ? steps - 1 - k : k;
-    T product = h.cast(acc).matmul(w_t.cast(acc), tf32);
-    if (bias.defined()) product = bias + product;
-    const T hg = product.cast(e).cast(opm), ig = step_of(gates_in, t);
+    const T hg = product_of(h, w_t, dt, bias).cast(opm), ig = step_of(gates_in, t);
     const T r = sigmoid(gate(ig, 0, H) + gate(hg, 0, H)), z = sigmoid(gate(ig, 1, H) + gate(hg, 1, H));
     const T hn = gate(hg, 2, H), n = un(Op::Tanh, gate(ig, 2, H) + r * hn);
     const T hx = h.cast(opm);

@@ -114,6 +114,23 @@ def test_state_gradients_and_frozen_weights(kind):
         assert_same(got, want, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("kind", [nn.LSTM, nn.GRU], ids=["lstm", "gru"])
+def test_sequence_node_errors_match_the_cpu(kind):
+    # a second backward through the freed graph, and a weight changed in place before the
+    # backward, raise as on the CPU
+    for dev in ("cpu", DEV):
+        m, x = kind(3, 4).to(dev), torch.randn(5, 2, 3, device=dev)
+        loss = m(x)[0].sum()
+        loss.backward()
+        with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+            loss.backward()
+        out = m(x)[0]
+        with torch.no_grad():
+            m.weight_hh_l0.add_(1)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            out.sum().backward()
+
+
 def test_sequences_in_inference_mode():
     torch.manual_seed(4)
     x = torch.randn(7, 3, 4)

@@ -768,6 +768,25 @@ TEST(Lowering, VectorTilesOfAllRowsSplitTheColumns) {
   }
 }
 
+// A weight gradient over 8 images at 1x1 (a squeeze-excitation block's, 32 x 120): its
+// vector tile holds 2 rows over a reduce this short, not 8 (each output of the unrolled tile
+// is code of its own: LLVM took 0.4-0.7 s to optimize each such kernel of MobileNetV3's step,
+// which then ran for microseconds; a depthwise 3x3 convolution's 9 taps ran faster so too).
+TEST(Lowering, VectorTilesOverShortReducesTakeFewRows) {
+  const int64_t B = 8, O = 32, I = 120;
+  Tensor g = values({O, B}), x = values({B, I});  // g: the gradient, images last
+  Tensor::realize_all({g, x});
+  Tensor w = g.reshape({O, B, 1}).expand({O, B, I})
+                 .binary(Op::Mul, x.reshape({1, B, I}).expand({O, B, I}))
+                 .reduce(ReduceOp::Sum, {1}, false);
+  for (const CpuTarget& target : {kAvx512, kAvx2}) {
+    CpuPlan p = lower_cpu(only_kernel(w), target);
+    ASSERT_TRUE(p.vector_tile) << describe(p);
+    EXPECT_EQ(p.vector_tile->rows, 2) << describe(p);
+  }
+  expect_matmul(to_doubles(w), to_doubles(g), to_doubles(x), O, B, I, false);
+}
+
 // Attention's products take channel tiles too: softmax(s) @ v, whose row factor holds the
 // softmax's row sum (a reduce computed once per tile row), and p @ (v + bias), whose column
 // factor is computed per head (packed per index of the dims before the tile's, pack_inner).

@@ -67,10 +67,12 @@ def test_dropout_between_layers():
 
 
 @pytest.mark.parametrize("kind, kw", [(nn.LSTM, dict(num_layers=2)), (nn.LSTM, dict(bidirectional=True)),
-                                      (nn.GRU, dict(num_layers=2, bidirectional=True))], ids=str)
+                                      (nn.GRU, dict(num_layers=2, bidirectional=True)),
+                                      (nn.RNN, dict(bidirectional=True)), (nn.RNN, dict(nonlinearity="relu"))],
+                         ids=str)
 def test_double_backward(kind, kw):
-    # Gradients taken with create_graph are differentiable again: an LSTM's or GRU's sequence
-    # node runs its steps again as ops autograd records. float64, against the CPU.
+    # Gradients taken with create_graph are differentiable again: a sequence node runs its steps
+    # again as ops autograd records. float64, against the CPU.
     torch.manual_seed(5)
     module, x = kind(4, 5, **kw).double(), torch.randn(6, 3, 4, dtype=torch.float64)
     results = []
@@ -85,7 +87,7 @@ def test_double_backward(kind, kw):
         assert_same(got, want, rtol=1e-9, atol=1e-11)
 
 
-@pytest.mark.parametrize("kind", [nn.LSTM, nn.GRU], ids=["lstm", "gru"])
+@pytest.mark.parametrize("kind", [nn.LSTM, nn.GRU, nn.RNN], ids=["lstm", "gru", "rnn"])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64], ids=str)
 def test_sequence_dtypes(kind, dtype):
     # the states and gates rounded to the dtype each step, as the per-step cells round them
@@ -114,7 +116,7 @@ def test_state_gradients_and_frozen_weights(kind):
         assert_same(got, want, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("kind", [nn.LSTM, nn.GRU], ids=["lstm", "gru"])
+@pytest.mark.parametrize("kind", [nn.LSTM, nn.GRU, nn.RNN], ids=["lstm", "gru", "rnn"])
 def test_sequence_node_errors_match_the_cpu(kind):
     # a second backward through the freed graph, and a weight changed in place before the
     # backward, raise as on the CPU
@@ -160,15 +162,14 @@ def _autograd_nodes(out, name):
 def test_input_products_join_all_steps(module):
     # Off the CPU, ATen's composite multiplies each step's input by W_ih on its own (a product and
     # its gradients per step); as on the CPU, each layer and direction takes one over all steps:
-    # one input product each, plus T hidden products for an RNN. An LSTM's or a GRU's direction
-    # is one autograd node over all its steps, its hidden products inside it.
+    # one input product each. Each direction is one autograd node over all its steps, its hidden
+    # products inside it.
     requires_tiny()
     steps = 9
     out = copy.deepcopy(module).to(DEV)(torch.randn(steps, 2, 4, device=DEV))[0]
     runs = module.num_layers * (2 if module.bidirectional else 1)
-    one_node = isinstance(module, (nn.LSTM, nn.GRU))
-    assert _autograd_nodes(out, "mm") == runs * (1 if one_node else steps + 1)  # MmBackward0, AddmmBackward0
-    assert _autograd_nodes(out, "sequencebackward") == (runs if one_node else 0)
+    assert _autograd_nodes(out, "mm") == runs  # MmBackward0, AddmmBackward0
+    assert _autograd_nodes(out, "sequencebackward") == runs
 
 
 def test_sequence_errors_match_the_cpu():

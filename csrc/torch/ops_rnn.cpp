@@ -9,9 +9,9 @@
 //
 // nn.LSTM / nn.GRU / nn.RNN call lstm.input, gru.input and rnn_{tanh,relu}.input: ATen's
 // composites, which off the CPU multiply each time step's input by W_ih on its own. Here,
-// as ATen does on the CPU, each layer and direction multiplies all its steps' inputs at once;
-// an LSTM's or GRU's direction then runs its steps as one autograd node (below), a plain RNN's
-// (and an LSTM's with projections) through the cells step by step.
+// as ATen does on the CPU, each layer and direction multiplies all its steps' inputs at once,
+// then runs its steps as one autograd node (below); an LSTM with projections runs them through
+// the cells step by step.
 #include <ATen/ATen.h>
 #include <ATen/ops/gru_native.h>
 #include <ATen/ops/lstm_native.h>
@@ -236,9 +236,9 @@ std::pair<at::Tensor, CellState> cell_steps(CellKind kind, const at::Tensor& inp
   return {at::stack(outputs, 0), std::move(state)};
 }
 
-// ---- An LSTM or GRU direction as one autograd node
+// ---- A direction as one autograd node
 //
-// Through cell_steps, a training step's LSTM or GRU records two or three ATen ops a time step,
+// Through cell_steps, a training step's LSTM, GRU or RNN records two or three ATen ops a time step,
 // each with its dispatch and autograd node, and autograd adds W_hh's gradient up one product
 // per step. Built here in engine values, the forward is one loop with no dispatch, and its
 // backward (one node, backpropagation through time) one loop too: W_hh's gradient is one
@@ -468,13 +468,86 @@ std::vector<T> gru_sequence_backward(const GruSequence& seq, const std::vector<a
   return out;
 }
 
+// ---- A plain RNN direction (tanh or relu), the same way
+
+struct RnnSequence {
+  c10::ScalarType dtype = at::kFloat;
+  bool reverse = false, relu = false;
+  T h0;   // the dtype
+  T out;  // (T, B, H), the dtype
+  T h_last;
+};
+
+RnnSequence rnn_sequence_forward(const at::Tensor& input_gates, const at::Tensor& h0, const at::Tensor& w_hh,
+                                 bool relu, bool reverse) {
+  TinyOp op(relu ? "rnn_relu" : "rnn_tanh");
+  RnnSequence seq;
+  const c10::ScalarType dt = input_gates.scalar_type();
+  const tiny::DType e = to_engine(dt), opm = to_engine(opmath(dt));
+  seq.dtype = dt;
+  seq.reverse = reverse;
+  seq.relu = relu;
+  const int64_t steps = input_gates.size(0);
+  const T gates_in = operand_op(input_gates, dt, to_shape(input_gates.sizes()));
+  const T w_t = read(w_hh).permute({1, 0}).contiguous();  // (H, H), as the LSTM's
+  seq.h0 = read(h0);
+  std::vector<T> outputs(static_cast<size_t>(steps));
+  T h = seq.h0;
+  for (int64_t k = 0; k < steps; ++k) {
+    const int64_t t = reverse ? steps - 1 - k : k;
+    // the sum rounded to the dtype, then activated, as add and tanh / relu round them
+    const T pre = (step_of(gates_in, t) + product_of(h, w_t, dt).cast(opm)).cast(e).cast(opm);
+    h = (relu ? max(pre, cnst(pre, 0.0)) : un(Op::Tanh, pre)).cast(e);
+    outputs[size_t(t)] = h;
+  }
+  seq.out = stack_steps(outputs);
+  seq.h_last = h;
+  return seq;
+}
+
+// The gradients of (input gates, h0, W_hh) from those of (out, h_last).
+std::vector<T> rnn_sequence_backward(const RnnSequence& seq, const std::vector<at::Tensor>& inputs,
+                                     const std::vector<at::Tensor>& grads, const std::vector<bool>& want) {
+  TinyOp op(seq.relu ? "rnn_relu_backward" : "rnn_tanh_backward");
+  const c10::ScalarType dt = seq.dtype;
+  const tiny::DType e = to_engine(dt), opm = to_engine(opmath(dt));
+  const int64_t steps = int64_t(seq.out.shape()[0]), B = seq.h0.shape()[0], H = seq.h0.shape()[1];
+  const T w = read(inputs[2]);  // (H, H)
+  const T gout = grads[0].defined() ? operand_op(grads[0], dt, to_shape(grads[0].sizes())) : T();
+  T dh = grads[1].defined() ? read(grads[1]) : T();  // reaching the current step's h (the dtype)
+  std::vector<T> d_pre(static_cast<size_t>(steps));
+  const T one = cnst(seq.h0.cast(opm), 1.0), zero = cnst(one, 0.0);
+  auto h_prev = [&](int64_t k, int64_t t) { return k == 0 ? seq.h0 : step_of(seq.out, seq.reverse ? t + 1 : t - 1); };
+  for (int64_t k = steps - 1; k >= 0; --k) {
+    const int64_t t = seq.reverse ? steps - 1 - k : k;
+    T g = dh.defined() ? dh.cast(opm) : T();
+    if (gout.defined()) g = g.defined() ? (g + step_of(gout, t)).cast(e).cast(opm) : step_of(gout, t);
+    if (!g.defined()) g = zero;
+    const T y = step_of(seq.out, t).cast(opm);
+    const T d = (seq.relu ? where(le(y, zero), zero, g) : g * (one - y * y)).cast(e);
+    d_pre[size_t(t)] = d;
+    if (k > 0 || want[1]) dh = product_of(d, w, dt);
+  }
+  std::vector<T> out(3);
+  const T d_all = stack_steps(d_pre);
+  if (want[0]) out[0] = d_all;
+  if (want[1]) out[1] = dh;
+  if (want[2]) {
+    std::vector<T> hs(static_cast<size_t>(steps));
+    for (int64_t t = 0; t < steps; ++t) hs[size_t(t)] = h_prev(seq.reverse ? steps - 1 - t : t, t);
+    out[2] = product_of(d_all.reshape({steps * B, H}).permute({1, 0}), stack_steps(hs).reshape({steps * B, H}), dt);
+  }
+  return out;
+}
+
 // ---- The autograd node of a direction over a whole sequence
 
 using torch::autograd::SavedVariable;
 using torch::autograd::variable_list;
 
 // The per-step path as ATen ops autograd records: outputs (out, h[, c]) of inputs as a sequence
-// node holds them, LSTM (input gates, h0, c0, W_hh) and GRU (input gates, h0, W_hh, b_hh).
+// node holds them, LSTM (input gates, h0, c0, W_hh), GRU (input gates, h0, W_hh, b_hh) and plain
+// RNN (input gates, h0, W_hh).
 variable_list recorded_steps(CellKind kind, const std::vector<at::Tensor>& inputs, bool reverse) {
   CellWeights w;
   if (kind == CellKind::Lstm) {
@@ -483,7 +556,8 @@ variable_list recorded_steps(CellKind kind, const std::vector<at::Tensor>& input
     return {out, state.h, state.c};
   }
   w.w_hh = inputs[2];
-  auto [out, state] = cell_steps(kind, inputs[0], {inputs[1], {}}, w, inputs[3], reverse);
+  const at::Tensor hidden_bias = kind == CellKind::Gru ? inputs[3] : at::Tensor();
+  auto [out, state] = cell_steps(kind, inputs[0], {inputs[1], {}}, w, hidden_bias, reverse);
   return {out, state.h};
 }
 
@@ -497,6 +571,10 @@ std::vector<T> sequence_backward(const GruSequence& seq, const std::vector<at::T
                                  const std::vector<at::Tensor>& grads, const std::vector<bool>& want) {
   return gru_sequence_backward(seq, inputs, grads, want);
 }
+std::vector<T> sequence_backward(const RnnSequence& seq, const std::vector<at::Tensor>& inputs,
+                                 const std::vector<at::Tensor>& grads, const std::vector<bool>& want) {
+  return rnn_sequence_backward(seq, inputs, grads, want);
+}
 
 template <class Sequence>
 struct SequenceBackward : torch::autograd::Node {
@@ -505,7 +583,9 @@ struct SequenceBackward : torch::autograd::Node {
   std::vector<SavedVariable> inputs;
 
   std::string name() const override {
-    return kind == CellKind::Lstm ? "LstmSequenceBackward" : "GruSequenceBackward";
+    return kind == CellKind::Lstm ? "LstmSequenceBackward"
+           : kind == CellKind::Gru ? "GruSequenceBackward"
+                                   : "RnnSequenceBackward";
   }
   void release_variables() override {
     seq = Sequence{};
@@ -565,15 +645,14 @@ variable_list sequence_outputs(CellKind kind, Sequence seq, const std::vector<at
   return outputs;
 }
 
-// Whether one sequence node takes the direction: an LSTM without projection or a GRU, nothing
-// empty, states and weights of the gates' dtype and sizes, no forward-mode gradients. cell_steps
-// takes the rest (and reports what is wrong as ATen does).
+// Whether one sequence node takes the direction: no LSTM projection, nothing empty, states and
+// weights of the gates' dtype and sizes, no forward-mode gradients. cell_steps takes the rest
+// (and reports what is wrong as ATen does).
 bool sequence_node_applies(CellKind kind, const at::Tensor& input_gates, const CellState& state,
                            const CellWeights& w, const at::Tensor& hidden_bias) {
   using torch::autograd::isFwGradDefined;
-  if ((kind != CellKind::Lstm && kind != CellKind::Gru) || w.w_hr.defined() || input_gates.numel() == 0)
-    return false;
-  const int64_t gates = kind == CellKind::Lstm ? 4 : 3;
+  if (w.w_hr.defined() || input_gates.numel() == 0) return false;
+  const int64_t gates = kind == CellKind::Lstm ? 4 : kind == CellKind::Gru ? 3 : 1;
   const int64_t B = input_gates.size(1), H = w.w_hh.dim() == 2 ? w.w_hh.size(1) : -1;
   std::vector<const at::Tensor*> states{&state.h};
   if (kind == CellKind::Lstm) states.push_back(&state.c);
@@ -587,7 +666,7 @@ bool sequence_node_applies(CellKind kind, const at::Tensor& input_gates, const C
          input_gates.size(2) == gates * H && !isFwGradDefined(input_gates) && !isFwGradDefined(w.w_hh);
 }
 
-// An LSTM or GRU direction over its input gates (T, B, n * H): one autograd node.
+// A direction over its input gates (T, B, n * H): one autograd node.
 std::pair<at::Tensor, CellState> sequence_direction(CellKind kind, const at::Tensor& input_gates,
                                                     const CellState& state, const at::Tensor& w_hh,
                                                     const at::Tensor& hidden_bias, bool reverse) {
@@ -597,9 +676,15 @@ std::pair<at::Tensor, CellState> sequence_direction(CellKind kind, const at::Ten
     variable_list o = sequence_outputs(kind, std::move(seq), {input_gates, state.h, state.c, w_hh}, values);
     return {o[0], {o[1], o[2]}};
   }
-  GruSequence seq = gru_sequence_forward(input_gates, state.h, w_hh, hidden_bias, reverse);
+  if (kind == CellKind::Gru) {
+    GruSequence seq = gru_sequence_forward(input_gates, state.h, w_hh, hidden_bias, reverse);
+    const std::vector<T> values{seq.out, seq.h_last};
+    variable_list o = sequence_outputs(kind, std::move(seq), {input_gates, state.h, w_hh, hidden_bias}, values);
+    return {o[0], {o[1], at::Tensor()}};
+  }
+  RnnSequence seq = rnn_sequence_forward(input_gates, state.h, w_hh, kind == CellKind::Relu, reverse);
   const std::vector<T> values{seq.out, seq.h_last};
-  variable_list o = sequence_outputs(kind, std::move(seq), {input_gates, state.h, w_hh, hidden_bias}, values);
+  variable_list o = sequence_outputs(kind, std::move(seq), {input_gates, state.h, w_hh}, values);
   return {o[0], {o[1], at::Tensor()}};
 }
 

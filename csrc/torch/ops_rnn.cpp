@@ -282,6 +282,24 @@ T product_of(const T& a, const T& b, c10::ScalarType dt, const T& bias = T()) {
   return product.cast(to_engine(dt));
 }
 
+// The gradient reaching step t's h (opmath): the next step's (dh, the dtype) and the output's
+// (gout, opmath) added in the dtype, as autograd adds them; undefined where neither is.
+T gradient_at_step(const T& dh, const T& gout, int64_t t, tiny::DType e, tiny::DType opm) {
+  T g = dh.defined() ? dh.cast(opm) : T();
+  if (gout.defined()) g = g.defined() ? (g + step_of(gout, t)).cast(e).cast(opm) : step_of(gout, t);
+  return g;
+}
+
+// W_hh's gradient: the sum over the steps of d_t^T @ h_{t-1}, one product over all (T * B) rows.
+// d (T, B, n * H) in time order; h0 (B, H) and out (T, B, H) in the dtype.
+T hidden_weight_gradient(const T& d, const T& h0, const T& out, bool reverse, c10::ScalarType dt) {
+  const int64_t steps = out.shape()[0], B = out.shape()[1], H = out.shape()[2];
+  const T first = h0.reshape({1, B, H});
+  const T later = out.shrink({{reverse ? 1 : 0, reverse ? steps : steps - 1}, {0, B}, {0, H}});
+  const T h_prev = T::concat(reverse ? std::vector<T>{later, first} : std::vector<T>{first, later}, 0);
+  return product_of(d.reshape({steps * B, d.shape()[2]}).permute({1, 0}), h_prev.reshape({steps * B, H}), dt);
+}
+
 LstmSequence lstm_sequence_forward(const at::Tensor& input_gates, const at::Tensor& h0, const at::Tensor& c0,
                                    const at::Tensor& w_hh, bool reverse) {
   TinyOp op("lstm");
@@ -332,7 +350,7 @@ std::array<T, 4> lstm_sequence_backward(const LstmSequence& seq, const at::Tenso
   TinyOp op("lstm_backward");
   const c10::ScalarType dt = seq.dtype;
   const tiny::DType e = to_engine(dt), opm = to_engine(opmath(dt));
-  const int64_t steps = int64_t(seq.steps.size()), B = seq.h0.shape()[0], H = seq.h0.shape()[1];
+  const int64_t steps = int64_t(seq.steps.size());
   const T w = read(w_hh);  // (4H, H)
   const T gout = grad_out.defined() ? operand_op(grad_out, dt, to_shape(grad_out.sizes())) : T();
   // the gradients reaching the current step's h and c (the dtype), undefined for none
@@ -342,9 +360,7 @@ std::array<T, 4> lstm_sequence_backward(const LstmSequence& seq, const at::Tenso
   const T one = cnst(seq.c0, 1.0), zero = cnst(seq.c0, 0.0);
   for (int64_t k = steps - 1; k >= 0; --k) {
     const int64_t t = seq.reverse ? steps - 1 - k : k;
-    // the step's output gradient and the next step's add up in the dtype, as autograd sums them
-    T ghy = dh.defined() ? dh.cast(opm) : T();
-    if (gout.defined()) ghy = ghy.defined() ? (ghy + step_of(gout, t)).cast(e).cast(opm) : step_of(gout, t);
+    const T ghy = gradient_at_step(dh, gout, t, e, opm);
     const LstmStep& step = seq.steps[size_t(t)];
     const T& cx = k == 0 ? seq.c0 : seq.steps[size_t(seq.reverse ? t + 1 : t - 1)].cell;
     const auto& [i, f, cg, o] = step.gates;
@@ -367,13 +383,7 @@ std::array<T, 4> lstm_sequence_backward(const LstmSequence& seq, const at::Tenso
   if (want[0]) grads[0] = g_all;
   if (want[1]) grads[1] = dh;
   if (want[2]) grads[2] = dc;
-  if (want[3]) {
-    // sum over steps of g_t^T @ h_{t-1}: one product over (T * B) rows
-    const T h0 = seq.h0.reshape({1, B, H});
-    const T later = seq.out.shrink({{seq.reverse ? 1 : 0, seq.reverse ? steps : steps - 1}, {0, B}, {0, H}});
-    const T h_prev = T::concat(seq.reverse ? std::vector<T>{later, h0} : std::vector<T>{h0, later}, 0);
-    grads[3] = product_of(g_all.reshape({steps * B, 4 * H}).permute({1, 0}), h_prev.reshape({steps * B, H}), dt);
-  }
+  if (want[3]) grads[3] = hidden_weight_gradient(g_all, seq.h0, seq.out, seq.reverse, dt);
   return grads;
 }
 
@@ -431,7 +441,7 @@ std::vector<T> gru_sequence_backward(const GruSequence& seq, const std::vector<a
   TinyOp op("gru_backward");
   const c10::ScalarType dt = seq.dtype;
   const tiny::DType e = to_engine(dt), opm = to_engine(opmath(dt));
-  const int64_t steps = int64_t(seq.steps.size()), B = seq.h0.shape()[0], H = seq.h0.shape()[1];
+  const int64_t steps = int64_t(seq.steps.size());
   const T w = read(inputs[2]);  // (3H, H)
   const T gout = grads[0].defined() ? operand_op(grads[0], dt, to_shape(grads[0].sizes())) : T();
   T dh = grads[1].defined() ? read(grads[1]) : T();  // reaching the current step's h (the dtype)
@@ -441,8 +451,7 @@ std::vector<T> gru_sequence_backward(const GruSequence& seq, const std::vector<a
   auto h_prev = [&](int64_t k, int64_t t) { return k == 0 ? seq.h0 : step_of(seq.out, seq.reverse ? t + 1 : t - 1); };
   for (int64_t k = steps - 1; k >= 0; --k) {
     const int64_t t = seq.reverse ? steps - 1 - k : k;
-    T go = dh.defined() ? dh.cast(opm) : T();
-    if (gout.defined()) go = go.defined() ? (go + step_of(gout, t)).cast(e).cast(opm) : step_of(gout, t);
+    T go = gradient_at_step(dh, gout, t, e, opm);
     if (!go.defined()) go = zero;
     const auto& [r, z, n, hn] = seq.steps[size_t(t)];
     const T gz = go * (h_prev(k, t).cast(opm) - n) * (one - z) * z;
@@ -457,14 +466,10 @@ std::vector<T> gru_sequence_backward(const GruSequence& seq, const std::vector<a
   std::vector<T> out(4);
   if (want[0]) out[0] = stack_steps(d_input);
   if (want[1]) out[1] = dh;
-  const T g_hidden = stack_steps(d_hidden).reshape({steps * B, 3 * H});
-  if (want[2]) {
-    std::vector<T> hs(static_cast<size_t>(steps));
-    for (int64_t t = 0; t < steps; ++t) hs[size_t(t)] = h_prev(seq.reverse ? steps - 1 - t : t, t);
-    out[2] = product_of(g_hidden.permute({1, 0}), stack_steps(hs).reshape({steps * B, H}), dt);
-  }
+  const T g_hidden = stack_steps(d_hidden);
+  if (want[2]) out[2] = hidden_weight_gradient(g_hidden, seq.h0, seq.out, seq.reverse, dt);
   if (want[3] && inputs[3].defined())
-    out[3] = g_hidden.cast(tiny::compute_dtype(e)).reduce(tiny::ReduceOp::Sum, {0}, false).cast(e);
+    out[3] = g_hidden.cast(tiny::compute_dtype(e)).reduce(tiny::ReduceOp::Sum, {0, 1}, false).cast(e);
   return out;
 }
 
@@ -511,17 +516,15 @@ std::vector<T> rnn_sequence_backward(const RnnSequence& seq, const std::vector<a
   TinyOp op(seq.relu ? "rnn_relu_backward" : "rnn_tanh_backward");
   const c10::ScalarType dt = seq.dtype;
   const tiny::DType e = to_engine(dt), opm = to_engine(opmath(dt));
-  const int64_t steps = int64_t(seq.out.shape()[0]), B = seq.h0.shape()[0], H = seq.h0.shape()[1];
+  const int64_t steps = int64_t(seq.out.shape()[0]);
   const T w = read(inputs[2]);  // (H, H)
   const T gout = grads[0].defined() ? operand_op(grads[0], dt, to_shape(grads[0].sizes())) : T();
   T dh = grads[1].defined() ? read(grads[1]) : T();  // reaching the current step's h (the dtype)
   std::vector<T> d_pre(static_cast<size_t>(steps));
   const T one = cnst(seq.h0.cast(opm), 1.0), zero = cnst(one, 0.0);
-  auto h_prev = [&](int64_t k, int64_t t) { return k == 0 ? seq.h0 : step_of(seq.out, seq.reverse ? t + 1 : t - 1); };
   for (int64_t k = steps - 1; k >= 0; --k) {
     const int64_t t = seq.reverse ? steps - 1 - k : k;
-    T g = dh.defined() ? dh.cast(opm) : T();
-    if (gout.defined()) g = g.defined() ? (g + step_of(gout, t)).cast(e).cast(opm) : step_of(gout, t);
+    T g = gradient_at_step(dh, gout, t, e, opm);
     if (!g.defined()) g = zero;
     const T y = step_of(seq.out, t).cast(opm);
     const T d = (seq.relu ? where(le(y, zero), zero, g) : g * (one - y * y)).cast(e);
@@ -532,11 +535,7 @@ std::vector<T> rnn_sequence_backward(const RnnSequence& seq, const std::vector<a
   const T d_all = stack_steps(d_pre);
   if (want[0]) out[0] = d_all;
   if (want[1]) out[1] = dh;
-  if (want[2]) {
-    std::vector<T> hs(static_cast<size_t>(steps));
-    for (int64_t t = 0; t < steps; ++t) hs[size_t(t)] = h_prev(seq.reverse ? steps - 1 - t : t, t);
-    out[2] = product_of(d_all.reshape({steps * B, H}).permute({1, 0}), stack_steps(hs).reshape({steps * B, H}), dt);
-  }
+  if (want[2]) out[2] = hidden_weight_gradient(d_all, seq.h0, seq.out, seq.reverse, dt);
   return out;
 }
 

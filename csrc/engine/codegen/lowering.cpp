@@ -416,17 +416,17 @@ class CpuLowering {
     t.cols = std::min(kTileCols, shape[size_t(d)]);
     const int64_t row_vectors = (t.cols + kLanes - 1) / kLanes;
     t.rows = d2 < 0 ? 1 : std::max<int64_t>(1, std::min(shape[size_t(d2)], kTileCols / kLanes * kTileRows / row_vectors));
-    // Over a short reduce (a weight gradient over a batch of 8 images at 1x1) a tile's rows
-    // share little work, while every output of the unrolled tile is code of its own: 8 x 32
-    // of them took LLVM 0.4-0.7 s each to optimize (MobileNetV3's squeeze-excitation weight
-    // gradients), the kernels running microseconds.
+    // Over a short reduce (a weight gradient over a batch of 8 images at 1x1, a 5x5 depthwise
+    // convolution, a 1x1 one from 16 channels) a tile's rows share little work, while every
+    // output of the unrolled tile is code of its own: 8 x 32 or 16 x 16 of them took LLVM
+    // 0.4-0.7 s each to optimize (MobileNetV3's), the kernels running microseconds.
     int64_t reduce_steps = 1;
     for (int a : cand->reduce->args.axes) reduce_steps *= cand->reduce->src[0]->shape[size_t(a)];
     if (reduce_steps < kShortReduceSteps) t.rows = std::min(t.rows, kShortReduceRows);
     return t;
   }
 
-  static constexpr int64_t kShortReduceSteps = 16, kShortReduceRows = 2;
+  static constexpr int64_t kShortReduceSteps = 32, kShortReduceRows = 2;
 
   // A b packed per index of the dims before the tiles (pack_inner): the first dim after those
   // it moves with, where its panels are packed (ChannelTile::pack_at).

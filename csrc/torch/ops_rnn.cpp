@@ -342,20 +342,19 @@ LstmSequence lstm_sequence_forward(const at::Tensor& input_gates, const at::Tens
   return seq;
 }
 
-// The gradients of (input gates, h0, c0, W_hh) from those of (out, h_last, c_last), any undefined;
-// `want` says which to compute.
-std::array<T, 4> lstm_sequence_backward(const LstmSequence& seq, const at::Tensor& w_hh, const at::Tensor& grad_out,
-                                        const at::Tensor& grad_h, const at::Tensor& grad_c,
-                                        const std::array<bool, 4>& want) {
+// The gradients of the node's inputs (input gates, h0, c0, W_hh) from those of its outputs
+// (out, h_last, c_last), any undefined; `want` says which to compute.
+std::vector<T> sequence_backward(const LstmSequence& seq, const std::vector<at::Tensor>& inputs,
+                                 const std::vector<at::Tensor>& grads, const std::vector<bool>& want) {
   TinyOp op("lstm_backward");
   const c10::ScalarType dt = seq.dtype;
   const tiny::DType e = to_engine(dt), opm = to_engine(opmath(dt));
   const int64_t steps = int64_t(seq.steps.size());
-  const T w = read(w_hh);  // (4H, H)
-  const T gout = grad_out.defined() ? operand_op(grad_out, dt, to_shape(grad_out.sizes())) : T();
+  const T w = read(inputs[3]);  // (4H, H)
+  const T gout = grads[0].defined() ? operand_op(grads[0], dt, to_shape(grads[0].sizes())) : T();
   // the gradients reaching the current step's h and c (the dtype), undefined for none
-  T dh = grad_h.defined() ? read(grad_h) : T();
-  T dc = grad_c.defined() ? read(grad_c) : T();
+  T dh = grads[1].defined() ? read(grads[1]) : T();
+  T dc = grads[2].defined() ? read(grads[2]) : T();
   std::vector<T> dgates(static_cast<size_t>(steps));
   const T one = cnst(seq.c0, 1.0), zero = cnst(seq.c0, 0.0);
   for (int64_t k = steps - 1; k >= 0; --k) {
@@ -378,13 +377,13 @@ std::array<T, 4> lstm_sequence_backward(const LstmSequence& seq, const at::Tenso
     dc = !first || want[2] ? (gcy * f).cast(e) : T();
     dh = !first || want[1] ? product_of(g, w, dt) : T();
   }
-  std::array<T, 4> grads;
+  std::vector<T> out(4);
   const T g_all = stack_steps(dgates);  // (T, B, 4H), the dtype
-  if (want[0]) grads[0] = g_all;
-  if (want[1]) grads[1] = dh;
-  if (want[2]) grads[2] = dc;
-  if (want[3]) grads[3] = hidden_weight_gradient(g_all, seq.h0, seq.out, seq.reverse, dt);
-  return grads;
+  if (want[0]) out[0] = g_all;
+  if (want[1]) out[1] = dh;
+  if (want[2]) out[2] = dc;
+  if (want[3]) out[3] = hidden_weight_gradient(g_all, seq.h0, seq.out, seq.reverse, dt);
+  return out;
 }
 
 // ---- A GRU direction, the same way
@@ -436,8 +435,8 @@ GruSequence gru_sequence_forward(const at::Tensor& input_gates, const at::Tensor
 }
 
 // The gradients of (input gates, h0, W_hh, b_hh) from those of (out, h_last).
-std::vector<T> gru_sequence_backward(const GruSequence& seq, const std::vector<at::Tensor>& inputs,
-                                     const std::vector<at::Tensor>& grads, const std::vector<bool>& want) {
+std::vector<T> sequence_backward(const GruSequence& seq, const std::vector<at::Tensor>& inputs,
+                                 const std::vector<at::Tensor>& grads, const std::vector<bool>& want) {
   TinyOp op("gru_backward");
   const c10::ScalarType dt = seq.dtype;
   const tiny::DType e = to_engine(dt), opm = to_engine(opmath(dt));
@@ -511,8 +510,8 @@ RnnSequence rnn_sequence_forward(const at::Tensor& input_gates, const at::Tensor
 }
 
 // The gradients of (input gates, h0, W_hh) from those of (out, h_last).
-std::vector<T> rnn_sequence_backward(const RnnSequence& seq, const std::vector<at::Tensor>& inputs,
-                                     const std::vector<at::Tensor>& grads, const std::vector<bool>& want) {
+std::vector<T> sequence_backward(const RnnSequence& seq, const std::vector<at::Tensor>& inputs,
+                                 const std::vector<at::Tensor>& grads, const std::vector<bool>& want) {
   TinyOp op(seq.relu ? "rnn_relu_backward" : "rnn_tanh_backward");
   const c10::ScalarType dt = seq.dtype;
   const tiny::DType e = to_engine(dt), opm = to_engine(opmath(dt));
@@ -558,21 +557,6 @@ variable_list recorded_steps(CellKind kind, const std::vector<at::Tensor>& input
   const at::Tensor hidden_bias = kind == CellKind::Gru ? inputs[3] : at::Tensor();
   auto [out, state] = cell_steps(kind, inputs[0], {inputs[1], {}}, w, hidden_bias, reverse);
   return {out, state.h};
-}
-
-std::vector<T> sequence_backward(const LstmSequence& seq, const std::vector<at::Tensor>& inputs,
-                                 const std::vector<at::Tensor>& grads, const std::vector<bool>& want) {
-  std::array<T, 4> g =
-      lstm_sequence_backward(seq, inputs[3], grads[0], grads[1], grads[2], {want[0], want[1], want[2], want[3]});
-  return {g.begin(), g.end()};
-}
-std::vector<T> sequence_backward(const GruSequence& seq, const std::vector<at::Tensor>& inputs,
-                                 const std::vector<at::Tensor>& grads, const std::vector<bool>& want) {
-  return gru_sequence_backward(seq, inputs, grads, want);
-}
-std::vector<T> sequence_backward(const RnnSequence& seq, const std::vector<at::Tensor>& inputs,
-                                 const std::vector<at::Tensor>& grads, const std::vector<bool>& want) {
-  return rnn_sequence_backward(seq, inputs, grads, want);
 }
 
 template <class Sequence>

@@ -133,6 +133,23 @@ def test_sequence_node_errors_match_the_cpu(kind):
             out.sum().backward()
 
 
+@pytest.mark.parametrize("kind", [nn.LSTM, nn.GRU, nn.RNN], ids=["lstm", "gru", "rnn"])
+def test_functorch_grad_through_sequences(kind):
+    # torch.func.grad wraps the tensors: the sequence takes ATen's per-step ops, whose
+    # transforms functorch knows (the sequence node reads engine values, which a wrapper has not)
+    from torch.func import functional_call, grad
+    torch.manual_seed(8)
+    module, x = kind(3, 4), torch.randn(5, 2, 3)
+    results = []
+    for dev in ("cpu", DEV):
+        m = copy.deepcopy(module).to(dev)
+        params = {k: v.detach() for k, v in m.named_parameters()}
+        g = grad(lambda p, xx: functional_call(m, p, (xx,))[0].square().sum())(params, x.to(dev))
+        results.append([g[k] for k in sorted(g)])
+    for got, want in zip(*reversed(results)):
+        assert_same(got, want, rtol=1e-4, atol=1e-5)
+
+
 def test_sequences_in_inference_mode():
     torch.manual_seed(4)
     x = torch.randn(7, 3, 4)

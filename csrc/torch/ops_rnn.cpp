@@ -13,6 +13,7 @@
 // then runs its steps as one autograd node (below); an LSTM with projections runs them through
 // the cells step by step.
 #include <ATen/ATen.h>
+#include <ATen/TensorSubclassLikeUtils.h>
 #include <ATen/ops/gru_native.h>
 #include <ATen/ops/lstm_native.h>
 #include <ATen/ops/rnn_relu_native.h>
@@ -629,12 +630,15 @@ variable_list sequence_outputs(CellKind kind, Sequence seq, const std::vector<at
 }
 
 // Whether one sequence node takes the direction: no LSTM projection, nothing empty, states and
-// weights of the gates' dtype and sizes, no forward-mode gradients. cell_steps takes the rest
-// (and reports what is wrong as ATen does).
+// weights of the gates' dtype and sizes, no forward-mode gradients, no tensor subclass or
+// functorch wrapper (torch.func.grad, vmap: those run ATen's ops, whose transforms they know).
+// cell_steps takes the rest (and reports what is wrong as ATen does).
 bool sequence_node_applies(CellKind kind, const at::Tensor& input_gates, const CellState& state,
                            const CellWeights& w, const at::Tensor& hidden_bias) {
   using torch::autograd::isFwGradDefined;
   if (w.w_hr.defined() || input_gates.numel() == 0) return false;
+  for (const at::Tensor* t : {&input_gates, &state.h, &state.c, &w.w_hh, &hidden_bias})
+    if (t->defined() && at::isTensorSubclassLike(*t)) return false;
   const int64_t gates = kind == CellKind::Lstm ? 4 : kind == CellKind::Gru ? 3 : 1;
   const int64_t B = input_gates.size(1), H = w.w_hh.dim() == 2 ? w.w_hh.size(1) : -1;
   std::vector<const at::Tensor*> states{&state.h};

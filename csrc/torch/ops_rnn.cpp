@@ -258,6 +258,38 @@ T stack_steps(const std::vector<T>& steps) {
   return T::concat(std::move(parts), 0);
 }
 
+// What every direction's forward leaves its backward: its dtype (and opmath), its order, h0
+// and the outputs.
+struct Direction {
+  c10::ScalarType dtype = at::kFloat;
+  tiny::DType e = tiny::DType::Float32, opm = tiny::DType::Float32;  // the dtype's, opmath's
+  bool reverse = false;
+  T h0;      // the dtype
+  T out;     // (T, B, H), the dtype
+  T h_last;  // the dtype
+};
+
+// What a direction's forward reads: the input gates (T, B, n * H) in opmath, and W_hh's
+// transpose (H, n * H), stored once: every step reads it in place, where a step packed its
+// panels from W_hh, costing as much as its product (LSTM 64 -> 128: 5.7 -> 3.4 us a step).
+// Sets d's dtypes, order and h0.
+std::pair<T, T> start_direction(Direction& d, const at::Tensor& input_gates, const at::Tensor& h0,
+                                const at::Tensor& w_hh, bool reverse) {
+  d.dtype = input_gates.scalar_type();
+  d.e = to_engine(d.dtype);
+  d.opm = to_engine(opmath(d.dtype));
+  d.reverse = reverse;
+  d.h0 = read(h0);
+  return {operand_op(input_gates, d.dtype, to_shape(input_gates.sizes())), read(w_hh).permute({1, 0}).contiguous()};
+}
+
+// What a backward starts from: the outputs' gradient (opmath) and h_last's (the dtype), either
+// undefined.
+std::pair<T, T> incoming_gradients(const Direction& d, const std::vector<at::Tensor>& grads) {
+  return {grads[0].defined() ? operand_op(grads[0], d.dtype, to_shape(grads[0].sizes())) : T(),
+          grads[1].defined() ? read(grads[1]) : T()};
+}
+
 // What an LSTM direction's forward leaves its backward, in engine values. Values the cells
 // round to the dtype (states, workspace) are kept rounded and widened again, as the per-step
 // ops pass them.
@@ -265,13 +297,10 @@ struct LstmStep {
   std::array<T, 4> gates;  // i, f, g, o activated (opmath)
   T cell, tanh_cell;       // c_t and tanh(c_t) (opmath)
 };
-struct LstmSequence {
-  c10::ScalarType dtype = at::kFloat;
-  bool reverse = false;
+struct LstmSequence : Direction {
   std::vector<LstmStep> steps;  // per time step
-  T h0, c0;                     // the initial state: h0 in the dtype, c0 in opmath
-  T out;                        // (T, B, H), the dtype
-  T h_last, c_last;             // the final state, the dtype
+  T c0;                         // opmath
+  T c_last;                     // the dtype
 };
 
 // a (n, k) @ (k, m) product in `dt`'s accumulation type (plus `bias`, (n, m) in that type, as
@@ -305,16 +334,10 @@ LstmSequence lstm_sequence_forward(const at::Tensor& input_gates, const at::Tens
                                    const at::Tensor& w_hh, bool reverse) {
   TinyOp op("lstm");
   LstmSequence seq;
-  const c10::ScalarType dt = input_gates.scalar_type();
-  const tiny::DType e = to_engine(dt), opm = to_engine(opmath(dt));
-  seq.dtype = dt;
-  seq.reverse = reverse;
+  const auto [gates_in, w_t] = start_direction(seq, input_gates, h0, w_hh, reverse);
+  const c10::ScalarType dt = seq.dtype;
+  const tiny::DType e = seq.e, opm = seq.opm;
   const int64_t steps = input_gates.size(0), H = h0.size(1);
-  const T gates_in = operand_op(input_gates, dt, to_shape(input_gates.sizes()));
-  // W_hh's transpose (H, 4H), stored once: every step reads it in place, where a step packed
-  // its panels from W_hh, costing as much as its product (LSTM 64 -> 128: 5.7 -> 3.4 us a step)
-  const T w_t = read(w_hh).permute({1, 0}).contiguous();
-  seq.h0 = read(h0);
   seq.c0 = operand_op(c0, dt, to_shape(c0.sizes()));
   seq.steps.resize(size_t(steps));
   std::vector<T> outputs(static_cast<size_t>(steps));
@@ -349,12 +372,11 @@ std::vector<T> sequence_backward(const LstmSequence& seq, const std::vector<at::
                                  const std::vector<at::Tensor>& grads, const std::vector<bool>& want) {
   TinyOp op("lstm_backward");
   const c10::ScalarType dt = seq.dtype;
-  const tiny::DType e = to_engine(dt), opm = to_engine(opmath(dt));
+  const tiny::DType e = seq.e, opm = seq.opm;
   const int64_t steps = int64_t(seq.steps.size());
   const T w = read(inputs[3]);  // (4H, H)
-  const T gout = grads[0].defined() ? operand_op(grads[0], dt, to_shape(grads[0].sizes())) : T();
   // the gradients reaching the current step's h and c (the dtype), undefined for none
-  T dh = grads[1].defined() ? read(grads[1]) : T();
+  auto [gout, dh] = incoming_gradients(seq, grads);
   T dc = grads[2].defined() ? read(grads[2]) : T();
   std::vector<T> dgates(static_cast<size_t>(steps));
   const T one = cnst(seq.c0, 1.0), zero = cnst(seq.c0, 0.0);
@@ -392,29 +414,20 @@ std::vector<T> sequence_backward(const LstmSequence& seq, const std::vector<at::
 struct GruStep {
   T r, z, n, hn;  // the reset and update gates, n, and n's hidden part (opmath)
 };
-struct GruSequence {
-  c10::ScalarType dtype = at::kFloat;
-  bool reverse = false;
+struct GruSequence : Direction {
   std::vector<GruStep> steps;  // per time step
-  T h0;                        // the dtype
-  T out;                       // (T, B, H), the dtype
-  T h_last;                    // the dtype
 };
 
 GruSequence gru_sequence_forward(const at::Tensor& input_gates, const at::Tensor& h0, const at::Tensor& w_hh,
                                  const at::Tensor& b_hh, bool reverse) {
   TinyOp op("gru");
   GruSequence seq;
-  const c10::ScalarType dt = input_gates.scalar_type();
-  const tiny::DType e = to_engine(dt), opm = to_engine(opmath(dt)), acc = tiny::compute_dtype(e);
-  seq.dtype = dt;
-  seq.reverse = reverse;
+  const auto [gates_in, w_t] = start_direction(seq, input_gates, h0, w_hh, reverse);
+  const c10::ScalarType dt = seq.dtype;
+  const tiny::DType e = seq.e, opm = seq.opm, acc = tiny::compute_dtype(e);
   const int64_t steps = input_gates.size(0), B = h0.size(0), H = h0.size(1);
-  const T gates_in = operand_op(input_gates, dt, to_shape(input_gates.sizes()));
-  const T w_t = read(w_hh).permute({1, 0}).contiguous();  // (H, 3H), as the LSTM's
   // the hidden bias joins each step's product
   const T bias = b_hh.defined() ? read(b_hh).cast(acc).reshape({1, 3 * H}).expand({B, 3 * H}) : T();
-  seq.h0 = read(h0);
   seq.steps.resize(size_t(steps));
   std::vector<T> outputs(static_cast<size_t>(steps));
   T h = seq.h0;
@@ -440,11 +453,10 @@ std::vector<T> sequence_backward(const GruSequence& seq, const std::vector<at::T
                                  const std::vector<at::Tensor>& grads, const std::vector<bool>& want) {
   TinyOp op("gru_backward");
   const c10::ScalarType dt = seq.dtype;
-  const tiny::DType e = to_engine(dt), opm = to_engine(opmath(dt));
+  const tiny::DType e = seq.e, opm = seq.opm;
   const int64_t steps = int64_t(seq.steps.size());
   const T w = read(inputs[2]);  // (3H, H)
-  const T gout = grads[0].defined() ? operand_op(grads[0], dt, to_shape(grads[0].sizes())) : T();
-  T dh = grads[1].defined() ? read(grads[1]) : T();  // reaching the current step's h (the dtype)
+  auto [gout, dh] = incoming_gradients(seq, grads);  // dh: reaching the current step's h
   std::vector<T> d_input(static_cast<size_t>(steps)), d_hidden(static_cast<size_t>(steps));
   const T one = cnst(seq.h0.cast(opm), 1.0), zero = cnst(one, 0.0);
   // h_{t-1} of step t (the dtype)
@@ -475,27 +487,19 @@ std::vector<T> sequence_backward(const GruSequence& seq, const std::vector<at::T
 
 // ---- A plain RNN direction (tanh or relu), the same way
 
-struct RnnSequence {
-  c10::ScalarType dtype = at::kFloat;
-  bool reverse = false, relu = false;
-  T h0;   // the dtype
-  T out;  // (T, B, H), the dtype
-  T h_last;
+struct RnnSequence : Direction {
+  bool relu = false;
 };
 
 RnnSequence rnn_sequence_forward(const at::Tensor& input_gates, const at::Tensor& h0, const at::Tensor& w_hh,
                                  bool relu, bool reverse) {
   TinyOp op(relu ? "rnn_relu" : "rnn_tanh");
   RnnSequence seq;
-  const c10::ScalarType dt = input_gates.scalar_type();
-  const tiny::DType e = to_engine(dt), opm = to_engine(opmath(dt));
-  seq.dtype = dt;
-  seq.reverse = reverse;
+  const auto [gates_in, w_t] = start_direction(seq, input_gates, h0, w_hh, reverse);
+  const c10::ScalarType dt = seq.dtype;
+  const tiny::DType e = seq.e, opm = seq.opm;
   seq.relu = relu;
   const int64_t steps = input_gates.size(0);
-  const T gates_in = operand_op(input_gates, dt, to_shape(input_gates.sizes()));
-  const T w_t = read(w_hh).permute({1, 0}).contiguous();  // (H, H), as the LSTM's
-  seq.h0 = read(h0);
   std::vector<T> outputs(static_cast<size_t>(steps));
   T h = seq.h0;
   for (int64_t k = 0; k < steps; ++k) {
@@ -515,11 +519,10 @@ std::vector<T> sequence_backward(const RnnSequence& seq, const std::vector<at::T
                                  const std::vector<at::Tensor>& grads, const std::vector<bool>& want) {
   TinyOp op(seq.relu ? "rnn_relu_backward" : "rnn_tanh_backward");
   const c10::ScalarType dt = seq.dtype;
-  const tiny::DType e = to_engine(dt), opm = to_engine(opmath(dt));
+  const tiny::DType e = seq.e, opm = seq.opm;
   const int64_t steps = int64_t(seq.out.shape()[0]);
   const T w = read(inputs[2]);  // (H, H)
-  const T gout = grads[0].defined() ? operand_op(grads[0], dt, to_shape(grads[0].sizes())) : T();
-  T dh = grads[1].defined() ? read(grads[1]) : T();  // reaching the current step's h (the dtype)
+  auto [gout, dh] = incoming_gradients(seq, grads);  // dh: reaching the current step's h
   std::vector<T> d_pre(static_cast<size_t>(steps));
   const T one = cnst(seq.h0.cast(opm), 1.0), zero = cnst(one, 0.0);
   for (int64_t k = steps - 1; k >= 0; --k) {

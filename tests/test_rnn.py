@@ -280,6 +280,31 @@ def test_short_products_added_share_one_kernel():
     assert c.kernels == 1
 
 
+@pytest.mark.parametrize("kind", [nn.LSTM, nn.GRU])
+@pytest.mark.parametrize("steps", [50, 100])
+def test_small_recurrences_store_their_states(kind, steps):
+    # With 8 hidden units each step's product (8 terms) may be fused into the cell's kernel. The
+    # cell state then loaded only three buffers (the input product, two biases), too few for
+    # a recurrence state, and was never stored: at 50 and 100 steps every step's kernel
+    # recomputed all earlier cells, a kernel read up to 310 buffers and compiling took 58 s.
+    # Products of a few terms now count as loads; a kernel reads the same few buffers at any
+    # length (at most 83 here, for the weight gradients' joins).
+    requires_tiny()
+    from torch_tiny import debug
+    torch.manual_seed(0)
+    module, x = kind(4, 8), torch.randn(steps, 2, 4)
+    with debug.trace() as t:
+        _compare(module, [x])
+    assert max(len(k.inputs) for k in t.kernels) <= 96
+
+
+def test_long_sequences():
+    # 1,000 steps: scheduling walks each recurrence once (it walked every earlier step from
+    # each one: 500 steps took 10 s, 3,000 more than 10 minutes).
+    torch.manual_seed(0)
+    _compare(nn.LSTM(4, 8), [torch.randn(1000, 2, 4)], rtol=1e-4, atol=1e-5)
+
+
 def test_lstm_training_steps_replay_their_schedule():
     # The weight gradients' sums over 20 steps are joined when scheduled, the runs of 16 steps
     # stored in buffers of the schedule's own: from the third step on, each step replays the

@@ -1,6 +1,7 @@
 #include "engine/schedule/scheduler.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -306,6 +307,7 @@ ExpressionCost expression_cost(const Planner& p, const Node* top, int64_t max_op
 // evaluated by at least kHeavyValueKernels kernels (see heavy_values).
 constexpr int64_t kHeavyLoads = 4;
 constexpr int kHeavyValueKernels = 3;
+constexpr int64_t kShortProductTerms = 32;  // a product of fewer terms counts as a load
 
 // The states of recurrences to store, each mapped to where (the top of the chain of
 // elementwise nodes that read only it) and the count of kernels that evaluate it. An LSTM's
@@ -315,49 +317,131 @@ constexpr int kHeavyValueKernels = 3;
 // realize_repeated_reduces sees such a value once per group of kernels of one size; here
 // each kernel counts, since a recurrence's steps never merge.
 std::unordered_map<const Node*, int> heavy_values(const Planner& p, const std::vector<const Node*>& order,
+                                                  const std::unordered_map<const Node*, int>& position,
                                                   const std::unordered_map<const Node*, const Node*>& only_reader) {
   auto loads_stop = [&](const Node* n) { return n->realized() || p.roots.count(n) > 0; };
-  std::unordered_map<const Node*, bool> heavy;
-  auto is_heavy = [&](const Node* top) {
-    auto it = heavy.find(top);
-    if (it != heavy.end()) return it->second;
-    return heavy[top] = expression_cost(p, top, INT64_MAX, kHeavyLoads).loads >= kHeavyLoads;
+  // Whether `top` loads kHeavyLoads buffers of its size, down to what kernels load and to
+  // reduces, from the load sets of the nodes below it, each kept to kHeavyLoads entries and
+  // computed once per (node, size): a chain of T steps costs O(T), where a walk from every
+  // node cost O(T^2).
+  struct LoadSet {
+    std::array<const Node*, kHeavyLoads> loads{};
+    int64_t count = 0;
+    void add(const Node* n) {
+      if (count == kHeavyLoads || std::find(loads.begin(), loads.begin() + count, n) != loads.begin() + count) return;
+      loads[size_t(count++)] = n;
+    }
   };
-  std::unordered_map<const Node*, int> kernels;  // heavy value -> kernels evaluating it
-  for (auto* root : order) {
-    if (!p.roots.count(root)) continue;
-    std::unordered_set<const Node*> seen;
-    std::vector<const Node*> todo;
-    for (auto& tree : kernel_trees(p, root)) todo.push_back(tree.first);
+  struct SizedNode {
+    const Node* n;
+    int64_t size;
+    bool operator==(const SizedNode& o) const { return n == o.n && size == o.size; }
+  };
+  struct SizedNodeHash {
+    size_t operator()(const SizedNode& k) const { return std::hash<const Node*>()(k.n) * 31 + size_t(k.size); }
+  };
+  // A product of a few terms, fused into the value, costs a reader what a load does: an RNN
+  // cell of 8 units whose products were fused loaded only its input product and biases, and
+  // was never stored (every step recomputed all earlier cells).
+  auto fused_short_product = [&](const Node* r) {
+    return !loads_stop(r) && is_contraction(*r) && r->src[0]->numel() < kShortProductTerms * r->numel();
+  };
+  std::unordered_map<SizedNode, LoadSet, SizedNodeHash> below;  // what a node's sources load
+  auto computed = [&](const Node* c) { return c->op != Op::Reduce && !loads_stop(c) && !c->src.empty(); };
+  auto loads_below = [&](const Node* top, int64_t size) -> const LoadSet& {
+    std::vector<std::pair<const Node*, bool>> todo{{top, false}};  // (node, sources done)
     while (!todo.empty()) {
-      const Node* n = todo.back();
+      auto [n, ready] = todo.back();
       todo.pop_back();
-      if (!seen.insert(n).second || (n != root && loads_stop(n))) continue;
-      if (is_elementwise(n->op) && is_heavy(n)) kernels[n]++;
-      for (auto& s : n->src) todo.push_back(s.get());
+      if (below.count({n, size})) continue;
+      if (!ready) {
+        todo.push_back({n, true});
+        for (auto& s : n->src)
+          if (computed(s.get()) && !below.count({s.get(), size})) todo.push_back({s.get(), false});
+        continue;
+      }
+      LoadSet set;
+      for (auto& s : n->src) {
+        const Node* c = s.get();
+        if (c->op == Op::Reduce) {
+          if (fused_short_product(c) && c->numel() >= size) set.add(c);
+        } else if (loads_stop(c)) {
+          if (c->numel() >= size) set.add(c);
+        } else if (computed(c)) {
+          for (int64_t i = 0; i < below.at({c, size}).count; i++) set.add(below.at({c, size}).loads[size_t(i)]);
+        }
+      }
+      below[{n, size}] = set;
+    }
+    return below.at({top, size});
+  };
+  auto is_heavy = [&](const Node* top) { return loads_below(top, top->numel()).count >= kHeavyLoads; };
+  // The walks below run over positions in `order` (producers first, so a reverse scan sees
+  // every reader of a node before the node): the sources a walk enters, skipping what
+  // kernels load.
+  std::vector<size_t> first_source(order.size() + 1);
+  std::vector<int> sources;
+  for (size_t i = 0; i < order.size(); i++) {
+    first_source[i] = sources.size();
+    for (auto& s : order[i]->src) {
+      auto it = position.find(s.get());
+      if (it != position.end() && !loads_stop(s.get())) sources.push_back(it->second);
     }
   }
+  first_source[order.size()] = sources.size();
+  // The kernels evaluating each node: each kernel's walk from its trees, 64 kernels at a time
+  // as bits OR-ed from readers to sources (a walk per kernel cost O(T^2) over a T-step
+  // recurrence's unstored chain).
+  std::vector<std::vector<int>> kernel_starts;
+  for (size_t i = 0; i < order.size(); i++) {
+    if (!p.roots.count(order[i])) continue;
+    std::vector<int> starts;
+    for (auto& tree : kernel_trees(p, order[i])) {
+      auto it = position.find(tree.first);
+      if (it != position.end() && (tree.first == order[i] || !loads_stop(tree.first))) starts.push_back(it->second);
+    }
+    kernel_starts.push_back(std::move(starts));
+  }
+  std::vector<int> evaluating(order.size(), 0);
+  std::vector<uint64_t> reached(order.size());
+  for (size_t block = 0; block < kernel_starts.size(); block += 64) {
+    std::fill(reached.begin(), reached.end(), 0);
+    int highest = -1;
+    for (size_t k = block; k < std::min(block + 64, kernel_starts.size()); k++)
+      for (int start : kernel_starts[k]) {
+        reached[size_t(start)] |= uint64_t(1) << (k - block);
+        highest = std::max(highest, start);
+      }
+    for (int i = highest; i >= 0; i--) {
+      uint64_t bits = reached[size_t(i)];
+      if (!bits) continue;
+      evaluating[size_t(i)] += __builtin_popcountll(bits);
+      for (size_t e = first_source[size_t(i)]; e < first_source[size_t(i) + 1]; e++) reached[size_t(sources[e])] |= bits;
+    }
+  }
+  std::unordered_map<const Node*, int> kernels;  // heavy value -> kernels evaluating it
+  for (size_t i = 0; i < order.size(); i++)
+    if (evaluating[i] && is_elementwise(order[i]->op) && is_heavy(order[i])) kernels[order[i]] = evaluating[i];
   // What to store: a heavy value below another one, evaluated by more kernels than that one,
   // is computed elsewhere too (the previous step's state): each step's kernels would recompute
   // a longer chain of them. A value read whole by a few kernels (an LSTM cell's gate gradients,
   // read by products and by a weight gradient's join) costs a bounded recompute, and stored it
-  // would need a kernel of its own: it stays.
+  // would need a kernel of its own: it stays. Each node gets the fewest kernels of a heavy
+  // value above it (down sources other than reduces), passed from readers to sources.
+  constexpr int kNone = INT32_MAX;
+  std::vector<int> fewest_above(order.size(), kNone);
   std::unordered_set<const Node*> shared;
-  for (auto& [top, count] : kernels) {
-    if (count < kHeavyValueKernels - 1) continue;
-    std::unordered_set<const Node*> seen{top};
-    std::vector<const Node*> todo{top};
-    while (!todo.empty()) {
-      const Node* n = todo.back();
-      todo.pop_back();
-      for (auto& s : n->src) {
-        const Node* c = s.get();
-        if (!seen.insert(c).second || c->op == Op::Reduce || loads_stop(c)) continue;
-        auto it = kernels.find(c);
-        if (it != kernels.end() && it->second > count && it->second >= kHeavyValueKernels) shared.insert(c);
-        todo.push_back(c);
-      }
+  for (size_t i = order.size(); i-- > 0;) {
+    int above = fewest_above[i];
+    auto it = kernels.find(order[i]);
+    if (it != kernels.end()) {
+      if (it->second >= kHeavyValueKernels && it->second > above) shared.insert(order[i]);
+      if (it->second >= kHeavyValueKernels - 1) above = std::min(above, it->second);
     }
+    if (above == kNone) continue;
+    for (size_t e = first_source[i]; e < first_source[i + 1]; e++)
+      if (order[size_t(sources[e])]->op != Op::Reduce)
+        fewest_above[size_t(sources[e])] = std::min(fewest_above[size_t(sources[e])], above);
   }
   std::unordered_map<const Node*, int> tops;
   for (const Node* n : shared) {
@@ -594,7 +678,7 @@ void realize_repeated_reduces(Planner& p, const std::vector<const Node*>& order)
       if (!nested.count(n) && !across.count(n) &&
           (!evals.count(n) || evals[n] <= double(std::max<int64_t>(1, n->numel())) * 1.0001))
         repeated.push_back(n);
-    auto heavy = heavy_values(p, order, only_reader);
+    auto heavy = heavy_values(p, order, position, only_reader);
     if (repeated.empty() && heavy.empty()) return;
     for (auto& [top, count] : heavy)
       p.roots[top] = "recurrence state would be recomputed by " + std::to_string(count) + " kernels";
@@ -1064,6 +1148,7 @@ Schedule schedule_graph(const std::vector<NodeRef>& targets, Device& device) {
     std::unordered_set<const Buffer*> writes;  // output buffers
     std::set<const Node*> reduces;             // the reduces it computes
     bool tiles;                                // one a register tile serves
+    Shape dims;                                // its shape's dims other than 1
   };
   std::vector<Group> groups;
   // Scalars nothing here reads go last, so that every kernel they could ride
@@ -1092,12 +1177,18 @@ Schedule schedule_graph(const std::vector<NodeRef>& targets, Device& device) {
     bool ride_along = into != nullptr;
     std::set<const Node*> pk_reduces = computed_reduces(pk.k);
     const bool reduces = !pk_reduces.empty(), tiles = reduces && has_tileable_reduce(pk.k);
+    const Shape pk_dims = non_unit(pk.k.shape);
     std::optional<bool> masked;
     auto pk_masked = [&] {
       if (!masked) masked = computes_masked_view(pk.k);
       return *masked;
     };
     if (pk.mergeable && !into) {
+      int newest_read = -1;  // the level of the newest writer of what pk reads
+      for (auto& b : pk.k.buffers) {
+        auto it = level_of.find(b->owner());
+        if (!own.count(b.get()) && it != level_of.end()) newest_read = std::max(newest_read, it->second);
+      }
       for (auto& g : groups) {
         if (!g.mergeable || g.k.outputs.empty() || numel(g.k.shape) != numel(pk.k.shape)) continue;
         // Two reduces in one kernel leave the code generator nothing to tile: a matmul or
@@ -1112,7 +1203,7 @@ Schedule schedule_graph(const std::vector<NodeRef>& targets, Device& device) {
         // concatenation at every element (an LSTM's stacked gate gradients,
         // (16, 4, 512), beside their transposed copy for a weight gradient's
         // product, (512, 64): 240 us, where each alone took 10 and 14).
-        if (non_unit(g.k.shape) != non_unit(pk.k.shape) && (!g.reduces.empty() || reduces || pk_masked())) continue;
+        if (g.dims != pk_dims && (!g.reduces.empty() || reduces || pk_masked())) continue;
         if (g.level >= pk.level && g.level <= last) {  // independent: run side by side
           into = &g;
           break;
@@ -1122,12 +1213,13 @@ Schedule schedule_graph(const std::vector<NodeRef>& targets, Device& device) {
           // same element count: evaluate those outputs inline instead of
           // loading them; in the merged kernel they are the same expressions
           // at the same indices, so nothing is computed twice.
+          if (newest_read > g.level) continue;
           bool ok = true;
           for (auto& b : pk.k.buffers) {
             if (own.count(b.get())) continue;
             auto it = level_of.find(b->owner());
             if (it == level_of.end() || it->second < g.level) continue;
-            if (it->second != g.level || !g.writes.count(b.get())) ok = false;  // its last writer is g
+            if (!g.writes.count(b.get())) ok = false;  // its last writer is g
           }
           for (auto& [node, bi] : pk.k.loads) {
             const Buffer* b = pk.k.buffers[size_t(bi)].get();
@@ -1148,7 +1240,7 @@ Schedule schedule_graph(const std::vector<NodeRef>& targets, Device& device) {
       }
     }
     if (!into) {
-      Group g{std::move(pk.k), pk.level, pk.mergeable, {}, std::move(pk_reduces), tiles};
+      Group g{std::move(pk.k), pk.level, pk.mergeable, {}, std::move(pk_reduces), tiles, pk_dims};
       g.writes = own;
       groups.push_back(std::move(g));
       continue;

@@ -359,8 +359,13 @@ BufferRef window_alias(const BufferRef& base, int64_t lo, int64_t n) {
   auto it = windows->find(key);
   if (it != windows->end())
     if (BufferRef alive = it->second.lock()) return alive;
-  if (windows->size() > 4096)
+  // Expired entries go when the map has doubled since the last sweep: a sweep per call, once
+  // more than a fixed count were alive (a 2000-step LSTM's windows), cost O(windows^2).
+  static size_t sweep_at = 4096;
+  if (windows->size() > sweep_at) {
     for (auto e = windows->begin(); e != windows->end();) e = e->second.expired() ? windows->erase(e) : std::next(e);
+    sweep_at = std::max<size_t>(4096, 2 * windows->size());
+  }
   auto alias = std::make_shared<Buffer>(base, base->dtype(), n, size_t(lo) * itemsize(base->dtype()));
   (*windows)[key] = alias;
   return alias;

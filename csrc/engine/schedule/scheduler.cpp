@@ -1149,6 +1149,7 @@ Schedule schedule_graph(const std::vector<NodeRef>& targets, Device& device) {
     std::set<const Node*> reduces;             // the reduces it computes
     bool tiles;                                // one a register tile serves
     Shape dims;                                // its shape's dims other than 1
+    int64_t elements;                          // its shape's element count
   };
   std::vector<Group> groups;
   // Scalars nothing here reads go last, so that every kernel they could ride
@@ -1171,13 +1172,14 @@ Schedule schedule_graph(const std::vector<NodeRef>& targets, Device& device) {
     // that kernel stores the same value at every iteration (see below).
     if (is_scalar(pk))
       for (auto& g : groups)
-        if (g.mergeable && !g.k.outputs.empty() && numel(g.k.shape) > 1 && numel(g.k.shape) <= kRideAlongMaxNumel &&
-            g.level >= pk.level && g.level <= last && (!into || numel(g.k.shape) < numel(into->k.shape)))
+        if (g.mergeable && !g.k.outputs.empty() && g.elements > 1 && g.elements <= kRideAlongMaxNumel &&
+            g.level >= pk.level && g.level <= last && (!into || g.elements < into->elements))
           into = &g;
     bool ride_along = into != nullptr;
     std::set<const Node*> pk_reduces = computed_reduces(pk.k);
     const bool reduces = !pk_reduces.empty(), tiles = reduces && has_tileable_reduce(pk.k);
     const Shape pk_dims = non_unit(pk.k.shape);
+    const int64_t pk_elements = numel(pk.k.shape);
     std::optional<bool> masked;
     auto pk_masked = [&] {
       if (!masked) masked = computes_masked_view(pk.k);
@@ -1190,7 +1192,7 @@ Schedule schedule_graph(const std::vector<NodeRef>& targets, Device& device) {
         if (!own.count(b.get()) && it != level_of.end()) newest_read = std::max(newest_read, it->second);
       }
       for (auto& g : groups) {
-        if (!g.mergeable || g.k.outputs.empty() || numel(g.k.shape) != numel(pk.k.shape)) continue;
+        if (!g.mergeable || g.k.outputs.empty() || g.elements != pk_elements) continue;
         // Two reduces in one kernel leave the code generator nothing to tile: a matmul or
         // convolution merged with another (q, k and v projections of one input) ran 40x slower.
         // One reduce read by both (a weight gradient, its two Adam moments) is computed once.
@@ -1240,7 +1242,7 @@ Schedule schedule_graph(const std::vector<NodeRef>& targets, Device& device) {
       }
     }
     if (!into) {
-      Group g{std::move(pk.k), pk.level, pk.mergeable, {}, std::move(pk_reduces), tiles, pk_dims};
+      Group g{std::move(pk.k), pk.level, pk.mergeable, {}, std::move(pk_reduces), tiles, pk_dims, pk_elements};
       g.writes = own;
       groups.push_back(std::move(g));
       continue;

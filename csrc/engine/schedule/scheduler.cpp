@@ -278,29 +278,21 @@ bool is_contraction(const Node& r) {
 constexpr int64_t kLargeExpression = 96;
 constexpr double kLargeExpressionReads = 32.0001;
 
-// What evaluating elementwise `top` costs a reader that recomputes it, down to what kernels
-// load and to reduces: its operations and the buffers of at least its size it loads, each
-// counted until it reaches its limit.
-struct ExpressionCost {
-  int64_t ops, loads;
-};
-ExpressionCost expression_cost(const Planner& p, const Node* top, int64_t max_ops, int64_t max_loads) {
-  std::unordered_set<const Node*> ops{top}, loads;
+// The operations a reader that recomputes elementwise `top` evaluates, down to what kernels
+// load and to reduces, counted up to `limit`.
+int64_t expression_ops(const Planner& p, const Node* top, int64_t limit) {
+  std::unordered_set<const Node*> ops{top};
   std::vector<const Node*> todo{top};
-  while (!todo.empty() && int64_t(ops.size()) < max_ops && int64_t(loads.size()) < max_loads) {
+  while (!todo.empty() && int64_t(ops.size()) < limit) {
     const Node* n = todo.back();
     todo.pop_back();
     for (auto& s : n->src) {
       const Node* c = s.get();
-      if (c->op == Op::Reduce) continue;
-      if (c->realized() || p.roots.count(c)) {
-        if (c->numel() >= top->numel()) loads.insert(c);
-      } else if (!c->src.empty() && ops.insert(c).second) {
+      if (c->op != Op::Reduce && !c->realized() && !p.roots.count(c) && !c->src.empty() && ops.insert(c).second)
         todo.push_back(c);
-      }
     }
   }
-  return {int64_t(ops.size()), int64_t(loads.size())};
+  return int64_t(ops.size());
 }
 
 // A recurrence's state: an elementwise value loading this many buffers of its own size,
@@ -498,7 +490,7 @@ void realize_repeated_reduces(Planner& p, const std::vector<const Node*>& order)
       if (!is_elementwise(top->op)) return false;
       auto it = large.find(top);
       if (it != large.end()) return it->second;
-      return large[top] = expression_cost(p, top, kLargeExpression, INT64_MAX).ops >= kLargeExpression;
+      return large[top] = expression_ops(p, top, kLargeExpression) >= kLargeExpression;
     };
     std::unordered_map<const Node*, const Node*> chain_top;  // expensive elementwise -> where to realize it
     std::unordered_map<const Node*, std::vector<const Node*>> nested_path;  // nested reduce -> nodes above it

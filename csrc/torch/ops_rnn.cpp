@@ -27,12 +27,14 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
 #include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
 
+#include "engine/tensor/subgraph.h"
 #include "torch/pointwise.h"
 
 namespace torch_tiny {
@@ -265,29 +267,25 @@ struct Direction {
   tiny::DType e = tiny::DType::Float32, opm = tiny::DType::Float32;  // the dtype's, opmath's
   bool reverse = false;
   T h0;      // the dtype
+  T w_hh;    // (n * H, H), the dtype
   T out;     // (T, B, H), the dtype
   T h_last;  // the dtype
 };
 
-// What a direction's forward reads: the input gates (T, B, n * H) in opmath, and W_hh's
-// transpose (H, n * H), stored once: every step reads it in place, where a step packed its
-// panels from W_hh, costing as much as its product (LSTM 64 -> 128: 5.7 -> 3.4 us a step).
-// Sets d's dtypes, order and h0.
-std::pair<T, T> start_direction(Direction& d, const at::Tensor& input_gates, const at::Tensor& h0,
-                                const at::Tensor& w_hh, bool reverse) {
-  d.dtype = input_gates.scalar_type();
+// The engine values a direction's body reads, by place (direction_values gives them).
+enum DirectionInput { kGates, kH0, kWhh, kC0OrBias };
+
+// Where a direction's forward starts: sets d's dtypes, order, h0 and W_hh; returns the input
+// gates and W_hh's transpose (H, n * H), stored once: every step reads it in place, where a step
+// packed its panels from W_hh, costing as much as its product (LSTM 64 -> 128: 5.7 -> 3.4 us a step).
+std::pair<T, T> start_direction(Direction& d, c10::ScalarType dtype, const std::vector<T>& in, bool reverse) {
+  d.dtype = dtype;
   d.e = to_engine(d.dtype);
   d.opm = to_engine(opmath(d.dtype));
   d.reverse = reverse;
-  d.h0 = read(h0);
-  return {operand_op(input_gates, d.dtype, to_shape(input_gates.sizes())), read(w_hh).permute({1, 0}).contiguous()};
-}
-
-// What a backward starts from: the outputs' gradient (opmath) and h_last's (the dtype), either
-// undefined.
-std::pair<T, T> incoming_gradients(const Direction& d, const std::vector<at::Tensor>& grads) {
-  return {grads[0].defined() ? operand_op(grads[0], d.dtype, to_shape(grads[0].sizes())) : T(),
-          grads[1].defined() ? read(grads[1]) : T()};
+  d.h0 = in[kH0];
+  d.w_hh = in[kWhh];
+  return {in[kGates], in[kWhh].permute({1, 0}).contiguous()};
 }
 
 // What an LSTM direction's forward leaves its backward, in engine values. Values the cells
@@ -330,15 +328,12 @@ T hidden_weight_gradient(const T& d, const T& h0, const T& out, bool reverse, c1
   return product_of(d.reshape({steps * B, d.shape()[2]}).permute({1, 0}), h_prev.reshape({steps * B, H}), dt);
 }
 
-LstmSequence lstm_sequence_forward(const at::Tensor& input_gates, const at::Tensor& h0, const at::Tensor& c0,
-                                   const at::Tensor& w_hh, bool reverse) {
-  TinyOp op("lstm");
+LstmSequence lstm_sequence_forward(c10::ScalarType dt, const std::vector<T>& in, bool reverse) {
   LstmSequence seq;
-  const auto [gates_in, w_t] = start_direction(seq, input_gates, h0, w_hh, reverse);
-  const c10::ScalarType dt = seq.dtype;
+  const auto [gates_in, w_t] = start_direction(seq, dt, in, reverse);
   const tiny::DType e = seq.e, opm = seq.opm;
-  const int64_t steps = input_gates.size(0), H = h0.size(1);
-  seq.c0 = operand_op(c0, dt, to_shape(c0.sizes()));
+  const int64_t steps = gates_in.shape()[0], H = seq.h0.shape()[1];
+  seq.c0 = in[kC0OrBias];
   seq.steps.resize(size_t(steps));
   std::vector<T> outputs(static_cast<size_t>(steps));
   T h = seq.h0, c = seq.c0, c_rounded;
@@ -367,17 +362,14 @@ LstmSequence lstm_sequence_forward(const at::Tensor& input_gates, const at::Tens
 }
 
 // The gradients of the node's inputs (input gates, h0, c0, W_hh) from those of its outputs
-// (out, h_last, c_last), any undefined; `want` says which to compute.
-std::vector<T> sequence_backward(const LstmSequence& seq, const std::vector<at::Tensor>& inputs,
-                                 const std::vector<at::Tensor>& grads, const std::vector<bool>& want) {
-  TinyOp op("lstm_backward");
+// (out in opmath, h_last and c_last in the dtype), any undefined; `want` says which to compute.
+std::vector<T> sequence_backward(const LstmSequence& seq, const std::vector<T>& grads, const std::vector<bool>& want) {
   const c10::ScalarType dt = seq.dtype;
   const tiny::DType e = seq.e, opm = seq.opm;
   const int64_t steps = int64_t(seq.steps.size());
-  const T w = read(inputs[3]);  // (4H, H)
+  const T& w = seq.w_hh;  // (4H, H)
   // the gradients reaching the current step's h and c (the dtype), undefined for none
-  auto [gout, dh] = incoming_gradients(seq, grads);
-  T dc = grads[2].defined() ? read(grads[2]) : T();
+  T gout = grads[0], dh = grads[1], dc = grads[2];
   std::vector<T> dgates(static_cast<size_t>(steps));
   const T one = cnst(seq.c0, 1.0), zero = cnst(seq.c0, 0.0);
   for (int64_t k = steps - 1; k >= 0; --k) {
@@ -416,18 +408,17 @@ struct GruStep {
 };
 struct GruSequence : Direction {
   std::vector<GruStep> steps;  // per time step
+  bool hidden_bias = false;
 };
 
-GruSequence gru_sequence_forward(const at::Tensor& input_gates, const at::Tensor& h0, const at::Tensor& w_hh,
-                                 const at::Tensor& b_hh, bool reverse) {
-  TinyOp op("gru");
+GruSequence gru_sequence_forward(c10::ScalarType dt, const std::vector<T>& in, bool reverse) {
   GruSequence seq;
-  const auto [gates_in, w_t] = start_direction(seq, input_gates, h0, w_hh, reverse);
-  const c10::ScalarType dt = seq.dtype;
+  const auto [gates_in, w_t] = start_direction(seq, dt, in, reverse);
   const tiny::DType e = seq.e, opm = seq.opm, acc = tiny::compute_dtype(e);
-  const int64_t steps = input_gates.size(0), B = h0.size(0), H = h0.size(1);
+  const int64_t steps = gates_in.shape()[0], B = seq.h0.shape()[0], H = seq.h0.shape()[1];
   // the hidden bias joins each step's product
-  const T bias = b_hh.defined() ? read(b_hh).cast(acc).reshape({1, 3 * H}).expand({B, 3 * H}) : T();
+  seq.hidden_bias = in.size() > kC0OrBias;
+  const T bias = seq.hidden_bias ? in[kC0OrBias].cast(acc).reshape({1, 3 * H}).expand({B, 3 * H}) : T();
   seq.steps.resize(size_t(steps));
   std::vector<T> outputs(static_cast<size_t>(steps));
   T h = seq.h0;
@@ -449,14 +440,12 @@ GruSequence gru_sequence_forward(const at::Tensor& input_gates, const at::Tensor
 }
 
 // The gradients of (input gates, h0, W_hh, b_hh) from those of (out, h_last).
-std::vector<T> sequence_backward(const GruSequence& seq, const std::vector<at::Tensor>& inputs,
-                                 const std::vector<at::Tensor>& grads, const std::vector<bool>& want) {
-  TinyOp op("gru_backward");
+std::vector<T> sequence_backward(const GruSequence& seq, const std::vector<T>& grads, const std::vector<bool>& want) {
   const c10::ScalarType dt = seq.dtype;
   const tiny::DType e = seq.e, opm = seq.opm;
   const int64_t steps = int64_t(seq.steps.size());
-  const T w = read(inputs[2]);  // (3H, H)
-  auto [gout, dh] = incoming_gradients(seq, grads);  // dh: reaching the current step's h
+  const T& w = seq.w_hh;  // (3H, H)
+  T gout = grads[0], dh = grads[1];  // dh: reaching the current step's h
   std::vector<T> d_input(static_cast<size_t>(steps)), d_hidden(static_cast<size_t>(steps));
   const T one = cnst(seq.h0.cast(opm), 1.0), zero = cnst(one, 0.0);
   // h_{t-1} of step t (the dtype)
@@ -480,7 +469,7 @@ std::vector<T> sequence_backward(const GruSequence& seq, const std::vector<at::T
   if (want[1]) out[1] = dh;
   const T g_hidden = stack_steps(d_hidden);
   if (want[2]) out[2] = hidden_weight_gradient(g_hidden, seq.h0, seq.out, seq.reverse, dt);
-  if (want[3] && inputs[3].defined())
+  if (want[3] && seq.hidden_bias)
     out[3] = g_hidden.cast(tiny::compute_dtype(e)).reduce(tiny::ReduceOp::Sum, {0, 1}, false).cast(e);
   return out;
 }
@@ -491,15 +480,12 @@ struct RnnSequence : Direction {
   bool relu = false;
 };
 
-RnnSequence rnn_sequence_forward(const at::Tensor& input_gates, const at::Tensor& h0, const at::Tensor& w_hh,
-                                 bool relu, bool reverse) {
-  TinyOp op(relu ? "rnn_relu" : "rnn_tanh");
+RnnSequence rnn_sequence_forward(c10::ScalarType dt, const std::vector<T>& in, bool relu, bool reverse) {
   RnnSequence seq;
-  const auto [gates_in, w_t] = start_direction(seq, input_gates, h0, w_hh, reverse);
-  const c10::ScalarType dt = seq.dtype;
+  const auto [gates_in, w_t] = start_direction(seq, dt, in, reverse);
   const tiny::DType e = seq.e, opm = seq.opm;
   seq.relu = relu;
-  const int64_t steps = input_gates.size(0);
+  const int64_t steps = gates_in.shape()[0];
   std::vector<T> outputs(static_cast<size_t>(steps));
   T h = seq.h0;
   for (int64_t k = 0; k < steps; ++k) {
@@ -515,14 +501,12 @@ RnnSequence rnn_sequence_forward(const at::Tensor& input_gates, const at::Tensor
 }
 
 // The gradients of (input gates, h0, W_hh) from those of (out, h_last).
-std::vector<T> sequence_backward(const RnnSequence& seq, const std::vector<at::Tensor>& inputs,
-                                 const std::vector<at::Tensor>& grads, const std::vector<bool>& want) {
-  TinyOp op(seq.relu ? "rnn_relu_backward" : "rnn_tanh_backward");
+std::vector<T> sequence_backward(const RnnSequence& seq, const std::vector<T>& grads, const std::vector<bool>& want) {
   const c10::ScalarType dt = seq.dtype;
   const tiny::DType e = seq.e, opm = seq.opm;
   const int64_t steps = int64_t(seq.out.shape()[0]);
-  const T w = read(inputs[2]);  // (H, H)
-  auto [gout, dh] = incoming_gradients(seq, grads);  // dh: reaching the current step's h
+  const T& w = seq.w_hh;  // (H, H)
+  T gout = grads[0], dh = grads[1];  // dh: reaching the current step's h
   std::vector<T> d_pre(static_cast<size_t>(steps));
   const T one = cnst(seq.h0.cast(opm), 1.0), zero = cnst(one, 0.0);
   for (int64_t k = steps - 1; k >= 0; --k) {
@@ -563,19 +547,143 @@ variable_list recorded_steps(CellKind kind, const std::vector<at::Tensor>& input
   return {out, state.h};
 }
 
+// ---- A direction as two subgraphs
+//
+// A direction's steps are thousands of engine nodes (128 LSTM steps, forward and backward:
+// 7.7k), and a training step built, keyed and released every one of them: most of its host
+// time. Each direction's forward and backward are built once instead, over placeholders, per
+// kind, order, dtype, shapes and constant inputs (a zero initial state, compiled in); a step's
+// graph holds a call of each, which the scheduler expands on its cache misses only. Built and
+// looked up under the engine's lock, as every graph is.
+
+// The engine values a direction reads, from the node's inputs: the input gates (T, B, n * H) in
+// opmath, h0 and W_hh in the dtype, then an LSTM's c0 (opmath) or a GRU's hidden bias (the
+// dtype), where given.
+std::vector<T> direction_values(CellKind kind, const std::vector<at::Tensor>& inputs) {
+  const c10::ScalarType dt = inputs[0].scalar_type();
+  const bool lstm = kind == CellKind::Lstm;
+  const at::Tensor &w_hh = inputs[lstm ? 3 : 2], *last = lstm ? &inputs[2] : kind == CellKind::Gru ? &inputs[3] : nullptr;
+  std::vector<T> v{operand_op(inputs[0], dt, to_shape(inputs[0].sizes())), read(inputs[1]), read(w_hh)};
+  if (lstm) v.push_back(operand_op(*last, dt, to_shape(last->sizes())));
+  else if (last && last->defined()) v.push_back(read(*last));
+  return v;
+}
+
+// What a body reads for `v`: a constant is compiled in, anything else is a placeholder (input
+// `next`, counted up); undefined stays undefined.
+T body_input(const T& v, int& next) {
+  if (!v.defined() || v.node()->op == tiny::Op::Const) return v;
+  return tiny::placeholder(v.shape(), v.dtype(), next++);
+}
+// `v` in a body's key: undefined, a constant (its node, which the body keeps alive), or a
+// placeholder's dtype and shape
+void append_key(std::vector<int64_t>& key, const T& v) {
+  if (!v.defined()) return key.push_back(-1);
+  if (v.node()->op == tiny::Op::Const) {
+    key.push_back(-2);
+    return key.push_back(int64_t(reinterpret_cast<intptr_t>(v.node().get())));
+  }
+  key.push_back(int64_t(v.dtype()));
+  key.push_back(v.ndim());
+  key.insert(key.end(), v.shape().begin(), v.shape().end());
+}
+// What a call of a body passes: its values that are not compiled in.
+std::vector<T> call_args(const std::vector<T>& values) {
+  std::vector<T> args;
+  for (const T& v : values)
+    if (v.defined() && v.node()->op != tiny::Op::Const) args.push_back(v);
+  return args;
+}
+
+// A direction's forward and backward, built once over placeholders (see above).
+template <class Sequence>
+struct DirectionBody {
+  CellKind kind;
+  Sequence seq;                    // over `inputs`
+  std::vector<T> inputs;           // what direction_values gives, as the body reads it
+  int placeholders = 0;            // among them
+  std::shared_ptr<const tiny::Subgraph> forward;  // (out, h_last[, c_last])
+  struct Backward {
+    std::shared_ptr<const tiny::Subgraph> fn;
+    std::vector<size_t> gradients;  // which of the node's inputs' gradients its outputs are
+  };
+  std::map<std::vector<int64_t>, Backward> backwards;  // by the incoming gradients and which are wanted
+
+  // The gradients of the node's inputs from those of its outputs (`incoming`, as
+  // sequence_backward takes them), for the call that passed `args`.
+  std::vector<T> backward(const std::vector<T>& args, const std::vector<T>& incoming, const std::vector<bool>& want) {
+    TinyOp op(kind == CellKind::Lstm ? "lstm_backward" : kind == CellKind::Gru ? "gru_backward"
+              : kind == CellKind::Tanh ? "rnn_tanh_backward" : "rnn_relu_backward");
+    std::vector<int64_t> key(want.begin(), want.end());
+    for (const T& g : incoming) append_key(key, g);
+    auto it = backwards.find(key);
+    if (it == backwards.end()) {
+      int next = placeholders;
+      std::vector<T> grads;
+      for (const T& g : incoming) grads.push_back(body_input(g, next));
+      const std::vector<T> g = sequence_backward(seq, grads, want);
+      Backward b;
+      std::vector<T> outputs;
+      for (size_t i = 0; i < g.size(); ++i)
+        if (g[i].defined()) outputs.push_back(g[i]), b.gradients.push_back(i);
+      std::vector<T> in = call_args(inputs);
+      for (const T& p : call_args(grads)) in.push_back(p);
+      b.fn = tiny::make_subgraph(std::move(in), outputs);
+      it = backwards.emplace(std::move(key), std::move(b)).first;
+    }
+    std::vector<T> call_with = args;
+    for (const T& g : call_args(incoming)) call_with.push_back(g);
+    const std::vector<T> outputs = tiny::call(it->second.fn, call_with);
+    std::vector<T> out(want.size());
+    for (size_t i = 0; i < outputs.size(); ++i) out[it->second.gradients[i]] = outputs[i];
+    return out;
+  }
+};
+
+LstmSequence forward_of(CellKind, c10::ScalarType dt, const std::vector<T>& in, bool reverse, LstmSequence*) {
+  return lstm_sequence_forward(dt, in, reverse);
+}
+GruSequence forward_of(CellKind, c10::ScalarType dt, const std::vector<T>& in, bool reverse, GruSequence*) {
+  return gru_sequence_forward(dt, in, reverse);
+}
+RnnSequence forward_of(CellKind kind, c10::ScalarType dt, const std::vector<T>& in, bool reverse, RnnSequence*) {
+  return rnn_sequence_forward(dt, in, kind == CellKind::Relu, reverse);
+}
+std::vector<T> outputs_of(const LstmSequence& s) { return {s.out, s.h_last, s.c_last}; }
+std::vector<T> outputs_of(const Direction& s) { return {s.out, s.h_last}; }
+
+// The body of a direction reading `values` (direction_values'), built on first use.
+template <class Sequence>
+std::shared_ptr<DirectionBody<Sequence>> direction_body(CellKind kind, c10::ScalarType dt,
+                                                        const std::vector<T>& values, bool reverse) {
+  static auto* bodies = new std::map<std::vector<int64_t>, std::shared_ptr<DirectionBody<Sequence>>>();
+  std::vector<int64_t> key{int64_t(kind), int64_t(dt), reverse, allow_tf32()};
+  for (const T& v : values) append_key(key, v);
+  auto it = bodies->find(key);
+  if (it != bodies->end()) return it->second;
+  if (bodies->size() >= 256) bodies->clear();  // (bodies in use live on in their autograd nodes)
+  auto body = std::make_shared<DirectionBody<Sequence>>();
+  body->kind = kind;
+  for (const T& v : values) body->inputs.push_back(body_input(v, body->placeholders));
+  body->seq = forward_of(kind, dt, body->inputs, reverse, static_cast<Sequence*>(nullptr));
+  body->forward = tiny::make_subgraph(call_args(body->inputs), outputs_of(body->seq));
+  bodies->emplace(std::move(key), body);
+  return body;
+}
+
 template <class Sequence>
 struct SequenceBackward : torch::autograd::Node {
-  CellKind kind;
-  Sequence seq;
+  std::shared_ptr<DirectionBody<Sequence>> body;
+  std::vector<T> args;  // what the forward's call passed
   std::vector<SavedVariable> inputs;
 
   std::string name() const override {
-    return kind == CellKind::Lstm ? "LstmSequenceBackward"
-           : kind == CellKind::Gru ? "GruSequenceBackward"
-                                   : "RnnSequenceBackward";
+    return body->kind == CellKind::Lstm ? "LstmSequenceBackward"
+           : body->kind == CellKind::Gru ? "GruSequenceBackward"
+                                         : "RnnSequenceBackward";
   }
   void release_variables() override {
-    seq = Sequence{};
+    args.clear();
     for (SavedVariable& v : inputs) v.reset_data();
   }
   variable_list apply(variable_list&& grads) override {
@@ -586,9 +694,16 @@ struct SequenceBackward : torch::autograd::Node {
     if (c10::GradMode::is_enabled()) return differentiable_backward(values, grads, want);
     variable_list out(inputs.size());
     if (std::none_of(grads.begin(), grads.end(), [](const at::Tensor& g) { return g.defined(); })) return out;
-    std::vector<T> g = sequence_backward(seq, values, grads, want);
+    // the outputs' gradients: out's in opmath, the final states' in the dtype
+    const c10::ScalarType dt = body->seq.dtype;
+    std::vector<T> incoming;
+    for (size_t i = 0; i < grads.size(); ++i)
+      incoming.push_back(!grads[i].defined() ? T()
+                         : i == 0            ? operand_op(grads[0], dt, to_shape(grads[0].sizes()))
+                                             : read(grads[i]));
+    const std::vector<T> g = body->backward(args, incoming, want);
     for (size_t i = 0; i < out.size(); ++i)
-      if (g[i].defined()) out[i] = make_result(g[i], seq.dtype);
+      if (g[i].defined()) out[i] = make_result(g[i], dt);
     return out;
   }
 
@@ -597,7 +712,7 @@ struct SequenceBackward : torch::autograd::Node {
   // autograd records, and autograd differentiates them.
   variable_list differentiable_backward(const std::vector<at::Tensor>& values, const variable_list& grads,
                                         const std::vector<bool>& want) {
-    const variable_list outputs = recorded_steps(kind, values, seq.reverse);
+    const variable_list outputs = recorded_steps(body->kind, values, body->seq.reverse);
     variable_list outs, gouts, ins;
     for (size_t i = 0; i < outputs.size(); ++i)
       if (grads[i].defined() && outputs[i].requires_grad()) outs.push_back(outputs[i]), gouts.push_back(grads[i]);
@@ -613,21 +728,31 @@ struct SequenceBackward : torch::autograd::Node {
   }
 };
 
-// The outputs made from `seq` (out, h[, c]), recorded by one node over `inputs` where any
-// needs a gradient.
+// A direction's outputs (out, h[, c]) from its inputs as its node holds them (see
+// recorded_steps): one call of its forward, recorded by one node where any input needs a gradient.
 template <class Sequence>
-variable_list sequence_outputs(CellKind kind, Sequence seq, const std::vector<at::Tensor>& inputs,
-                               const std::vector<T>& values) {
+variable_list sequence_outputs(CellKind kind, const std::vector<at::Tensor>& inputs, bool reverse) {
+  const c10::ScalarType dt = inputs[0].scalar_type();
+  std::shared_ptr<DirectionBody<Sequence>> body;
+  std::vector<T> args, values;
+  {
+    TinyOp op(kind == CellKind::Lstm ? "lstm" : kind == CellKind::Gru ? "gru"
+              : kind == CellKind::Tanh ? "rnn_tanh" : "rnn_relu");
+    const std::vector<T> direction = direction_values(kind, inputs);
+    body = direction_body<Sequence>(kind, dt, direction, reverse);
+    args = call_args(direction);
+    values = tiny::call(body->forward, args);
+  }
   variable_list outputs;
-  for (const T& v : values) outputs.push_back(make_result(v, seq.dtype));
+  for (const T& v : values) outputs.push_back(make_result(v, dt));
   bool requires_grad = false;
   for (const at::Tensor& t : inputs) requires_grad |= torch::autograd::compute_requires_grad(t);
   if (!requires_grad) return outputs;
   auto node = c10::make_intrusive<SequenceBackward<Sequence>>();
-  node->kind = kind;
   node->set_next_edges(torch::autograd::collect_next_edges(inputs));
   for (const at::Tensor& t : inputs) node->inputs.emplace_back(t, false);
-  node->seq = std::move(seq);
+  node->body = std::move(body);
+  node->args = std::move(args);
   for (const at::Tensor& o : outputs) torch::autograd::set_history(o, node);
   return outputs;
 }
@@ -661,20 +786,12 @@ std::pair<at::Tensor, CellState> sequence_direction(CellKind kind, const at::Ten
                                                     const CellState& state, const at::Tensor& w_hh,
                                                     const at::Tensor& hidden_bias, bool reverse) {
   if (kind == CellKind::Lstm) {
-    LstmSequence seq = lstm_sequence_forward(input_gates, state.h, state.c, w_hh, reverse);
-    const std::vector<T> values{seq.out, seq.h_last, seq.c_last};
-    variable_list o = sequence_outputs(kind, std::move(seq), {input_gates, state.h, state.c, w_hh}, values);
+    variable_list o = sequence_outputs<LstmSequence>(kind, {input_gates, state.h, state.c, w_hh}, reverse);
     return {o[0], {o[1], o[2]}};
   }
-  if (kind == CellKind::Gru) {
-    GruSequence seq = gru_sequence_forward(input_gates, state.h, w_hh, hidden_bias, reverse);
-    const std::vector<T> values{seq.out, seq.h_last};
-    variable_list o = sequence_outputs(kind, std::move(seq), {input_gates, state.h, w_hh, hidden_bias}, values);
-    return {o[0], {o[1], at::Tensor()}};
-  }
-  RnnSequence seq = rnn_sequence_forward(input_gates, state.h, w_hh, kind == CellKind::Relu, reverse);
-  const std::vector<T> values{seq.out, seq.h_last};
-  variable_list o = sequence_outputs(kind, std::move(seq), {input_gates, state.h, w_hh}, values);
+  variable_list o = kind == CellKind::Gru
+                        ? sequence_outputs<GruSequence>(kind, {input_gates, state.h, w_hh, hidden_bias}, reverse)
+                        : sequence_outputs<RnnSequence>(kind, {input_gates, state.h, w_hh}, reverse);
   return {o[0], {o[1], at::Tensor()}};
 }
 

@@ -211,7 +211,7 @@ std::pair<Tensor, std::vector<float>> short_products(int steps, bool mixed, int6
 
 // The node the scheduler computes for `t` (sums of short products joined), seen through no view.
 const Node* joined_value(const Tensor& t) {
-  static JoinedSums joined;  // (keeps the rebuilt graph alive for the caller)
+  static GraphRewrite joined;  // (keeps the rebuilt graph alive for the caller)
   joined = join_contraction_sums({t.node()});
   const Node* n = joined.targets[0].get();
   return n->op == Op::View ? n->src[0].get() : n;

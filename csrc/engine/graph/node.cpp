@@ -1,5 +1,6 @@
 #include "engine/graph/node.h"
 #include "engine/dtype/text_out.h"
+#include "engine/graph/subgraph.h"
 
 #include <cstdint>
 #include <cstring>
@@ -11,7 +12,8 @@ namespace tiny {
 
 bool same_arguments(const NodeArgs& a, const NodeArgs& b) {
   return a.value == b.value && a.value2 == b.value2 && a.seed == b.seed && a.offset == b.offset && a.axes == b.axes &&
-         a.rop == b.rop && a.accumulate == b.accumulate && a.tf32 == b.tf32 && a.st == b.st;
+         a.rop == b.rop && a.accumulate == b.accumulate && a.tf32 == b.tf32 && a.st == b.st &&
+         a.subgraph == b.subgraph;
 }
 
 namespace {
@@ -41,6 +43,7 @@ size_t hash_signature(Op op, DType dtype, const Shape& shape, const NodeArgs& a)
   h = mix(h, size_t(a.rop));
   h = mix(h, size_t(a.accumulate));
   h = mix(h, size_t(a.tf32));
+  h = mix(h, reinterpret_cast<size_t>(a.subgraph.get()));
   return mix(h, a.st.views().empty() ? 0 : a.st.hash());
 }
 
@@ -303,6 +306,8 @@ void print_node(const Node& n, Out& os) {
       os << " ";
       n.args.st.print(os);
       break;
+    case Op::Placeholder: case Op::CallOutput: os << " " << n.args.value.to_int(); break;
+    case Op::Call: os << " subgraph " << n.args.subgraph->id; break;
     case Op::Scatter: os << (n.args.accumulate ? std::string(" ") + reduce_name(n.args.rop) : std::string(" REPLACE")); break;
     default: break;
   }

@@ -18,6 +18,7 @@
 namespace tiny {
 
 struct Node;
+struct Subgraph;
 using Box = std::vector<std::pair<int64_t, int64_t>>;
 using NodeRef = std::shared_ptr<const Node>;
 // A node's sources, inline up to two (most ops take one or two): one allocation less per node,
@@ -38,6 +39,7 @@ struct NodeArgs {
   bool tf32 = false;
   ShapeTracker st;           // View, Write (region over the flat base)
   BufferRef buffer;          // Buffer
+  std::shared_ptr<const Subgraph> subgraph;  // Call
 };
 
 struct Node : std::enable_shared_from_this<Node> {

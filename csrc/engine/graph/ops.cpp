@@ -11,7 +11,8 @@ const char* op_name(Op op) {
       "ISNAN", "CAST", "BITCAST",
       "ADD", "SUB", "MUL", "DIV", "MOD", "MAX", "MIN", "POW", "ATAN2", "CMPLT", "CMPLE", "CMPEQ", "CMPNE",
       "AND", "OR", "XOR", "SHL", "SHR", "FLOORDIV", "FLOORMOD", "FMOD", "COPYSIGN", "HYPOT",
-      "WHERE", "GATHER", "REDUCE", "CONTIGUOUS", "WRITE", "SCATTER"};
+      "WHERE", "GATHER", "REDUCE", "CONTIGUOUS", "WRITE", "SCATTER",
+      "PLACEHOLDER", "CALL", "CALL_OUTPUT"};
   return names[static_cast<int>(op)];
 }
 

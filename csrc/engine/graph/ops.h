@@ -36,6 +36,10 @@ enum class Op : uint8_t {
   Contiguous,  // realize src[0] into its own buffer
   Write,       // src[0] (flat base) with the region `st` replaced by src[1]
   Scatter,     // src[0] (flat base) with base[src[1][i]] = src[2][i] (or combined by `rop` if accumulate)
+  // subgraphs (engine/tensor/subgraph.h), expanded before scheduling
+  Placeholder,  // a leaf standing for input `value` of a subgraph
+  Call,         // a subgraph (NodeArgs::subgraph) applied to src: its outputs are CallOutput nodes
+  CallOutput,   // output `value` of the Call src[0]
 };
 
 enum class ReduceOp : uint8_t { Sum, Prod, Max, Min, Any, All, Xor };  // Xor: integers and bool

@@ -12,6 +12,7 @@
 
 #include "engine/codegen/index_walk.h"
 #include "engine/codegen/register_tile.h"
+#include "engine/tensor/subgraph.h"
 #include "engine/tensor/tensor.h"
 #include "engine/runtime/device.h"
 
@@ -1300,22 +1301,36 @@ Schedule schedule_graph(const std::vector<NodeRef>& targets, Device& device) {
 
 Schedule create_schedule(const std::vector<NodeRef>& targets, Device& device) {
   KeepNodesAlive keep;  // (the scheduler's maps are keyed by node addresses)
-  JoinedSums joined = join_contraction_sums(targets);
+  const GraphRewrite expanded = expand_calls(targets);
+  const GraphRewrite joined = join_contraction_sums(expanded.targets);
   Schedule sched = schedule_graph(joined.targets, device);
-  if (joined.originals.empty()) return sched;
+  if (!expanded.changed() && !joined.changed()) return sched;
+  // The given graph's nodes a node of the scheduled one stands for
+  auto originals_of = [&](const NodeRef& n) {
+    std::vector<NodeRef> out;
+    for (const NodeRef& e : joined.originals_of(n)) {
+      std::vector<NodeRef> o = expanded.originals_of(e);
+      out.insert(out.end(), o.begin(), o.end());
+    }
+    return out;
+  };
   // Buffers go to the given graph's nodes (rebuilt ones are the schedule's own).
   std::vector<std::pair<NodeRef, BufferRef>> realized;
   for (auto& [node, buf] : sched.realized) {
-    const bool given = joined.given.count(node.get()) > 0;
-    if (given) realized.emplace_back(node, buf);
-    auto it = joined.originals.find(node.get());
-    if (it != joined.originals.end())
-      for (const NodeRef& original : it->second) realized.emplace_back(original, buf);
-    else if (!given)
-      sched.internal.push_back(buf);
+    std::vector<NodeRef> given = originals_of(node);
+    if (given.empty()) sched.internal.push_back(buf);
+    for (const NodeRef& g : given) realized.emplace_back(g, buf);
   }
+  // a call's output that is one of its arguments, stored already
+  for (const NodeRef& t : joined.targets)
+    if (t->realized())
+      for (const NodeRef& g : originals_of(t)) realized.emplace_back(g, t->realized());
   sched.realized = std::move(realized);
-  for (auto& [image, originals] : joined.originals) sched.originals.emplace_back(image, originals[0].get());
+  // (record() finds each kernel's work and launch values in the given graph through these)
+  for (auto& [image, originals] : joined.originals)
+    if (std::vector<NodeRef> o = expanded.originals_of(originals[0]); !o.empty())
+      sched.originals.emplace_back(image, o[0].get());
+  for (auto& [image, originals] : expanded.originals) sched.originals.emplace_back(image, originals[0].get());
   return sched;
 }
 

@@ -213,22 +213,24 @@ std::optional<Tensor> joined_contraction(const Tensor& x, const Tensor& y) {
 
 }  // namespace
 
-JoinedSums join_contraction_sums(const std::vector<NodeRef>& targets) {
-  JoinedSums joined;
-  joined.targets = targets;
-  std::vector<const Node*> order = toposort(targets);
-  // The first join adds two products of the given graph: without one, nothing changes.
-  auto is_product = [](const NodeRef& n) { return as_contraction(n).has_value(); };
-  if (std::none_of(order.begin(), order.end(), [&](const Node* n) {
-        return n->op == Op::Add && is_product(n->src[0]) && is_product(n->src[1]);
-      }))
-    return joined;
+std::vector<NodeRef> GraphRewrite::originals_of(const NodeRef& n) const {
+  if (!changed()) return {n};
+  std::vector<NodeRef> out;
+  if (given.count(n.get())) out.push_back(n);
+  if (auto it = originals.find(n.get()); it != originals.end()) out.insert(out.end(), it->second.begin(), it->second.end());
+  return out;
+}
+
+GraphRewrite rewrite_graph(const std::vector<NodeRef>& targets, const std::vector<const Node*>& order,
+                           const std::function<std::optional<Tensor>(const Node&, const std::vector<NodeRef>&)>& replace) {
+  GraphRewrite rewrite;
+  rewrite.targets = targets;
   std::unordered_map<const Node*, NodeRef> image;  // of the nodes that changed
   std::unordered_map<const Node*, NodeRef> ref;
   for (auto& t : targets) ref.emplace(t.get(), t);
   KeepOrigin keep;
   for (const Node* n : order) {
-    std::vector<NodeRef> src = n->src;
+    std::vector<NodeRef> src(n->src.begin(), n->src.end());
     bool changed = false;
     for (NodeRef& s : src) {
       ref.emplace(s.get(), s);
@@ -238,18 +240,31 @@ JoinedSums join_contraction_sums(const std::vector<NodeRef>& targets) {
       changed = true;
     }
     keep.as(*n);
-    std::optional<Tensor> rebuilt;
-    if (n->op == Op::Add) rebuilt = joined_contraction(Tensor(src[0]), Tensor(src[1]));
+    std::optional<Tensor> rebuilt = replace(*n, src);
     if (!rebuilt && changed)  // a view through view(), which merges it into a view below
       rebuilt = n->op == Op::View ? Tensor(src[0]).view(n->args.st)
-                                  : Tensor(make_node(n->op, n->dtype, n->shape, std::move(src), n->args));
-    if (rebuilt) image.emplace(n, rebuilt->node());
+                                  : Tensor(make_node(n->op, n->dtype, n->shape, Sources(src.begin(), src.end()), n->args));
+    if (rebuilt && rebuilt->node().get() != n) image.emplace(n, rebuilt->node());
   }
-  for (NodeRef& t : joined.targets)
+  for (NodeRef& t : rewrite.targets)
     if (auto it = image.find(t.get()); it != image.end()) t = it->second;
-  for (auto& [n, img] : image) joined.originals[img.get()].push_back(ref.at(n));
-  joined.given.insert(order.begin(), order.end());
-  return joined;
+  for (auto& [n, img] : image) rewrite.originals[img.get()].push_back(ref.at(n));
+  if (rewrite.changed()) rewrite.given.insert(order.begin(), order.end());
+  return rewrite;
+}
+
+GraphRewrite join_contraction_sums(const std::vector<NodeRef>& targets) {
+  std::vector<const Node*> order = toposort(targets);
+  // The first join adds two products of the given graph: without one, nothing changes.
+  auto is_product = [](const NodeRef& n) { return as_contraction(n).has_value(); };
+  if (std::none_of(order.begin(), order.end(), [&](const Node* n) {
+        return n->op == Op::Add && is_product(n->src[0]) && is_product(n->src[1]);
+      }))
+    return GraphRewrite{targets, {}, {}};
+  return rewrite_graph(targets, order, [](const Node& n, const std::vector<NodeRef>& src) -> std::optional<Tensor> {
+    if (n.op != Op::Add) return std::nullopt;
+    return joined_contraction(Tensor(src[0]), Tensor(src[1]));
+  });
 }
 
 Tensor Tensor::full(const Shape& shape, Scalar value, DType dtype) {

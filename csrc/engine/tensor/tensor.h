@@ -3,6 +3,8 @@
 // Work happens in realize() (or a host copy), which schedules everything
 // pending that the caller asks for.
 #pragma once
+#include <functional>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -93,17 +95,29 @@ class Tensor {
 // window (so equal windows are one graph leaf, and one buffer of a kernel).
 BufferRef window_alias(const BufferRef& base, int64_t lo, int64_t n);
 
+// A graph the scheduler runs in place of the given one (expand_calls, join_contraction_sums):
+// what its schedule stores maps back to the given graph's nodes.
+struct GraphRewrite {
+  std::vector<NodeRef> targets;  // the targets' images; the targets themselves where nothing changed
+  // each rebuilt node and the nodes of the given graph it stands for
+  std::unordered_map<const Node*, std::vector<NodeRef>> originals;
+  std::unordered_set<const Node*> given;  // the given graph's unrealized nodes, where something changed
+  bool changed() const { return !originals.empty(); }
+  // The given graph's nodes that `n`, a node of the rewritten graph, stands for: none for one
+  // the rewrite made for itself.
+  std::vector<NodeRef> originals_of(const NodeRef& n) const;
+};
+// The graph of `targets` (`order`: their toposort) rebuilt over new nodes: replace(n, sources)
+// gives n's image, given its sources' images, or nullopt to keep n (rebuilt over those where
+// any changed).
+GraphRewrite rewrite_graph(const std::vector<NodeRef>& targets, const std::vector<const Node*>& order,
+                           const std::function<std::optional<Tensor>(const Node&, const std::vector<NodeRef>&)>& replace);
+
 // The graph of `targets` with every x + y of two products over short reduces (autograd adding
 // an RNN's weight gradient up over the time steps, one product per step's batch) replaced by one
 // product over both reduces joined, whose kernel tiles, and what reads such sums rebuilt over
 // the joined values. The scheduler joins them, on a schedule cache miss: joining as the sums were
 // built remade the chain of steps at every addition (T^2 nodes for each step of training).
-struct JoinedSums {
-  std::vector<NodeRef> targets;  // the targets' images; the targets themselves where nothing changed
-  // each rebuilt node and the nodes of the given graph it stands for
-  std::unordered_map<const Node*, std::vector<NodeRef>> originals;
-  std::unordered_set<const Node*> given;  // the given graph's unrealized nodes, where something changed
-};
-JoinedSums join_contraction_sums(const std::vector<NodeRef>& targets);
+GraphRewrite join_contraction_sums(const std::vector<NodeRef>& targets);
 
 }  // namespace tiny

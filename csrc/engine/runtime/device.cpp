@@ -66,10 +66,10 @@ void* Device::alloc(size_t nbytes, Use use) {
     std::lock_guard<std::mutex> g(mu_);
     auto& cache = cache_[int(use)];
     auto it = cache.find(size);
-    if (it != cache.end()) {
-      void* p = it->second;
+    if (it != cache.end() && !it->second.empty()) {
+      void* p = it->second.back();
+      it->second.pop_back();
       cached_bytes_ -= size;
-      cache.erase(it);
       count(false);
       return p;
     }
@@ -109,7 +109,7 @@ void Device::free(void* ptr, size_t nbytes, Use use) {
     // Keep freed blocks for reuse: a training step frees and allocates the
     // same sizes every iteration. Bound the cache so memory goes back.
     if (cached_bytes_ + size <= max_cached_bytes()) {
-      cache_[int(use)].emplace(size, ptr);
+      cache_[int(use)][size].push_back(ptr);
       cached_bytes_ += size;
       return;
     }
@@ -121,7 +121,8 @@ void Device::free(void* ptr, size_t nbytes, Use use) {
 
 void Device::release_cache_locked() {
   for (auto& cache : cache_) {
-    for (auto& [size, p] : cache) raw_free(p, size);
+    for (auto& [size, blocks] : cache)
+      for (void* p : blocks) raw_free(p, size);
     cache.clear();
   }
   stats_.reserved -= int64_t(cached_bytes_);

@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <unordered_map>
 #include <vector>
 
 namespace tiny {
@@ -173,7 +174,9 @@ class Device {
   size_t round_up(size_t n) const;
   void release_cache_locked();
   std::mutex mu_;
-  std::multimap<size_t, void*> cache_[2];  // by Use
+  // freed blocks by size, by Use (a block list per size: a multimap made and freed a tree node
+  // for each of a replay's hundreds of buffers)
+  std::unordered_map<size_t, std::vector<void*>> cache_[2];
   size_t cached_bytes_ = 0;
   MemoryStats stats_;
   std::mutex host_mu_;

@@ -231,7 +231,7 @@ int64_t CachedSchedule::replay(const GraphShape& g, Device& device, int trace) {
   for (size_t k = 0; k < kernels_.size(); k++) {
     const Step& step = kernels_[k];
     std::vector<void*> args;
-    args.reserve(step.slots.size());
+    args.reserve(step.slots.size() + 1);  // (LaunchStep appends its words' address)
     for (int slot : step.slots) args.push_back(bufs[size_t(slot)]->ptr());
     std::vector<uint64_t> params;
     for (int p : step.launch_nodes) append_launch_words(g.order[size_t(p)], params);

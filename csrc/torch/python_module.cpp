@@ -26,6 +26,7 @@ pybind11::dict counters_dict() {
   d["disk_cache_hits"] = c.disk_cache_hits.load();
   d["flops"] = c.flops.load();
   d["kernel_ns"] = c.kernel_ns.load();
+  d["graph_nodes"] = c.graph_nodes.load();
   d["hash_cons_entries"] = tiny::hash_cons_entries();
   return d;
 }

@@ -3,7 +3,8 @@
 ``reset()`` zeroes the counters; ``kernel_count()`` is the number of kernels
 run since; host<->device copies are counted apart (``copy_count()``).
 ``with count_kernels() as c:`` synchronizes on exit and leaves the number of
-kernels run inside the block in ``c.kernels``.
+kernels run inside the block in ``c.kernels``, and in ``c.graph_nodes`` the nodes
+of the graphs realized (what building, keying and releasing them cost the host).
 """
 from .. import _C
 
@@ -32,10 +33,12 @@ class count_kernels:
         self.synchronize = synchronize
         self.kernels = 0
         self.copies = 0
+        self.graph_nodes = 0
 
     def __enter__(self):
         self._k0 = kernel_count()
         self._c0 = copy_count()
+        self._n0 = _C._counters()["graph_nodes"]
         return self
 
     def __exit__(self, *exc):
@@ -43,4 +46,5 @@ class count_kernels:
             _C._synchronize()
         self.kernels = kernel_count() - self._k0
         self.copies = copy_count() - self._c0
+        self.graph_nodes = _C._counters()["graph_nodes"] - self._n0
         return False

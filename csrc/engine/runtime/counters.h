@@ -17,11 +17,12 @@ struct Counters {
   std::atomic<int64_t> disk_cache_hits{0};
   std::atomic<int64_t> flops{0};            // estimated
   std::atomic<int64_t> kernel_ns{0};        // time spent running kernels
+  std::atomic<int64_t> graph_nodes{0};      // nodes of the graphs realized (what building and keying them cost)
 
   void reset() {
     kernels = 0; copies_in = 0; copies_out = 0; bytes_in = 0; bytes_out = 0;
     schedules = 0; schedule_cache_hits = 0; compiles = 0; disk_cache_hits = 0;
-    flops = 0; kernel_ns = 0;
+    flops = 0; kernel_ns = 0; graph_nodes = 0;
   }
 };
 

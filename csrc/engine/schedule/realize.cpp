@@ -30,6 +30,7 @@ void realize_nodes(const std::vector<NodeRef>& nodes, Device& device) {
   static auto* texts = new std::unordered_map<const Device*, std::unordered_map<std::string, std::string>>();
   auto* cached_text = &(*texts)[&device];
   GraphShape shape = graph_shape(todo);
+  counters().graph_nodes += int64_t(shape.order.size());
   for (auto& b : shape.inputs)
     if (b->device() != &device)
       throw std::logic_error("tiny engine: a buffer on " + b->device()->name() + " is read by a schedule on " +

@@ -353,6 +353,33 @@ def test_training_step_graph_does_not_grow_with_the_sequence(kind):
     assert nodes[8] == nodes[64] < 200, nodes
 
 
+@pytest.mark.parametrize("kind", [nn.LSTM, nn.GRU, nn.RNN])
+def test_loss_read_before_the_backward_costs_no_recurrence_again(kind):
+    # Read first, the forward's call is realized on its own; what its schedule stored of its
+    # steps is kept with the call, and the backward's call reads it: the step runs about the
+    # kernels of a step that reads its loss at the end (LSTM 69 and 70; computing the forward's
+    # recurrence again in the backward, 69 and 96).
+    requires_tiny()
+    from torch_tiny import debug
+    kernels = {}
+    for read_first in (False, True):
+        torch.manual_seed(0)
+        m = kind(4, 6, batch_first=True).to(DEV)
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-3)
+        x = torch.randn(2, 16, 4).to(DEV)
+        for i in range(3):
+            with debug.count_kernels() as c:
+                opt.zero_grad()
+                loss = m(x)[0].square().mean()
+                if read_first:
+                    loss.item()
+                loss.backward()
+                opt.step()
+                loss.item()
+        kernels[read_first] = c.kernels
+    assert kernels[True] <= kernels[False] + 4, kernels
+
+
 def test_lstm_training_steps_replay_their_schedule():
     # The weight gradients' sums over 20 steps are joined when scheduled, the runs of 16 steps
     # stored in buffers of the schedule's own: from the third step on, each step replays the

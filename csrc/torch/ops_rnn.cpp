@@ -610,8 +610,9 @@ struct DirectionBody {
   std::map<std::vector<int64_t>, Backward> backwards;  // by the incoming gradients and which are wanted
 
   // The gradients of the node's inputs from those of its outputs (`incoming`, as
-  // sequence_backward takes them), for the call that passed `args`.
-  std::vector<T> backward(const std::vector<T>& args, const std::vector<T>& incoming, const std::vector<bool>& want) {
+  // sequence_backward takes them), for `forward`, the call that passed `args`.
+  std::vector<T> backward(const tiny::NodeRef& forward, const std::vector<T>& args, const std::vector<T>& incoming,
+                          const std::vector<bool>& want) {
     TinyOp op(kind == CellKind::Lstm ? "lstm_backward" : kind == CellKind::Gru ? "gru_backward"
               : kind == CellKind::Tanh ? "rnn_tanh_backward" : "rnn_relu_backward");
     std::vector<int64_t> key(want.begin(), want.end());
@@ -633,7 +634,8 @@ struct DirectionBody {
     }
     std::vector<T> call_with = args;
     for (const T& g : call_args(incoming)) call_with.push_back(g);
-    const std::vector<T> outputs = tiny::call(it->second.fn, call_with);
+    // (what the forward's schedules stored of its insides, where it was realized first, is read)
+    const std::vector<T> outputs = tiny::call(it->second.fn, call_with, {forward});
     std::vector<T> out(want.size());
     for (size_t i = 0; i < outputs.size(); ++i) out[it->second.gradients[i]] = outputs[i];
     return out;
@@ -674,7 +676,8 @@ std::shared_ptr<DirectionBody<Sequence>> direction_body(CellKind kind, c10::Scal
 template <class Sequence>
 struct SequenceBackward : torch::autograd::Node {
   std::shared_ptr<DirectionBody<Sequence>> body;
-  std::vector<T> args;  // what the forward's call passed
+  tiny::NodeRef forward;  // the forward's call
+  std::vector<T> args;    // what it passed
   std::vector<SavedVariable> inputs;
 
   std::string name() const override {
@@ -683,6 +686,7 @@ struct SequenceBackward : torch::autograd::Node {
                                          : "RnnSequenceBackward";
   }
   void release_variables() override {
+    forward.reset();
     args.clear();
     for (SavedVariable& v : inputs) v.reset_data();
   }
@@ -701,7 +705,7 @@ struct SequenceBackward : torch::autograd::Node {
       incoming.push_back(!grads[i].defined() ? T()
                          : i == 0            ? operand_op(grads[0], dt, to_shape(grads[0].sizes()))
                                              : read(grads[i]));
-    const std::vector<T> g = body->backward(args, incoming, want);
+    const std::vector<T> g = body->backward(forward, args, incoming, want);
     for (size_t i = 0; i < out.size(); ++i)
       if (g[i].defined()) out[i] = make_result(g[i], dt);
     return out;
@@ -751,6 +755,9 @@ variable_list sequence_outputs(CellKind kind, const std::vector<at::Tensor>& inp
   auto node = c10::make_intrusive<SequenceBackward<Sequence>>();
   node->set_next_edges(torch::autograd::collect_next_edges(inputs));
   for (const at::Tensor& t : inputs) node->inputs.emplace_back(t, false);
+  // a forward realized before its backward (its loss read first) keeps what the backward reads
+  node->forward = tiny::call_of(values[0]);
+  tiny::keep_stored_values(node->forward.get());
   node->body = std::move(body);
   node->args = std::move(args);
   for (const at::Tensor& o : outputs) torch::autograd::set_history(o, node);

@@ -123,3 +123,34 @@ TEST(Subgraph, BadBodiesAndCallsThrow) {
   // a placeholder is no value to realize
   EXPECT_THROW(x.realize(), std::logic_error);
 }
+
+// A call that keeps its stored values (a forward whose backward comes later): what the first
+// realize stored of its insides is read by later ones, of its own outputs or of a call given it
+// as context, instead of computed again; a replayed schedule keeps the new step's values.
+TEST(Subgraph, KeptValuesAreReadNotComputedAgain) {
+  const Shape s{6, 6};
+  Tensor x = placeholder(s, DType::Float32, 0), w = placeholder(s, DType::Float32, 1);
+  Tensor p = x.matmul(w);  // stored: a product another product reads
+  auto forward = make_subgraph({x, w}, {p.matmul(w), p.matmul(x)});
+  auto backward = make_subgraph({x, w}, {p.matmul(p)});  // built over the forward's insides
+  for (float scale : {1.0f, 0.5f, -2.0f}) {  // (the second and third steps replay)
+    Tensor xv = from(iota_f(36, -1, 0.05f * scale), s), wv = from(iota_f(36, 0.5f, -0.03f), s);
+    Tensor pv = xv.matmul(wv);
+    std::vector<Tensor> out = call(forward, {xv, wv});
+    const NodeRef c = call_of(out[0]);
+    keep_stored_values(c.get());
+    EXPECT_EQ(kernels_run([&] { out[0].realize(); }), 2) << scale;
+    EXPECT_FALSE(stored_values(c.get()).empty()) << scale;  // p's product
+    // the other output and the context's call read p: one product each, not two
+    EXPECT_EQ(kernels_run([&] { out[1].realize(); }), 1) << scale;
+    Tensor back = call(backward, {xv, wv}, {c})[0];
+    EXPECT_EQ(kernels_run([&] { back.realize(); }), 1) << scale;
+    expect_near(out[0], pv.matmul(wv), "first output");
+    expect_near(out[1], pv.matmul(xv), "second output");
+    expect_near(back, pv.matmul(pv), "context");
+  }
+  // without the forward as context, the backward computes p again
+  Tensor xv = from(iota_f(36), s), wv = from(iota_f(36, 1, 0.1f), s);
+  Tensor back = call(backward, {xv, wv})[0];
+  EXPECT_EQ(kernels_run([&] { back.realize(); }), 2);
+}

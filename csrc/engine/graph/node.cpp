@@ -219,6 +219,7 @@ NodeRef make_node(Op op, DType dtype, Shape shape, Sources src, NodeArgs args) {
 }
 
 Node::~Node() {
+  if (op == Op::Call) forget_call(this);
   if (!in_table_) return;
   Table& t = table();
   std::lock_guard<std::recursive_mutex> g(t.mutex);

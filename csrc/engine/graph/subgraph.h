@@ -11,11 +11,29 @@
 
 namespace tiny {
 
+// A value a schedule stored inside a call: the subgraph's node, and its buffer.
+struct StoredValue {
+  const Node* node;
+  BufferRef buffer;
+};
+
 struct Subgraph {
   uint64_t id = 0;                 // for printing (graph keys tell subgraphs apart by address)
   std::vector<NodeRef> inputs;     // placeholders: input k at position k
   std::vector<NodeRef> outputs;
   std::vector<NodeRef> order;      // the nodes between, producers first
 };
+
+// A call whose insides a later graph may need (a forward whose backward comes later): from now
+// on, what schedules store of its insides stays with it while it lives, and later expansions of
+// it, or of calls given it as context, read those values instead of computing them again.
+void keep_stored_values(const Node* call);
+bool keeps_stored_values(const Node* call);
+// Adds `value` to what is kept for `call` (where it keeps any), replacing the same node's.
+void store_value(const Node* call, const StoredValue& value);
+// What is kept for `call`, in the order stored.
+std::vector<StoredValue> stored_values(const Node* call);
+// A dying call's values go (~Node).
+void forget_call(const Node* call);
 
 }  // namespace tiny

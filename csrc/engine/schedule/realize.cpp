@@ -117,6 +117,8 @@ void realize_nodes(const std::vector<NodeRef>& nodes, Device& device) {
     cache->emplace(shape.key, c);
     cached_text->emplace(shape.key, std::move(text));
   }
+  // (the calls first: realizing the graph may free them)
+  for (auto& [call, value] : sched.call_values) store_value(call, value);
   for (auto& [node, buf] : sched.realized) node->set_realized(buf, nonzero_box(node.get()));
   for (auto& n : todo)
     if (!n->realized()) throw std::logic_error("tiny engine: schedule left a target unrealized: " + n->str());

@@ -82,6 +82,22 @@ GraphShape graph_shape(const std::vector<NodeRef>& targets) {
   // realized one (1 << 62 | input number), its dtype, rank, dims and box.
   constexpr uint64_t kInput = uint64_t(1) << 62;
   constexpr uint64_t kManySources = (uint64_t(1) << 20) - 1;  // (then the count in a word of its own)
+  // a stored value read: its input number, dtype, shape and (a padded copy's, which decides
+  // which taps its kernels skip) box
+  auto put_input = [&](const BufferRef& b, const Node& n, const Box& box) {
+    auto in = input_id.find(b.get());
+    if (in == input_id.end()) {
+      in = input_id.emplace(b.get(), int(g.inputs.size())).first;
+      g.inputs.push_back(b);
+    }
+    put_word(key, kInput | uint64_t(in->second));
+    put_word(key, uint64_t(n.dtype) << 32 | n.shape.size() << 16 | box.size());
+    for (int64_t d : n.shape) put_word(key, uint64_t(d));
+    for (auto [lo, hi] : box) {
+      put_word(key, uint64_t(lo));
+      put_word(key, uint64_t(hi));
+    }
+  };
   for (const Node* n : g.order) {
     const uint64_t sources = n->src.size();
     put_word(key, signatures->id(n) << 20 | std::min(sources, kManySources));
@@ -89,24 +105,16 @@ GraphShape graph_shape(const std::vector<NodeRef>& targets) {
     for (auto& src : n->src) {
       const Node* s = src.get();
       int p = s->order_position();
-      if (p >= 0) {
-        put_word(key, uint64_t(p));
-        continue;
-      }
-      const BufferRef& b = s->realized();
-      auto in = input_id.find(b.get());
-      if (in == input_id.end()) {
-        in = input_id.emplace(b.get(), int(g.inputs.size())).first;
-        g.inputs.push_back(b);
-      }
-      // a padded copy's box decides which taps its kernels skip
-      put_word(key, kInput | uint64_t(in->second));
-      put_word(key, uint64_t(s->dtype) << 32 | s->shape.size() << 16 | s->realized_box().size());
-      for (int64_t d : s->shape) put_word(key, uint64_t(d));
-      for (auto [lo, hi] : s->realized_box()) {
-        put_word(key, uint64_t(lo));
-        put_word(key, uint64_t(hi));
-      }
+      if (p >= 0) put_word(key, uint64_t(p));
+      else put_input(s->realized(), *s, s->realized_box());
+    }
+    if (n->op != Op::Call) continue;
+    // values kept for a call (a forward realized before its backward) are read, not computed
+    const std::vector<StoredValue> kept = stored_values(n);
+    put_word(key, kept.size());
+    for (const StoredValue& v : kept) {
+      put_word(key, uint64_t(reinterpret_cast<uintptr_t>(v.node)));
+      put_input(v.buffer, *v.node, {});
     }
   }
   put_word(key, ~uint64_t(0));  // then the targets' positions
@@ -141,6 +149,7 @@ std::string key_text(const GraphShape& g, const std::vector<NodeRef>& targets) {
       n->print(os);
     }
     if (n->op == Op::Scatter) os << (n->args.accumulate ? "+" : "=");
+    if (n->op == Op::Call) os << " kept " << stored_values(n).size();
     for (auto& s : n->src) ref(s.get());
     os << ";";
   }
@@ -192,6 +201,11 @@ std::shared_ptr<CachedSchedule> CachedSchedule::record(const GraphShape& g, cons
     const int buf_slot = slot(buf);
     if (it == pos.end() || buf_slot < 0) return nullptr;
     c->realized_.push_back({it->second, buf_slot, nonzero_box(node.get())});
+  }
+  for (auto& [call, value] : s.call_values) {
+    auto it = pos.find(call);
+    const int buf_slot = slot(value.buffer);
+    if (it != pos.end() && buf_slot >= 0) c->call_values_.push_back({it->second, value.node, buf_slot});
   }
   for (size_t k = 0; k < s.kernels.size(); k++) {
     const Kernel& kern = s.kernels[k];
@@ -275,6 +289,8 @@ int64_t CachedSchedule::replay(const GraphShape& g, Device& device, int trace) {
     counters().kernels++;
     counters().flops += step.info->flops;
   }
+  // (the calls first: realizing the graph may free them)
+  for (const CallValue& v : call_values_) store_value(g.order[size_t(v.call)], {v.node, bufs[size_t(v.slot)]});
   for (const Realized& r : realized_) g.order[size_t(r.position)]->set_realized(bufs[size_t(r.slot)], r.box);
   return total;
 }

@@ -64,6 +64,12 @@ class CachedSchedule {
     Box box;       // nonzero_box: the graph's structure decides it
   };
   std::vector<Realized> realized_;
+  struct CallValue {  // a value inside a call that keeps its values (Schedule::call_values)
+    int call;         // the call's position in the graph order
+    const Node* node;  // the call's subgraph's node
+    int slot;
+  };
+  std::vector<CallValue> call_values_;
   int replays_ = 0;
   std::unique_ptr<ReplayState> replay_state_;
 };

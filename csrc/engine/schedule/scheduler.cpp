@@ -1318,8 +1318,12 @@ Schedule create_schedule(const std::vector<NodeRef>& targets, Device& device) {
   std::vector<std::pair<NodeRef, BufferRef>> realized;
   for (auto& [node, buf] : sched.realized) {
     std::vector<NodeRef> given = originals_of(node);
-    if (given.empty()) sched.internal.push_back(buf);
     for (const NodeRef& g : given) realized.emplace_back(g, buf);
+    if (!given.empty()) continue;
+    sched.internal.push_back(buf);
+    for (const NodeRef& e : joined.originals_of(node))
+      if (auto in = expanded.insides.find(e.get()); in != expanded.insides.end() && keeps_stored_values(in->second.first))
+        sched.call_values.push_back({in->second.first, StoredValue{in->second.second, buf}});
   }
   // a call's output that is one of its arguments, stored already
   for (const NodeRef& t : joined.targets)

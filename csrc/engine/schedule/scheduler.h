@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/codegen/kernel.h"
+#include "engine/graph/subgraph.h"
 #include "engine/runtime/device.h"
 
 namespace tiny {
@@ -20,6 +21,9 @@ struct Schedule {
   // and the buffers of rebuilt nodes that stand for none (the schedule's own).
   std::vector<std::pair<const Node*, const Node*>> originals;
   std::vector<BufferRef> internal;
+  // of those, the values inside calls that keep them (keep_stored_values): the given graph's call
+  // and the value
+  std::vector<std::pair<const Node*, StoredValue>> call_values;
 };
 
 // The schedule's buffers are allocated on `device` when the kernels run.

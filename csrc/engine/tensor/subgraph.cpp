@@ -45,7 +45,8 @@ std::shared_ptr<const Subgraph> make_subgraph(std::vector<Tensor> inputs, const 
   return fn;
 }
 
-std::vector<Tensor> call(const std::shared_ptr<const Subgraph>& fn, const std::vector<Tensor>& args) {
+std::vector<Tensor> call(const std::shared_ptr<const Subgraph>& fn, const std::vector<Tensor>& args,
+                         const std::vector<NodeRef>& context) {
   if (args.size() != fn->inputs.size())
     throw std::invalid_argument("tiny engine: a call of a subgraph of " + std::to_string(fn->inputs.size()) +
                                 " inputs with " + std::to_string(args.size()));
@@ -56,6 +57,10 @@ std::vector<Tensor> call(const std::shared_ptr<const Subgraph>& fn, const std::v
       throw std::invalid_argument("tiny engine: subgraph input " + std::to_string(k) + " is " + p.str() +
                                   ", the call passes " + args[k].node()->str());
     src.push_back(args[k].node());
+  }
+  for (const NodeRef& c : context) {
+    if (c->op != Op::Call) throw std::invalid_argument("tiny engine: a call's context must be calls, not " + c->str());
+    src.push_back(c);
   }
   NodeArgs a;
   a.subgraph = fn;
@@ -69,15 +74,34 @@ std::vector<Tensor> call(const std::shared_ptr<const Subgraph>& fn, const std::v
   return out;
 }
 
+const NodeRef& call_of(const Tensor& output) {
+  const Node& n = *output.node();
+  if (n.op != Op::CallOutput || n.src.empty()) throw std::invalid_argument("tiny engine: not a call's output: " + n.str());
+  return n.src[0];
+}
+
 namespace {
 
-// fn's outputs built over `args`, each node made as a node of the calling graph (its origin
-// the subgraph's, its module path the call's).
-std::vector<NodeRef> instantiate(const Subgraph& fn, const Sources& args, const std::string* scope) {
+// The outputs of `call` (a node of the given graph) built over `args` (the images of its
+// arguments), each node made as a node of the calling graph (its origin the subgraph's, its
+// module path the call's); values kept for the call or its context are read from their
+// buffers. `insides` gets each node made and the subgraph's node it stands for.
+std::vector<NodeRef> instantiate(const Node& call, const Sources& args, const std::string* scope,
+                                 std::vector<std::pair<NodeRef, const Node*>>& insides) {
+  const Subgraph& fn = *call.args.subgraph;
   std::unordered_map<const Node*, NodeRef> image;
-  for (size_t k = 0; k < args.size(); k++) image.emplace(fn.inputs[k].get(), args[k]);
+  for (size_t k = 0; k < fn.inputs.size(); k++) image.emplace(fn.inputs[k].get(), args[k]);
+  std::vector<const Node*> keepers{&call};  // the call, then its context
+  for (size_t k = fn.inputs.size(); k < call.src.size(); k++) keepers.push_back(call.src[k].get());
+  std::unordered_map<const Node*, BufferRef> kept;
+  for (const Node* c : keepers)
+    for (const StoredValue& v : stored_values(c)) kept.emplace(v.node, v.buffer);
   for (const NodeRef& node : fn.order) {
     const Node* n = node.get();
+    if (auto it = kept.find(n); it != kept.end()) {
+      image.emplace(n, Tensor::from_buffer(it->second, n->shape).node());
+      continue;
+    }
     if (n->src.empty()) continue;  // a constant (or a value a graph realized since: its buffer)
     std::vector<NodeRef> src;
     for (auto& s : n->src) {
@@ -87,8 +111,10 @@ std::vector<NodeRef> instantiate(const Subgraph& fn, const Sources& args, const 
     set_origin(n->origin);
     set_scope(scope);
     // a view through view(), which merges it into a view of the argument
-    image.emplace(n, n->op == Op::View ? Tensor(src[0]).view(n->args.st).node()
-                                       : make_node(n->op, n->dtype, n->shape, Sources(src.begin(), src.end()), n->args));
+    NodeRef made = n->op == Op::View ? Tensor(src[0]).view(n->args.st).node()
+                                     : make_node(n->op, n->dtype, n->shape, Sources(src.begin(), src.end()), n->args);
+    insides.emplace_back(made, n);
+    image.emplace(n, std::move(made));
   }
   std::vector<NodeRef> outputs;
   for (auto& o : fn.outputs) {
@@ -109,13 +135,28 @@ GraphRewrite expand_calls(const std::vector<NodeRef>& targets) {
   }
   if (!calls) return GraphRewrite{targets, {}, {}};
   std::unordered_map<const Node*, std::vector<NodeRef>> outputs;  // of each call, by the call's image
-  return rewrite_graph(targets, order, [&](const Node& n, const std::vector<NodeRef>& src) -> std::optional<Tensor> {
-    if (n.op != Op::CallOutput) return std::nullopt;
-    const Node& c = *src[0];
-    auto it = outputs.find(&c);
-    if (it == outputs.end()) it = outputs.emplace(&c, instantiate(*c.args.subgraph, c.src, n.scope)).first;
-    return Tensor(it->second[size_t(n.args.value.to_int())]);
-  });
+  std::vector<std::pair<const Node*, std::vector<std::pair<NodeRef, const Node*>>>> insides;  // by call
+  GraphRewrite rewrite =
+      rewrite_graph(targets, order, [&](const Node& n, const std::vector<NodeRef>& src) -> std::optional<Tensor> {
+        if (n.op != Op::CallOutput) return std::nullopt;
+        const Node& c = *src[0];
+        auto it = outputs.find(&c);
+        if (it == outputs.end()) {
+          insides.emplace_back(n.src[0].get(), std::vector<std::pair<NodeRef, const Node*>>());
+          it = outputs.emplace(&c, instantiate(*n.src[0], c.src, n.scope, insides.back().second)).first;
+        }
+        return Tensor(it->second[size_t(n.args.value.to_int())]);
+      });
+  // A node two calls made (a backward's copy of its forward's) counts as inside the one that keeps
+  // its values.
+  for (auto& [call, made] : insides) {
+    const bool keeps = keeps_stored_values(call);
+    for (auto& [image, node] : made) {
+      auto [at, added] = rewrite.insides.emplace(image.get(), std::make_pair(call, node));
+      if (!added && keeps && !keeps_stored_values(at->second.first)) at->second = {call, node};
+    }
+  }
+  return rewrite;
 }
 
 }  // namespace tiny

@@ -16,12 +16,18 @@ Tensor placeholder(const Shape& shape, DType dtype, int index);
 // would be values of the calling graph that its key does not name (std::logic_error).
 std::shared_ptr<const Subgraph> make_subgraph(std::vector<Tensor> inputs, const std::vector<Tensor>& outputs);
 
-// `fn` applied to `args` (the dtypes and shapes of its inputs): its outputs, lazily.
-std::vector<Tensor> call(const std::shared_ptr<const Subgraph>& fn, const std::vector<Tensor>& args);
+// `fn` applied to `args` (the dtypes and shapes of its inputs): its outputs, lazily. `context`:
+// calls whose kept values (keep_stored_values) fn's nodes may read instead of computing them (a
+// backward's call given its forward's, whose nodes it was built over).
+std::vector<Tensor> call(const std::shared_ptr<const Subgraph>& fn, const std::vector<Tensor>& args,
+                         const std::vector<NodeRef>& context = {});
+// The call an output of call() comes from (before the output is realized).
+const NodeRef& call_of(const Tensor& output);
 
 // The graph of `targets` with every call replaced by its subgraph built over its arguments (the
 // scheduler's first rewrite). Each call's subgraph is built once: calls that share nodes (a
-// backward built over its forward's values) share them through hash-consing.
+// backward built over its forward's values) share them through hash-consing. Values kept for a
+// call or its context are read from their buffers.
 GraphRewrite expand_calls(const std::vector<NodeRef>& targets);
 
 }  // namespace tiny

@@ -102,6 +102,8 @@ struct GraphRewrite {
   // each rebuilt node and the nodes of the given graph it stands for
   std::unordered_map<const Node*, std::vector<NodeRef>> originals;
   std::unordered_set<const Node*> given;  // the given graph's unrealized nodes, where something changed
+  // nodes made inside calls (expand_calls): the given graph's call, and its subgraph's node
+  std::unordered_map<const Node*, std::pair<const Node*, const Node*>> insides;
   bool changed() const { return !originals.empty(); }
   // The given graph's nodes that `n`, a node of the rewritten graph, stands for: none for one
   // the rewrite made for itself.

@@ -31,6 +31,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -616,6 +617,7 @@ struct DirectionBody {
     TinyOp op(kind == CellKind::Lstm ? "lstm_backward" : kind == CellKind::Gru ? "gru_backward"
               : kind == CellKind::Tanh ? "rnn_tanh_backward" : "rnn_relu_backward");
     std::vector<int64_t> key(want.begin(), want.end());
+    key.push_back(allow_tf32());
     for (const T& g : incoming) append_key(key, g);
     auto it = backwards.find(key);
     if (it == backwards.end()) {
@@ -642,14 +644,11 @@ struct DirectionBody {
   }
 };
 
-LstmSequence forward_of(CellKind, c10::ScalarType dt, const std::vector<T>& in, bool reverse, LstmSequence*) {
-  return lstm_sequence_forward(dt, in, reverse);
-}
-GruSequence forward_of(CellKind, c10::ScalarType dt, const std::vector<T>& in, bool reverse, GruSequence*) {
-  return gru_sequence_forward(dt, in, reverse);
-}
-RnnSequence forward_of(CellKind kind, c10::ScalarType dt, const std::vector<T>& in, bool reverse, RnnSequence*) {
-  return rnn_sequence_forward(dt, in, kind == CellKind::Relu, reverse);
+template <class Sequence>
+Sequence forward_of(CellKind kind, c10::ScalarType dt, const std::vector<T>& in, bool reverse) {
+  if constexpr (std::is_same_v<Sequence, LstmSequence>) return lstm_sequence_forward(dt, in, reverse);
+  else if constexpr (std::is_same_v<Sequence, GruSequence>) return gru_sequence_forward(dt, in, reverse);
+  else return rnn_sequence_forward(dt, in, kind == CellKind::Relu, reverse);
 }
 std::vector<T> outputs_of(const LstmSequence& s) { return {s.out, s.h_last, s.c_last}; }
 std::vector<T> outputs_of(const Direction& s) { return {s.out, s.h_last}; }
@@ -667,7 +666,7 @@ std::shared_ptr<DirectionBody<Sequence>> direction_body(CellKind kind, c10::Scal
   auto body = std::make_shared<DirectionBody<Sequence>>();
   body->kind = kind;
   for (const T& v : values) body->inputs.push_back(body_input(v, body->placeholders));
-  body->seq = forward_of(kind, dt, body->inputs, reverse, static_cast<Sequence*>(nullptr));
+  body->seq = forward_of<Sequence>(kind, dt, body->inputs, reverse);
   body->forward = tiny::make_subgraph(call_args(body->inputs), outputs_of(body->seq));
   bodies->emplace(std::move(key), body);
   return body;

@@ -149,6 +149,12 @@ TEST(Subgraph, KeptValuesAreReadNotComputedAgain) {
     expect_near(out[1], pv.matmul(xv), "second output");
     expect_near(back, pv.matmul(pv), "context");
   }
+  // a context over other arguments, or other inputs, is refused
+  Tensor a = from(iota_f(36), s), b = from(iota_f(36, 1, 0.1f), s);
+  const NodeRef first = call_of(call(forward, {a, b})[0]);
+  EXPECT_THROW(call(backward, {b, a}, {first}), std::invalid_argument);
+  auto unrelated = make_subgraph({placeholder({2}, DType::Float32, 0)}, {placeholder({2}, DType::Float32, 0)});
+  EXPECT_THROW(call(unrelated, {from(iota_f(2), {2})}, {first}), std::invalid_argument);
   // without the forward as context, the backward computes p again
   Tensor xv = from(iota_f(36), s), wv = from(iota_f(36, 1, 0.1f), s);
   Tensor back = call(backward, {xv, wv})[0];

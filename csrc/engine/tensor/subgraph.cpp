@@ -58,8 +58,16 @@ std::vector<Tensor> call(const std::shared_ptr<const Subgraph>& fn, const std::v
                                   ", the call passes " + args[k].node()->str());
     src.push_back(args[k].node());
   }
+  // A context's values were computed from its arguments: its subgraph's inputs must be fn's first
+  // ones, given the same values.
   for (const NodeRef& c : context) {
     if (c->op != Op::Call) throw std::invalid_argument("tiny engine: a call's context must be calls, not " + c->str());
+    const Subgraph& other = *c->args.subgraph;
+    bool same = other.inputs.size() <= fn->inputs.size();
+    for (size_t k = 0; same && k < other.inputs.size(); k++)
+      same = other.inputs[k] == fn->inputs[k] && c->src[k] == src[k];
+    if (!same)
+      throw std::invalid_argument("tiny engine: a call's context must take the call's first inputs and arguments");
     src.push_back(c);
   }
   NodeArgs a;

@@ -18,7 +18,8 @@ std::shared_ptr<const Subgraph> make_subgraph(std::vector<Tensor> inputs, const 
 
 // `fn` applied to `args` (the dtypes and shapes of its inputs): its outputs, lazily. `context`:
 // calls whose kept values (keep_stored_values) fn's nodes may read instead of computing them (a
-// backward's call given its forward's, whose nodes it was built over).
+// backward's call given its forward's, whose nodes it was built over); each must take fn's first
+// inputs, given the same arguments.
 std::vector<Tensor> call(const std::shared_ptr<const Subgraph>& fn, const std::vector<Tensor>& args,
                          const std::vector<NodeRef>& context = {});
 // The call an output of call() comes from (before the output is realized).

@@ -743,6 +743,7 @@ variable_list sequence_outputs(CellKind kind, const std::vector<at::Tensor>& inp
   const c10::ScalarType dt = inputs[0].scalar_type();
   std::shared_ptr<DirectionBody<Sequence>> body;
   std::vector<T> args, values;
+  tiny::NodeRef forward;  // the call
   {
     TinyOp op(kind == CellKind::Lstm ? "lstm" : kind == CellKind::Gru ? "gru"
               : kind == CellKind::Tanh ? "rnn_tanh" : "rnn_relu");
@@ -750,6 +751,7 @@ variable_list sequence_outputs(CellKind kind, const std::vector<at::Tensor>& inp
     body = direction_body<Sequence>(kind, dt, direction, reverse);
     args = call_args(direction);
     values = tiny::call(body->forward, args);
+    forward = tiny::call_of(values[0]);
   }
   variable_list outputs;
   for (const T& v : values) outputs.push_back(make_result(v, dt));
@@ -760,8 +762,8 @@ variable_list sequence_outputs(CellKind kind, const std::vector<at::Tensor>& inp
   node->set_next_edges(torch::autograd::collect_next_edges(inputs));
   for (const at::Tensor& t : inputs) node->inputs.emplace_back(t, false);
   // a forward realized before its backward (its loss read first) keeps what the backward reads
-  node->forward = tiny::call_of(values[0]);
-  tiny::keep_stored_values(node->forward.get());
+  tiny::keep_stored_values(forward.get());
+  node->forward = std::move(forward);
   node->body = std::move(body);
   node->args = std::move(args);
   for (const at::Tensor& o : outputs) torch::autograd::set_history(o, node);

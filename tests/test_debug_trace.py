@@ -424,3 +424,33 @@ def test_command_line(tmp_path):
     m = re.search(r"kernels per step: ([\d, ]+)", r.stdout)
     assert m and len(m.group(1).split(",")) == 3
     assert html.exists() and json.loads(tr.read_text())
+
+
+def test_lstm_replay_names_its_modules():
+    # An LSTM's steps run as subgraph calls, expanded when a schedule is made: in a replay, the
+    # kernels computing a call's insides are still named after the module that made the call.
+    torch.manual_seed(0)
+
+    class Tagger(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = torch.nn.LSTM(4, 8, batch_first=True)
+            self.head = torch.nn.Linear(8, 3)
+
+        def forward(self, x):
+            return self.head(self.rnn(x)[0])
+
+    model = Tagger().to("tiny")
+    x = torch.randn(2, 6, 4).to("tiny")
+    with torch.no_grad():
+        for _ in range(2):
+            model(x).cpu()
+        with debug.trace() as t:
+            model(x).cpu()
+    assert [s.cached for s in t.schedules] == [True]
+    # (kernels whose work the scheduler rebuilt over windows name none, calls or not)
+    products = [k for k in t.kernels if k.name.startswith("r_")]
+    assert len(products) > 6
+    for k in products:
+        assert k.modules, (k.name, k.ops)
+    assert sum(1 for k in products if "Tagger.rnn" in k.modules) >= 6  # the steps' products

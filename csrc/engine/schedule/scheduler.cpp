@@ -1330,11 +1330,17 @@ Schedule create_schedule(const std::vector<NodeRef>& targets, Device& device) {
     if (t->realized())
       for (const NodeRef& g : originals_of(t)) realized.emplace_back(g, t->realized());
   sched.realized = std::move(realized);
-  // (record() finds each kernel's work and launch values in the given graph through these)
+  // (record() finds each kernel's work and launch values in the given graph through these; a
+  // node made inside a call stands for the call, whose module a traced replay names)
+  auto stand_in = [&](const NodeRef& e) -> const Node* {
+    if (std::vector<NodeRef> o = expanded.originals_of(e); !o.empty()) return o[0].get();
+    auto in = expanded.insides.find(e.get());
+    return in != expanded.insides.end() ? in->second.first : nullptr;
+  };
   for (auto& [image, originals] : joined.originals)
-    if (std::vector<NodeRef> o = expanded.originals_of(originals[0]); !o.empty())
-      sched.originals.emplace_back(image, o[0].get());
+    if (const Node* o = stand_in(originals[0])) sched.originals.emplace_back(image, o);
   for (auto& [image, originals] : expanded.originals) sched.originals.emplace_back(image, originals[0].get());
+  for (auto& [image, inside] : expanded.insides) sched.originals.emplace_back(image, inside.first);
   return sched;
 }
 

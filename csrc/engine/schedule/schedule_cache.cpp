@@ -195,7 +195,8 @@ std::shared_ptr<CachedSchedule> CachedSchedule::record(const GraphShape& g, cons
   };
   std::unordered_map<const Node*, int> pos;
   for (size_t i = 0; i < g.order.size(); i++) pos[g.order[i]] = int(i);
-  for (auto [image, original] : s.originals) pos.emplace(image, pos.at(original));
+  for (auto [image, original] : s.originals)
+    if (auto it = pos.find(original); it != pos.end()) pos.emplace(image, it->second);
   for (auto& [node, buf] : s.realized) {
     auto it = pos.find(node.get());
     const int buf_slot = slot(buf);

@@ -856,8 +856,10 @@ std::optional<bool> decided_comparison(Op op, std::pair<int64_t, int64_t> a, std
 // just that window, the view rebased onto it: kernels that differ only in where the part
 // starts then have one key and share one program, the start passed as the alias's address.
 // (Views of stored inputs get their windows as the graph is built: view_over in tensor.cpp.)
-// Kernels reading one window read one alias (window_alias).
-void read_windows(Kernel& k) {
+// Kernels reading one window read one alias (window_alias). `stands_for` gets each node made
+// here and the kernel's node it stands for (a traced replay names that one's module).
+void read_windows(Kernel& k, std::vector<std::pair<const Node*, const Node*>>& stands_for) {
+  std::unordered_map<const Node*, const Node*> made;  // each new node and what it was made from
   std::unordered_map<const Buffer*, int> index;
   for (size_t i = 0; i < k.buffers.size(); i++) index.emplace(k.buffers[i].get(), int(i));
   std::function<NodeRef(const ShapeTracker&, const NodeRef&)> push_uncached;
@@ -886,6 +888,7 @@ void read_windows(Kernel& k) {
       if (seen == st) return result;
     NodeRef result = push_uncached(st, e);
     pushed_memo[e.get()].emplace_back(st, result);
+    if (result != e) made.emplace(result.get(), e.get());
     return result;
   };
   // Where the window decides a select (a concatenation's `where(position < end, part, rest)`,
@@ -967,6 +970,7 @@ void read_windows(Kernel& k) {
       }
       if (changed) out = make_node(n->op, n->dtype, n->shape, std::move(src), n->args);
     }
+    if (out != n) made.emplace(out.get(), n.get());
     return rebuilt[in_reduce][n.get()] = out;
   };
   for (auto& o : k.outputs) {
@@ -987,6 +991,15 @@ void read_windows(Kernel& k) {
     for (auto& s : n->src) todo.push_back(s.get());
   }
   for (auto it = k.loads.begin(); it != k.loads.end();) it = reached.count(it->first) ? std::next(it) : k.loads.erase(it);
+  for (const Node* n : reached) {  // (made from what, made from what: the first that was not made here)
+    auto it = made.find(n);
+    if (it == made.end()) continue;
+    const Node* from = it->second;
+    // (hash-consing may hand back a node met before: a chain may close on itself)
+    std::unordered_set<const Node*> seen{n};
+    for (auto m = made.find(from); m != made.end() && seen.insert(from).second; m = made.find(from)) from = m->second;
+    stands_for.emplace_back(n, from);
+  }
   // and so do their buffers: numbered by the buffers still used, in order, the kernels of
   // every window have one key
   std::vector<int> renumber(k.buffers.size(), -1);
@@ -1293,7 +1306,7 @@ Schedule schedule_graph(const std::vector<NodeRef>& targets, Device& device) {
   sched.kernels.erase(std::remove_if(sched.kernels.begin(), sched.kernels.end(),
                                      [](const Kernel& k) { return k.outputs.empty(); }),
                       sched.kernels.end());
-  for (auto& k : sched.kernels) read_windows(k);
+  for (auto& k : sched.kernels) read_windows(k, sched.originals);
   return sched;
 }
 
@@ -1337,10 +1350,18 @@ Schedule create_schedule(const std::vector<NodeRef>& targets, Device& device) {
     auto in = expanded.insides.find(e.get());
     return in != expanded.insides.end() ? in->second.first : nullptr;
   };
+  std::vector<std::pair<const Node*, const Node*>> windows;  // read_windows' nodes, of the scheduled graph
+  windows.swap(sched.originals);
   for (auto& [image, originals] : joined.originals)
     if (const Node* o = stand_in(originals[0])) sched.originals.emplace_back(image, o);
   for (auto& [image, originals] : expanded.originals) sched.originals.emplace_back(image, originals[0].get());
   for (auto& [image, inside] : expanded.insides) sched.originals.emplace_back(image, inside.first);
+  for (auto& [made, from] : windows)
+    for (const NodeRef& e : joined.originals_of(from->shared_from_this()))
+      if (const Node* o = stand_in(e)) {
+        sched.originals.emplace_back(made, o);
+        break;
+      }
   return sched;
 }
 

@@ -16,9 +16,9 @@ struct Schedule {
   // Every node of the given graph this schedule gives a buffer to (targets, intermediates,
   // aliases).
   std::vector<std::pair<NodeRef, BufferRef>> realized;
-  // The kernels compute a rebuilt graph where sums of products were joined (see
-  // join_contraction_sums): each rebuilt node and a node of the given graph it stands for,
-  // and the buffers of rebuilt nodes that stand for none (the schedule's own).
+  // The kernels compute a rebuilt graph (calls expanded, sums of products joined, kernels
+  // reading windows): each rebuilt node and a node of the given graph it stands for, and the
+  // buffers of rebuilt nodes that stand for none (the schedule's own).
   std::vector<std::pair<const Node*, const Node*>> originals;
   std::vector<BufferRef> internal;
   // of those, the values inside calls that keep them (keep_stored_values): the given graph's call

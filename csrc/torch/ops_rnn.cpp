@@ -570,10 +570,13 @@ std::vector<T> direction_values(CellKind kind, const std::vector<at::Tensor>& in
   return v;
 }
 
-// What a body reads for `v`: a constant is compiled in, anything else is a placeholder (input
-// `next`, counted up); undefined stays undefined.
+// Whether a body reads `v` as it is: undefined, or a constant (compiled in).
+bool compiled_in(const T& v) { return !v.defined() || v.node()->op == tiny::Op::Const; }
+
+// What a body reads for `v`: itself where compiled in, else a placeholder (input `next`,
+// counted up).
 T body_input(const T& v, int& next) {
-  if (!v.defined() || v.node()->op == tiny::Op::Const) return v;
+  if (compiled_in(v)) return v;
   return tiny::placeholder(v.shape(), v.dtype(), next++);
 }
 // `v` in a body's key: undefined, a constant (its node, which the body keeps alive), or a
@@ -592,7 +595,7 @@ void append_key(std::vector<int64_t>& key, const T& v) {
 std::vector<T> call_args(const std::vector<T>& values) {
   std::vector<T> args;
   for (const T& v : values)
-    if (v.defined() && v.node()->op != tiny::Op::Const) args.push_back(v);
+    if (!compiled_in(v)) args.push_back(v);
   return args;
 }
 

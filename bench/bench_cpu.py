@@ -12,7 +12,10 @@ and their geometric mean; then, outside the mean, a pre-norm transformer block a
 MobileNetV2's AdamW step at batch 2 on 64x64 images and an LSTM's AdamW step over 128 time
 steps. Then the cold start, each in a fresh interpreter: `examples/demo.py`'s tiny half with an
 empty kernel cache and again with it warm, and the first two resnet18 training steps with an
-empty cache (`--no-cold` skips these). Printed figures only; nothing here is pass/fail.
+empty cache (`--no-cold` skips these). The sum and the 16-row linear layer (bound by the memory
+they read: 2^24 floats, the 4096 x 4096 weight) and the matmul (bound by the FMA units) also print
+each side's GB/s or GFLOP/s: a ratio near 1 at equal rates is the machine's limit, not a slow
+kernel. Printed figures only; nothing here is pass/fail.
 
     python bench/bench_cpu.py [--reps 5] [--no-cold]
 """
@@ -71,14 +74,20 @@ def paired(tiny_fn, cpu_fn, warmup, reps, rounds=3):
     return statistics.median(t_tiny), statistics.median(t_cpu), ratio
 
 
-def row(name, tiny_fn, cpu_fn, reps, warmup=2, in_mean=True):
+def row(name, tiny_fn, cpu_fn, reps, warmup=2, in_mean=True, bytes_read=0, flops=0):
+    """One row. `bytes_read` or `flops` (a memory- or compute-bound case) add each side's rate,
+    GB/s or GFLOP/s: where both reach the same one, the machine's limit is the obstacle."""
     t_tiny, t_cpu, ratio = paired(tiny_fn, cpu_fn, warmup, reps)
     with debug.count_kernels() as c:
         tiny_fn()
     if in_mean:
         ratios.append(ratio)
+    rate = ""
+    if bytes_read or flops:
+        amount, unit = (bytes_read, "GB/s") if bytes_read else (flops, "GFLOP/s")
+        rate = f"   {unit} tiny {amount / t_tiny / 1e9:.0f}, cpu {amount / t_cpu / 1e9:.0f}"
     print(f"{name:44s} tiny {t_tiny * 1e3:9.2f} ms   cpu {t_cpu * 1e3:9.2f} ms   tiny/cpu {ratio:5.2f}"
-          f"   tiny kernels {c.kernels}", flush=True)
+          f"   tiny kernels {c.kernels}{rate}", flush=True)
 
 
 def sync(t):
@@ -110,10 +119,10 @@ def kernels_cases(reps):
     def chain(v):
         return ((((v * 1.5 + 0.5).relu() - 0.25) * v).exp2().sqrt() + 1.0).tanh()
     row("8-op elementwise chain, 2^24 float32", lambda: sync(chain(xt)), lambda: chain(x), reps)
-    row("x.sum(), 2^24 float32", lambda: xt.sum().item(), lambda: x.sum().item(), reps)
+    row("x.sum(), 2^24 float32", lambda: xt.sum().item(), lambda: x.sum().item(), reps, bytes_read=4 << 24)
     a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
     at, bt = a.to("tiny"), b.to("tiny")
-    row("matmul 1024^3 float32", lambda: sync(at @ bt), lambda: a @ b, reps)
+    row("matmul 1024^3 float32", lambda: sync(at @ bt), lambda: a @ b, reps, flops=2 * 1024 ** 3)
     s = torch.randn(16)
     st = s.to("tiny")
 
@@ -165,7 +174,7 @@ def small_input_cases(reps, runner):
     x, w, b = torch.randn(16, 4096), torch.randn(4096, 4096), torch.randn(4096)
     xt, wt, bt = x.to("tiny"), w.to("tiny"), b.to("tiny")
     row("linear 16 x 4096 -> 4096", lambda: sync(F.linear(xt, wt, bt)), lambda: F.linear(x, w, b), reps,
-        in_mean=False)
+        in_mean=False, bytes_read=4 * 4096 * 4096)
 
     def depthwise(device):
         x = torch.randn(8, 384, 14, 14, device=device, requires_grad=True)

@@ -75,6 +75,40 @@ TEST(Devices, ThreadPoolRunsEveryIndexOfBackToBackJobsOnce) {
   }
 }
 
+// The CPU device times a kernel's first runs split over its threads and alone, then keeps
+// the faster way: every run computes the same values, bit for bit (slices own disjoint
+// outputs; a split reduce's chunks combine in one order however many threads ran them).
+TEST(Devices, CpuKernelsComputeTheSameSplitOrAlone) {
+  Device& d = *cpu_device();
+  const int64_t n = (int64_t(1) << 20) + 3;
+  std::vector<float> x0 = values(n, 0.001f, 0.25f);
+  Tensor x = Tensor::from_host(x0.data(), {n}, DType::Float32, d);
+  std::vector<float> first_y;
+  float first_sum = 0;
+  for (int run = 0; run < 10; run++) {  // through the trial runs and past them
+    Tensor p = Tensor::param({n}, Scalar::from_double(0.5), DType::Float32);
+    Tensor y = x.binary(Op::Mul, p);
+    Tensor sum = y.reduce(ReduceOp::Sum, {0}, false);
+    realize_nodes({y.node()}, d);  // one kernel each, run as the host waits: split or alone
+    realize_nodes({sum.node()}, d);
+    std::vector<float> yv(static_cast<size_t>(n));
+    y.node()->realized()->copy_out(yv.data(), yv.size() * sizeof(float));
+    float sv = 0;
+    sum.node()->realized()->copy_out(&sv, sizeof(float));
+    if (run == 0) {
+      first_y = yv;
+      first_sum = sv;
+      double want = 0;
+      for (float v : x0) want += 0.5 * double(v);
+      EXPECT_NEAR(sv, want, 1e-4 * std::fabs(want) + 1e-2);
+      for (int64_t i = 0; i < n; i += 4099) EXPECT_EQ(yv[size_t(i)], 0.5f * x0[size_t(i)]) << i;
+      continue;
+    }
+    EXPECT_EQ(std::memcmp(&sv, &first_sum, sizeof(float)), 0) << "run " << run;
+    EXPECT_EQ(yv, first_y) << "run " << run;
+  }
+}
+
 TEST(Devices, EmulatedDeviceComputesWhatTheCpuComputes) {
   std::vector<float> a = values(6 * 40, 0.37f, 0.1f), b = values(40 * 9, 0.11f, -0.2f);
   std::vector<int64_t> at = {5, 0, 239, 17, 17, 100};

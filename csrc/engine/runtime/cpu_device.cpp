@@ -160,6 +160,37 @@ class CpuDevice final : public Device {
   }();
   static constexpr int kFineSlicesPerThread = 4;
 
+  // Whether a kernel the threads could split runs split or alone. A kernel of a few microseconds
+  // gains nothing from a second thread: waking it costs the caller microseconds, and on a VM's 2
+  // vCPUs it takes the core the host builds the next graph on (an LSTM step's 406 kernels of
+  // 3-15 us ran faster with TINY_THREADS=1, and so did MobileNetV2's step; resnet18's did not).
+  // A size threshold cannot tell them apart on every machine, so it is measured: of every
+  // kTrialPeriod runs of a program, the first warms up, the next kTrialRuns run split, the next
+  // kTrialRuns alone (only where split took under kTrialBelowNs: a long kernel always pays), each
+  // timed; the rest run the faster way. (Trials again each period: one made while another
+  // process held a core, PyTorch's spinning OpenMP threads in a benchmark, is not kept forever.)
+  static constexpr uint32_t kTrialRuns = 2, kTrialPeriod = 512;
+  static constexpr int64_t kTrialBelowNs = 200'000;
+  static bool runs_alone(const Program& p, uint32_t run) {
+    const Program::SplitTrial& t = p.split_trial;
+    const uint32_t phase = run % kTrialPeriod;
+    if (phase < 1 + kTrialRuns) return false;
+    if (phase < 1 + 2 * kTrialRuns) return t.split_ns.load(std::memory_order_relaxed) < kTrialBelowNs;
+    return t.alone_ns.load(std::memory_order_relaxed) <= t.split_ns.load(std::memory_order_relaxed);
+  }
+  static void record_trial(const Program& p, uint32_t run, bool alone, int64_t ns) {
+    Program::SplitTrial& t = p.split_trial;
+    const uint32_t phase = run % kTrialPeriod;
+    if (phase == 0) {
+      t.split_ns.store(INT64_MAX, std::memory_order_relaxed);
+      t.alone_ns.store(INT64_MAX, std::memory_order_relaxed);
+    } else if (phase < 1 + 2 * kTrialRuns) {
+      std::atomic<int64_t>& best = alone ? t.alone_ns : t.split_ns;
+      if (ns < best.load(std::memory_order_relaxed)) best.store(ns, std::memory_order_relaxed);
+    }
+    t.runs.fetch_add(1, std::memory_order_relaxed);
+  }
+
   void run_kernel(const LaunchStep& step) {
     const Program& p = *step.program;
     void** args = const_cast<void**>(step.args.data());
@@ -168,9 +199,13 @@ class CpuDevice final : public Device {
     int64_t min_slice = std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(1, p.work_per_item));
     const int per_thread = p.fine_slices ? kFineSlicesPerThread : 1;
     // Run while the host builds the next graph, a kernel leaves it a core; while the host
-    // waits for the queue, kernels take them all.
+    // waits for the queue, kernels take them all (where that pays: runs_alone).
     const bool host_builds = LaunchQueue::running_here() && !queue_.load()->host_waits();
-    const int threads = host_builds ? std::max(1, thread_pool().size() - 1) : thread_pool().size();
+    int threads = host_builds ? std::max(1, thread_pool().size() - 1) : thread_pool().size();
+    const bool splits = threads > 1 && p.parallel_size >= 2 * min_slice;
+    const uint32_t run = splits ? p.split_trial.runs.load(std::memory_order_relaxed) : 0;
+    const bool alone = splits && runs_alone(p, run);
+    if (alone) threads = 1;
     if (p.scratch_bytes == 0) {
       thread_pool().parallel_for(p.parallel_size, min_slice, [&](int64_t b, int64_t e) { p.run(args, b, e); },
                                  p.parallel_grain, per_thread, threads);
@@ -183,8 +218,10 @@ class CpuDevice final : public Device {
                                  1, threads);
       p.finish(with_scratch.data());
     }
-    counters().kernel_ns +=
+    const int64_t ns =
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+    if (splits) record_trial(p, run, alone, ns);
+    counters().kernel_ns += ns;
   }
 
   void run_work(QueuedWork& w) {

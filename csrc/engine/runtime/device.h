@@ -4,6 +4,7 @@
 // realize() takes the device it computes on; compute_device() is the one the
 // process chose (TINY_DEVICE).
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -33,6 +34,13 @@ struct Program {
   // a scratch buffer (passed after the kernel's buffers), finish() combines them.
   size_t scratch_bytes = 0;
   size_t scratch_index = 0;  // where the scratch goes: after the buffers and the parameter array
+  // The CPU device's measurement of whether splitting the kernel over threads pays (its first
+  // runs split and alone, timed: see CpuDevice::runs_alone).
+  struct SplitTrial {
+    std::atomic<uint32_t> runs{0};  // its runs that the threads could split
+    std::atomic<int64_t> split_ns{INT64_MAX}, alone_ns{INT64_MAX};
+  };
+  mutable SplitTrial split_trial;
   virtual ~Program() = default;
   virtual void run(void** args, int64_t begin, int64_t end) const = 0;
   virtual void finish(void** args) const {}

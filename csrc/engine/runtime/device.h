@@ -34,8 +34,8 @@ struct Program {
   // a scratch buffer (passed after the kernel's buffers), finish() combines them.
   size_t scratch_bytes = 0;
   size_t scratch_index = 0;  // where the scratch goes: after the buffers and the parameter array
-  // The CPU device's measurement of whether splitting the kernel over threads pays (its first
-  // runs split and alone, timed: see CpuDevice::runs_alone).
+  // The CPU device's measurement of whether splitting the kernel over threads pays (of every
+  // 512 runs, two split and two alone, timed: see CpuDevice::runs_alone).
   struct SplitTrial {
     std::atomic<uint32_t> runs{0};  // its runs that the threads could split
     std::atomic<int64_t> split_ns{INT64_MAX}, alone_ns{INT64_MAX};

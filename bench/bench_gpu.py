@@ -14,12 +14,14 @@ trace) beside its time per call. Every result is checked against the eager CUDA 
 The references run in a child process without tiny (see `Bench`), on the same seeded inputs.
 Printed figures only; nothing here is pass/fail.
 
-    python bench/bench_gpu.py [--rows chain,sum,...] [--reps 7] [--no-compile] [--ablate [fma,...]]
+    python bench/bench_gpu.py [--rows chain,sum,...] [--reps 7] [--no-compile] [--ablate [fma,...]] [--try [async]]
 
 --ablate then runs tiny again, in a fresh process each, with each of its CUDA optimizations
 switched off (TINY_CUDA_OFF=fma, lanes, mma, occupancy, shared, tiles, vstage, ldmatrix, balance), against
 the same reference results; `--ablate fma,shared` names some of them, `--ablate vstage+ldmatrix`
-switches two off in one run.
+switches two off in one run. --try likewise runs tiny with each optimization that is not yet on
+by default switched on (TINY_CUDA_ON=async: tensor-core chunks by cp.async through a ring of
+shared-memory stages), so that it is measured before it becomes the default.
 """
 import argparse
 import copy
@@ -282,6 +284,8 @@ class Bench:
 # TINY_CUDA_OFF's names: fused multiply-adds, vector lanes, tensor cores, the 8 x 8 tiles' register
 # cap, shared-memory and register tiles, 16-byte staging loads, ldmatrix fragments, balanced splits
 ABLATIONS = ("fma", "lanes", "mma", "occupancy", "shared", "tiles", "vstage", "ldmatrix", "balance")
+# TINY_CUDA_ON's names: optimizations off by default until a GPU has measured them
+TRIALS = ("async",)
 
 ROWS = {
     "chain": Bench.chain, "sum": Bench.total, "mm1024": lambda b: b.matmul(1024),
@@ -299,6 +303,9 @@ def main():
     ap.add_argument("--ablate", nargs="?", const=",".join(ABLATIONS), metavar="fma,lanes,...",
                     help="also run tiny with each CUDA optimization off in turn (default: all of "
                          + ", ".join(ABLATIONS) + ")")
+    ap.add_argument("--try", dest="trials", nargs="?", const=",".join(TRIALS), metavar="async",
+                    help="also run tiny with each optimization not yet on by default switched on in turn (default: all "
+                         "of " + ", ".join(TRIALS) + ")")
     ap.add_argument("--reference-out", help=argparse.SUPPRESS)  # internal: the reference process
     ap.add_argument("--reference-in", help=argparse.SUPPRESS)  # internal: an ablation run's reference
     args = ap.parse_args()
@@ -319,8 +326,8 @@ def main():
         return
     if torch.tiny.get_backend() != "cuda":
         raise SystemExit(f"bench_gpu needs tiny on a GPU (tiny computes on {torch.tiny.get_backend()})")
-    print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}; tiny on {torch.tiny.get_device_name()}"
-          + (f", TINY_CUDA_OFF={os.environ['TINY_CUDA_OFF']}" if os.environ.get("TINY_CUDA_OFF") else ""))
+    switches = "".join(f", {v}={os.environ[v]}" for v in ("TINY_CUDA_OFF", "TINY_CUDA_ON") if os.environ.get(v))
+    print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}; tiny on {torch.tiny.get_device_name()}{switches}")
     with tempfile.TemporaryDirectory() as tmp:
         out = args.reference_in or os.path.join(tmp, "reference.pt")
         if not args.reference_in:
@@ -333,14 +340,15 @@ def main():
                 ROWS[r](b)
             except Exception as e:  # one failing row should not hide the others
                 print(f"{r}: failed: {type(e).__name__}: {str(e)[:300]}", flush=True)
-        if args.ablate:
-            # the same rows again, without --ablate and its list of names
-            argv = [a for a in sys.argv[1:] if not a.startswith("--ablate") and a != args.ablate]
-            for off in args.ablate.split(","):
-                off = off.replace("+", ",")
-                print(f"\n== tiny with TINY_CUDA_OFF={off} ==", flush=True)
-                subprocess.run([sys.executable, __file__, *argv, "--reference-in", out],
-                               env=dict(os.environ, TINY_CUDA_OFF=off), check=False)
+        variants = [("TINY_CUDA_OFF", n) for n in (args.ablate or "").split(",") if n]
+        variants += [("TINY_CUDA_ON", n) for n in (args.trials or "").split(",") if n]
+        # the same rows again, without --ablate, --try and their lists of names
+        argv = [a for a in sys.argv[1:] if not a.startswith(("--ablate", "--try")) and a not in (args.ablate, args.trials)]
+        for var, names in variants:
+            names = names.replace("+", ",")
+            print(f"\n== tiny with {var}={names} ==", flush=True)
+            subprocess.run([sys.executable, __file__, *argv, "--reference-in", out],
+                           env=dict(os.environ, **{var: names}), check=False)
 
 
 if __name__ == "__main__":

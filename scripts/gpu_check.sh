@@ -4,6 +4,7 @@
 #   2. scripts/gpu_mmcheck.py: products on shared tiles and tensor cores against eager CUDA;
 #      bench/bench_gpu.py: the kernel rows against eager CUDA and torch.compile, the model rows
 #      against eager CUDA;
+#      with TINY_CUDA_ON=async, gpu_mmcheck again and bench_gpu's --try of the float16 matmul;
 #   3. a traced resnet18 step at batch 64 (top kernels and an HTML report), ncu's view of one of its
 #      convolutions, a part of pytest on the GPU, then bench_gpu's ablation of the tiled rows.
 # Logs go to $1 (default gpu_out/), one per step; the steps share TINY_GPU_SECONDS (default 540).
@@ -42,6 +43,9 @@ step() {
 step setup 240 env TINY_BUILD_JOBS="$(nproc)" bash scripts/gpu_setup.sh
 step mmcheck 60 $PY scripts/gpu_mmcheck.py
 step bench 150 $PY bench/bench_gpu.py --rows chain,sum,mm1024,mm4096,mm4096h,mm4096tf32,conv --reps 5
+# optimizations still off by default (TINY_CUDA_ON): right on this GPU, then faster or not
+step mmcheck_async 60 env TINY_CUDA_ON=async $PY scripts/gpu_mmcheck.py
+step trial 90 $PY bench/bench_gpu.py --rows mm4096h --reps 3 --no-compile --try async
 step bench_models 150 $PY bench/bench_gpu.py --rows r18,r18b64,mnist,r18train --reps 5 --no-compile
 # where a resnet18 step's kernel time goes (the trace's summary: top kernels, by module) and the report
 step profile 60 $PY examples/resnet18.py --batch 64 --size 224 --steps 2 --report "$out/resnet18.html"
@@ -54,8 +58,8 @@ step pytest 120 env TINY_DEVICE=cuda TINY_STRICT=1 $PY -m pytest -q -p no:cachep
   tests/test_device.py tests/test_linalg.py tests/test_conv.py
 step ablate 150 $PY bench/bench_gpu.py --rows mm4096,mm4096h,conv --reps 3 --no-compile --ablate vstage,ldmatrix,balance,occupancy,mma
 [ -f "$out/profile.log" ] && grep -A 12 "^top [0-9]* kernels by time" "$out/profile.log"
-for f in bench bench_models ablate ncu; do
+for f in bench trial bench_models ablate ncu; do
   [ -f "$out/$f.log" ] && { echo "---- $f"; grep -v "^  (\|[Ww]arn" "$out/$f.log"; }
 done
 [ -f "$out/pytest.log" ] && tail -n 5 "$out/pytest.log"
-[ -f "$out/mmcheck.log" ] && grep -v "^ok " "$out/mmcheck.log"
+for f in mmcheck mmcheck_async; do [ -f "$out/$f.log" ] && grep -v "^ok " "$out/$f.log"; done

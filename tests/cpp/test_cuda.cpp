@@ -231,9 +231,9 @@ class CudaCheck {
     labels_.push_back(label);
     return *this;
   }
-  // Also run on the emulated device with these options.
-  CudaCheck& with(const CudaRenderOptions& o, const std::string& label) {
-    options_.emplace_back(label, o);
+  // Also run on the emulated device with these options (buffers `shift` bytes past alignment).
+  CudaCheck& with(const CudaRenderOptions& o, const std::string& label, size_t shift = 0) {
+    options_.push_back({label, o, shift});
     return *this;
   }
   // The result must match the CPU bit for bit (NaN payloads included).
@@ -267,6 +267,14 @@ class CudaCheck {
         EXPECT_TRUE(b.out.ok) << b.out.log << "\n" << b.src.source;
         EXPECT_EQ(b.out.log, "") << b.src.kernel;
         EXPECT_FALSE(b.out.code.empty());
+      }
+      for (auto& v : options_) {  // and as each variant renders it
+        if (!nvrtc_available()) break;
+        CudaRenderOptions o = v.options;
+        if (!o.arch) o.arch = 80;  // a GPU with tensor cores, as above
+        CudaBuild b = build_cuda(k, o.arch, /*cubin=*/true, o);
+        EXPECT_TRUE(b.out.ok) << v.label << ": " << b.out.log << "\n" << b.src.source;
+        EXPECT_EQ(b.out.log, "") << v.label << ": " << b.src.kernel;
       }
     }
 
@@ -308,7 +316,7 @@ class CudaCheck {
     if (thread_vectors) results.emplace_back("emulated, buffers 8 bytes off", run_on(*emu, sched, before, per_thread, 8));
     if (block_vectors)
       results.emplace_back("emulated, reduce per block, buffers 8 bytes off", run_on(*emu, sched, before, per_block, 8));
-    for (auto& [label, o] : options_) results.emplace_back("emulated, " + label, run_on(*emu, sched, before, o));
+    for (auto& [label, o, shift] : options_) results.emplace_back("emulated, " + label, run_on(*emu, sched, before, o, shift));
     // 3. the GPU, when there is one
     if (Device* gpu = cuda_device()) results.emplace_back("on the GPU", run_on(*gpu, sched, before));
 
@@ -349,7 +357,12 @@ class CudaCheck {
   }
   std::vector<std::pair<Tensor, Match>> targets_;
   std::vector<std::string> labels_;
-  std::vector<std::pair<std::string, CudaRenderOptions>> options_;
+  struct Variant {
+    std::string label;
+    CudaRenderOptions options;
+    size_t shift;
+  };
+  std::vector<Variant> options_;
   std::vector<std::string> sources_;
   int kernels_ = 0;
 };
@@ -479,6 +492,36 @@ TEST(CudaEnv, OptimizationsSwitchedOffByName) {
   unsetenv("TINY_CUDA_OFF");
   o = cuda_options_from_env();
   EXPECT_TRUE(o.vector_lanes && o.shared_tiles && o.register_tile && o.fused_multiply_add && o.occupancy);
+  // not yet measured on a GPU: off unless switched on by name
+  EXPECT_FALSE(o.async_copies);
+  setenv("TINY_CUDA_ON", "async", 1);
+  EXPECT_TRUE(cuda_options_from_env().async_copies);
+  setenv("TINY_CUDA_ON", "async,bogus", 1);
+  EXPECT_THROW(cuda_options_from_env(), std::invalid_argument);
+  unsetenv("TINY_CUDA_ON");
+}
+
+TEST(CudaEnv, EveryOptionTellsProgramsApart) {
+  // cuda_programs caches by this key: two option sets that render differently must differ in it
+  const CudaRenderOptions d;
+  std::vector<CudaRenderOptions> changed(11, d);
+  changed[0].block_reduce = 1;
+  changed[1].block_size = 64;
+  changed[2].multiprocessors = 132;
+  changed[3].arch = 90;
+  changed[4].register_tile = false;
+  changed[5].vector_lanes = false;
+  changed[6].shared_tiles = false;
+  changed[7].tensor_cores = false;
+  changed[8].vector_staging = false;
+  changed[9].ldmatrix = false;
+  changed[10].async_copies = true;
+  std::set<std::string> keys = {cuda_options_key(d)};
+  for (auto& o : changed) keys.insert(cuda_options_key(o));
+  CudaRenderOptions more = d;
+  more.fused_multiply_add = more.occupancy = more.balanced_splits = false;
+  keys.insert(cuda_options_key(more));
+  EXPECT_EQ(keys.size(), changed.size() + 2);
 }
 
 TEST(CudaEnv, NvrtcReportsCompileErrors) {
@@ -649,12 +692,14 @@ TEST_F(Cuda, ViewsPermuteExpandFlipPad) {
       .run();
 }
 
+// How often `what` occurs in `text`.
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) n++;
+  return n;
+}
+
 TEST_F(Cuda, ElementwiseKernelsTakeVectorLanes) {
-  auto count = [](const std::string& text, const std::string& what) {
-    size_t n = 0;
-    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) n++;
-    return n;
-  };
   // 4 neighbouring outputs per thread: a and the bias load as vectors, the result stores as one
   Tensor a = input(DType::Float32, {6, 8}, 301), bias = input(DType::Float32, {8}, 302);
   Tensor col = input(DType::Float32, {6, 1}, 303);
@@ -1418,6 +1463,70 @@ TEST_F(Cuda, TensorCoreTiles) {
       .add(va.cast(f32).matmul(vb.cast(f32)), false, "float16")
       .add(vx.matmul(vy, /*tf32=*/true), false, "tf32")
       .with(scalar_staging, "scalar staging, 32-bit fragment loads")
+      .run();
+}
+
+TEST_F(Cuda, TensorCoreChunksCopiedAsynchronously) {
+  // TINY_CUDA_ON=async: 16-bit factors staged as stored go by cp.async through a ring of
+  // shared-memory stages, one barrier per chunk; not TF32 (rounded on the way) nor factors
+  // that are computed, and not below compute capability 8.0
+  const DType f16 = DType::Float16, bf16 = DType::BFloat16, f32 = DType::Float32;
+  CudaRenderOptions async;
+  async.arch = 80;
+  async.async_copies = true;
+  Tensor va = input(f16, {72, 48}, 519, false), vb = input(f16, {48, 80}, 520, false);
+  Tensor mm = va.cast(f32).matmul(vb.cast(f32));
+  CudaKernelSource src = render_cuda(create_schedule({mm.node()}).kernels.back(), async);
+  // 64 x 64 blocks: a 64 x 40 and a 32 x 72 stage of 16-bit values, 9.6 KiB, four in 48 KiB
+  EXPECT_NE(src.kernel.find("__shared__ u16 tiny_as[4][64][40]"), std::string::npos) << src.kernel;
+  EXPECT_NE(src.kernel.find("__shared__ u16 tiny_bs[4][32][72]"), std::string::npos) << src.kernel;
+  EXPECT_NE(src.kernel.find("tiny_cp_async16(&tiny_as[tiny_wr]"), std::string::npos) << src.kernel;
+  EXPECT_NE(src.kernel.find("tiny_cp_async_wait(2)"), std::string::npos) << src.kernel;
+  EXPECT_EQ(src.kernel.find("> stage"), std::string::npos) << src.kernel;  // no staging registers
+  EXPECT_EQ(count(src.kernel, "__syncthreads()"), 2u) << src.kernel;     // one per chunk, one per block
+  CudaRenderOptions sm75 = async, off;
+  sm75.arch = 75;
+  off.arch = 80;
+  for (const CudaRenderOptions& o : {sm75, off})
+    EXPECT_EQ(render_cuda(create_schedule({mm.node()}).kernels.back(), o).kernel.find("tiny_cp_async"), std::string::npos);
+  Tensor vx = tf32_rounded(positive(f32, {40, 96}, 523)), vy = tf32_rounded(positive(f32, {96, 72}, 524));
+  EXPECT_EQ(render_cuda(create_schedule({vx.matmul(vy, true).node()}).kernels.back(), async).kernel.find("tiny_cp_async"),
+            std::string::npos);
+  Tensor computed = va.cast(f32).binary(Op::Mul, va.cast(f32)).cast(f16).cast(f32).matmul(vb.cast(f32));
+  EXPECT_EQ(render_cuda(create_schedule({computed.node()}).kernels.back(), async).kernel.find("tiny_cp_async"),
+            std::string::npos);
+  // 128 x 128 blocks on an H100: a 19 KiB stage, two in 48 KiB
+  CudaRenderOptions h100 = async;
+  h100.arch = 90;
+  h100.multiprocessors = 132;
+  Tensor big = Tensor::rand({4096, 1024}, 507, 0).cast(bf16), big_b = Tensor::rand({1024, 4096}, 508, 0).cast(bf16);
+  CudaKernelSource big_src = render_cuda(create_schedule({big.cast(f32).matmul(big_b.cast(f32)).node()}).kernels.back(), h100);
+  EXPECT_NE(big_src.kernel.find("__shared__ u16 tiny_as[2][128][40]"), std::string::npos) << big_src.kernel;
+  EXPECT_NE(big_src.kernel.find("tiny_cp_async_wait(0)"), std::string::npos);
+
+  // results: partial blocks, a reduce past the last whole chunk and shorter than the ring, both
+  // transposes, batches, bfloat16, a split reduce, a fused epilogue; also with every buffer
+  // 8 bytes off 16-byte alignment (element-wise copies into the same ring)
+  Tensor vt = input(f16, {48, 72}, 525, false), vw = input(bf16, {56, 64}, 526, false), vv = input(bf16, {40, 64}, 527, false);
+  Tensor sa = positive(f16, {64, 512}, 528), sb = positive(f16, {512, 64}, 529);
+  Tensor ba = input(bf16, {3, 40, 50}, 511, false), bb = input(bf16, {3, 56, 24}, 512, false);
+  Tensor::realize_all({sa, sb});
+  Tensor bias = input(f32, {80}, 531, false);
+  Tensor epilogue = mm.binary(Op::Add, bias.reshape({1, 80}).expand({72, 80}))
+                        .binary(Op::Max, Tensor::full({72, 80}, Scalar::from_double(0.0), f32));
+  CudaRenderOptions async_emu;  // the emulated device's own architecture (9.0)
+  async_emu.async_copies = true;
+  CudaCheck()
+      .add(mm, false, "partial blocks")
+      .add(input(f16, {40, 16}, 532, false).cast(f32).matmul(input(f16, {16, 33}, 533, false).cast(f32)), false,
+           "a reduce of 16 steps: one chunk in a ring of four")
+      .add(vt.cast(f32).permute({1, 0}).matmul(vb.cast(f32)), false, "a transposed: k-major a")
+      .add(vv.cast(f32).matmul(vw.cast(f32).permute({1, 0})), false, "b transposed (a linear layer's w.T)")
+      .add(sa.cast(f32).matmul(sb.cast(f32)), false, "reduce split across blocks")
+      .add(ba.cast(f32).matmul(bb.shrink({{0, 3}, {0, 50}, {0, 24}}).cast(f32)).cast(bf16), false, "batched bfloat16")
+      .add(epilogue.cast(f16), false, "bias and ReLU")
+      .with(async_emu, "cp.async ring")
+      .with(async_emu, "cp.async ring, buffers 8 bytes off", 8)
       .run();
 }
 

@@ -103,8 +103,26 @@ void check_with_nvrtc(const CudaKernelSource& src) {
 
 }  // namespace
 
+std::string cuda_options_key(const CudaRenderOptions& o) {
+  std::string key = std::to_string(o.block_reduce) + "," + std::to_string(o.block_size) + "," +
+                    std::to_string(o.multiprocessors) + "," + std::to_string(o.arch) + ",";
+  for (bool on : {o.register_tile, o.vector_lanes, o.shared_tiles, o.tensor_cores, o.fused_multiply_add, o.occupancy,
+                  o.vector_staging, o.ldmatrix, o.balanced_splits, o.async_copies})
+    key += on ? '1' : '0';
+  return key;
+}
+
 CudaRenderOptions cuda_options_from_env() {
   CudaRenderOptions o;
+  // optimizations not yet measured on a GPU, switched on by name
+  if (const char* on = std::getenv("TINY_CUDA_ON"); on && *on) {
+    std::stringstream list(on);
+    for (std::string name; std::getline(list, name, ',');) {
+      if (name == "async") o.async_copies = true;
+      else if (!name.empty())
+        throw std::invalid_argument("TINY_CUDA_ON: unknown optimization '" + name + "' (async)");
+    }
+  }
   const char* e = std::getenv("TINY_CUDA_OFF");
   if (!e || !*e) return o;
   std::stringstream list(e);
@@ -149,11 +167,7 @@ std::vector<std::shared_ptr<Program>> cuda_programs(Device& device, const std::v
   DeviceProperties props = device.properties();
   if (o.multiprocessors == 0) o.multiprocessors = props.multiprocessors;
   if (o.arch == 0) o.arch = props.cc_major * 10 + props.cc_minor;
-  std::string tag = device.name() + "|" + std::to_string(o.block_reduce) + "," + std::to_string(o.block_size) + "," +
-                    std::to_string(o.multiprocessors) + "," + std::to_string(o.register_tile) + "," +
-                    std::to_string(o.vector_lanes) + "," + std::to_string(o.shared_tiles) + "," + std::to_string(o.arch) +
-                    "," + std::to_string(o.tensor_cores) + "," + std::to_string(o.fused_multiply_add) + "," +
-                    std::to_string(o.occupancy) + "|";
+  std::string tag = device.name() + "|" + cuda_options_key(o) + "|";
   std::vector<std::string> keys;
   std::vector<CudaKernelSource> fresh;  // distinct kernels not compiled before
   std::unordered_map<std::string, size_t> fresh_index;

@@ -35,8 +35,9 @@ std::vector<std::shared_ptr<Program>> cuda_programs(Device& device, const std::v
                                                     const CudaRenderOptions& opt = {});
 
 // The renderer's options with the optimizations named in TINY_CUDA_OFF (a comma
-// list of `lanes`, `shared`, `tiles`) switched off: A/B measurements
-// on a GPU, and a way around a suspect optimization. Read at every call.
+// list: balance, fma, ldmatrix, lanes, mma, occupancy, shared, tiles, vstage) switched
+// off, and those named in TINY_CUDA_ON (async) switched on: A/B measurements on a GPU,
+// and a way around a suspect optimization. Read at every call.
 CudaRenderOptions cuda_options_from_env();
 
 }  // namespace tiny

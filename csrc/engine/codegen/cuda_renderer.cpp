@@ -139,6 +139,14 @@ static __device__ __forceinline__ u32 tiny_smem(const void* p) {
   }
 TINY_LDSM(tiny_ldsm, "")
 TINY_LDSM(tiny_ldsm_trans, ".trans")
+// cp.async: 16 bytes from global to shared memory without registers (zeros where !ok); a thread's
+// copies form a group per commit, and wait_group(n) waits until at most n of its groups are pending
+static __device__ __forceinline__ void tiny_cp_async16(void* to, const void* from, bool ok) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"((u32)__cvta_generic_to_shared(to)), "l"(from),
+               "r"(ok ? 16 : 0) : "memory");
+}
+#define tiny_cp_async_commit() asm volatile("cp.async.commit_group;" ::: "memory")
+#define tiny_cp_async_wait(n) asm volatile("cp.async.wait_group " #n ";" ::: "memory")
 #else
 static inline u32 tiny_pair(const u16* p) { return (u32)p[0] | ((u32)p[1] << 16); }
 // as cvt.rna: to nearest with ties away from zero, 10 mantissa bits kept; NaN and infinities stay
@@ -163,6 +171,12 @@ static inline void tiny_ldsm_x4(u32* d, const void* p) { tiny_warp_ldmatrix(d, p
 static inline void tiny_ldsm_x2(u32* d, const void* p) { tiny_warp_ldmatrix(d, p, 2, false); }
 static inline void tiny_ldsm_trans_x4(u32* d, const void* p) { tiny_warp_ldmatrix(d, p, 4, true); }
 static inline void tiny_ldsm_trans_x2(u32* d, const void* p) { tiny_warp_ldmatrix(d, p, 2, true); }
+// the emulated device copies at once: a copy has always landed when its group is waited for
+static inline void tiny_cp_async16(void* to, const void* from, bool ok) {
+  for (int i = 0; i < 4; i++) ((u32*)to)[i] = ok ? ((const u32*)from)[i] : 0u;
+}
+#define tiny_cp_async_commit() ((void)0)
+#define tiny_cp_async_wait(n) ((void)0)
 #endif
 
 // ---- index math: floor division and modulo by a positive constant
@@ -831,6 +845,15 @@ class Renderer {
     bool k_major = false;  // tensor cores: shared memory holds [chunk][extent] (staged along the rows)
     int64_t pitch = 0;     // elements per row of shared memory
     int64_t fast_extent() const { return f.along_k ? chunk : extent; }
+    // shared memory [outer][inner]: [kk][m] for scalar tiles and k-major tensor-core factors
+    bool k_outer() const { return to_shared.empty() || k_major; }
+    // the element at row (or column) m, step kk, of shared memory (of ring stage `stage` if named)
+    std::string place(const std::string& m, const std::string& kk, const std::string& stage = "") const {
+      return array + (stage.empty() ? "" : "[" + stage + "]") + (k_outer() ? "[" + kk + "][" + m + "]" : "[" + m + "][" + kk + "]");
+    }
+    // A vector group that lies in shared memory as loaded (16-bit bits in rows of 16-byte multiples):
+    // what an asynchronous copy can move without registers.
+    bool copies_as_loaded() const { return raw16 && vec > 1 && f.along_k == !k_outer() && pitch % vec == 0; }
     // A group's registers: raw16 pairs packed in 32-bit words, so that a vector load's result
     // is used as it arrives (unpacked 16-bit lanes had every load wait for its data at once).
     std::string group_type() const {
@@ -957,7 +980,11 @@ class Renderer {
   // ends read an element in range and stage zeros. In a matrix view each is clamped on its own,
   // so a row's index arithmetic does not depend on the step (and is computed once); elsewhere
   // together (a 4096^3 matmul ran at half speed with its row indices kept across the steps).
-  void stage_load(const Staging& s, const std::vector<Expr>& base, int64_t threads, const std::string& k_start) {
+  // With `stage` (the cp.async ring, emit_mma_pipeline) each group goes straight to that stage of
+  // shared memory instead: as one asynchronous 16-byte copy (zeros where out of range) for aligned
+  // buffers (`aligned`), else element by element through registers.
+  void stage_load(const Staging& s, const std::vector<Expr>& base, int64_t threads, const std::string& k_start,
+                  const std::string& stage = "", bool aligned = false) {
     std::string e = tmp("e"), lin, m, kk;
     line("#pragma unroll");
     line("for (int " + e + " = 0; " + e + " < " + std::to_string(staged_per_thread(s, threads)) + "; " + e + "++) {");
@@ -967,7 +994,11 @@ class Renderer {
     std::string at = tmp("at"), k = tmp("k"), row_ok = tmp("ok"), k_ok = tmp("ok"),
                 row = s.block + " * " + std::to_string(s.extent) + " + " + m;
     const int64_t places = s.extent * s.chunk / s.vec;
-    std::string whole = places < threads ? lin + " < " + std::to_string(places) + " && " : "";
+    std::string whole = places < threads && stage.empty() ? lin + " < " + std::to_string(places) + " && " : "";
+    if (places < threads && !stage.empty()) {  // no place in the chunk for this thread's last group
+      line("if (" + lin + " < " + std::to_string(places) + ") {");
+      indent_++;
+    }
     line("const bool " + row_ok + " = " + row + " < " + std::to_string(s.size) + ", " + k_ok + " = " + k_start + " + " + kk +
          " < " + k_end_ + ";");
     std::string row_in = plan_.view ? row_ok : row_ok + " && " + k_ok, k_in = plan_.view ? k_ok : row_in;
@@ -982,6 +1013,14 @@ class Renderer {
       std::string b = "b" + std::to_string(load->buffer), ix = load_index_flat(load->flat, load->valid);
       std::string ok = whole + row_ok + " && " + k_ok + (is_true(load->valid) ? "" : " && " + condition(load->valid));
       std::string vt = s.group_type(), r = s.regs + "[" + e + "]";
+      if (!stage.empty()) {
+        std::string to = "&" + s.place(m, kk, stage);
+        if (aligned)
+          line("tiny_cp_async16(" + to + ", " + b + " + " + ix + ", " + ok + ");");
+        else
+          line("for (int l = 0; l < " + std::to_string(s.vec / 2) + "; l++) ((u32*)" + to + ")[l] = " + ok + " ? (u32)" + b +
+               "[" + ix + " + 2 * l] | (u32)" + b + "[" + ix + " + 2 * l + 1] << 16 : 0u;");
+      } else {
       line("if (tiny_aligned) " + r + " = " + ok + " ? *(const " + vt + "*)(" + b + " + " + ix + ") : " + vt + "{};");
       if (s.raw16)
         line("else for (int l = 0; l < " + std::to_string(s.vec / 2) + "; l++) " + r + ".v[l] = " + ok + " ? (u32)" + b + "[" +
@@ -989,9 +1028,14 @@ class Renderer {
       else
         line("else for (int l = 0; l < " + std::to_string(s.vec) + "; l++) " + r + ".v[l] = " + ok + " ? " + b + "[" + ix +
              " + l] : (" + s.type + ")0;");
+      }
     } else {
       std::string v = s.raw16 ? raw16(s.f.node, sub, valid) : eval(s.f.node, sub, valid);
       line(s.regs + "[" + e + "] = " + whole + row_ok + " && " + k_ok + " ? " + v + " : (" + s.type + ")0;");
+    }
+    if (places < threads && !stage.empty()) {
+      indent_--;
+      line("}");
     }
     memo_.pop_back();
     indent_--;
@@ -1005,11 +1049,8 @@ class Renderer {
     staged_element(s, threads, e, &lin, &m, &kk);
     const int64_t places = s.extent * s.chunk / s.vec;
     std::string guard = places < threads ? "if (" + lin + " < " + std::to_string(places) + ") " : "";
-    // shared memory [outer][inner]: [kk][m] for scalar tiles and k-major tensor-core factors
-    const bool k_outer = s.to_shared.empty() || s.k_major;
-    auto at = [&](const std::string& m_at, const std::string& k_at) {
-      return s.array + (k_outer ? "[" + k_at + "][" + m_at + "]" : "[" + m_at + "][" + k_at + "]");
-    };
+    const bool k_outer = s.k_outer();
+    auto at = [&](const std::string& m_at, const std::string& k_at) { return s.place(m_at, k_at); };
     auto converted = [&](const std::string& v) { return s.to_shared.empty() ? v : s.to_shared + "(" + v + ")"; };
     if (s.vec == 1) {
       line(guard + at(m, kk) + " = " + converted(s.regs + "[" + e + "]") + ";");
@@ -1034,6 +1075,58 @@ class Renderer {
     }
     indent_--;
     line("}");
+  }
+
+  // ---- asynchronous copies (cp.async, compute capability 8.0+; CudaRenderOptions::async_copies)
+  // Where both tensor-core factors are 16-bit data staged as stored, in 16-byte groups that lie in
+  // shared memory as loaded, chunks go from global to shared memory without registers, through a
+  // ring of `stages` buffers: chunks ahead of the one being multiplied are in flight, and one
+  // barrier per chunk both publishes a landed chunk and frees the stage the next copy overwrites.
+  // Returns the ring's stages that fit the 48 KiB of static shared memory (at most 4), or 1: the
+  // register double buffering instead.
+  int64_t pipeline_stages(const Staging& a, const Staging& b, int64_t held_bytes) const {
+    if (!opt_.async_copies || opt_.arch < 80 || !a.copies_as_loaded() || !b.copies_as_loaded()) return 1;
+    auto bytes = [&](const Staging& s) { return (s.k_major ? kMmaK : s.extent) * s.pitch * held_bytes; };
+    return std::min<int64_t>(4, (48 << 10) / (bytes(a) + bytes(b)));
+  }
+  template <class Products>
+  void emit_mma_pipeline(const Staging& sa, const Staging& sb, const std::vector<Expr>& base, int64_t stages,
+                         const Products& chunk_products) {
+    const int64_t T = plan_.shared_threads();
+    auto str = [](int64_t v) { return std::to_string(v); };
+    auto issue = [&](const std::string& k_start, const std::string& stage) {
+      line("if (" + k_start + " < " + k_end_ + ") {");
+      indent_++;
+      line("if (tiny_aligned) {");
+      indent_++;
+      for (const Staging* s : {&sa, &sb}) stage_load(*s, base, T, k_start, stage, /*aligned=*/true);
+      indent_--;
+      line("} else {");
+      indent_++;
+      for (const Staging* s : {&sa, &sb}) stage_load(*s, base, T, k_start, stage, /*aligned=*/false);
+      indent_--;
+      line("}");
+      indent_--;
+      line("}");
+      line("tiny_cp_async_commit();");  // every thread commits a group per chunk, empty past the end
+    };
+    for (int64_t st = 0; st + 1 < stages; st++) issue(k_begin_ + " + " + str(st * kMmaK), str(st));
+    // tiny_rd: the stage multiplied now; tiny_wr: the one the chunk `stages - 1` ahead goes to
+    line("int tiny_rd = 0, tiny_wr = " + str(stages - 1) + ";");
+    line("for (int k0 = " + k_begin_ + "; k0 < " + k_end_ + "; k0 += " + str(kMmaK) + ") {");
+    indent_++;
+    line("tiny_cp_async_wait(" + str(stages - 2) + ");  // this thread's copies of chunk k0 have landed");
+    line("__syncthreads();  // everyone's have, and every warp is done with the stage tiny_wr names");
+    issue("k0 + " + str((stages - 1) * kMmaK), "tiny_wr");
+    Staging ra = sa, rb = sb;
+    ra.array += "[tiny_rd]";
+    rb.array += "[tiny_rd]";
+    chunk_products(ra, rb);
+    line("tiny_rd = tiny_rd + 1 == " + str(stages) + " ? 0 : tiny_rd + 1;");
+    line("tiny_wr = tiny_wr + 1 == " + str(stages) + " ? 0 : tiny_wr + 1;");
+    indent_--;
+    line("}");
+    line("__syncthreads();  // the next block's first copies overwrite stages still being read");
   }
 
   // ---- tensor cores (planned in lowering.cpp)
@@ -1075,21 +1168,14 @@ class Renderer {
       // rows padded so that the 8 rows a fragment load reads fall in different banks: by 16
       // bytes (an ldmatrix row), or for TF32 k-major by 8 words (4 steps x 8 rows of 32-bit loads)
       s->pitch = s->k_major ? s->extent + 8 : kMmaK + (tf32 ? 4 : 8);
-      line("alignas(16) __shared__ " + held + " " + s->array + "[" + str(s->k_major ? kMmaK : s->extent) + "][" +
-           str(s->pitch) + "];");
     }
+    const int64_t stages = pipeline_stages(sa, sb, held == "u32" ? 4 : 2);
+    for (Staging* s : {&sa, &sb})
+      line("alignas(16) __shared__ " + held + " " + s->array + (stages > 1 ? "[" + str(stages) + "]" : "") + "[" +
+           str(s->k_major ? kMmaK : s->extent) + "][" + str(s->pitch) + "];");
     declare_staging_alignment();
-    for (Staging* s : {&sa, &sb}) declare_staging_registers(*s, T);
-    for (Staging* s : {&sa, &sb}) stage_load(*s, base, T, k_begin_);
-    line("for (int k0 = " + k_begin_ + "; k0 < " + k_end_ + "; k0 += " + str(kMmaK) + ") {");
-    indent_++;
-    for (Staging* s : {&sa, &sb}) stage_store(*s, T);
-    line("__syncthreads();");
-    line("if (k0 + " + str(kMmaK) + " < " + k_end_ + ") {");
-    indent_++;
-    for (Staging* s : {&sa, &sb}) stage_load(*s, base, T, "k0 + " + str(kMmaK));
-    indent_--;
-    line("}");
+    // One chunk's products, from shared memory as `a` and `b` name it.
+    auto chunk_products = [&](const Staging& a, const Staging& b) {
     line("#pragma unroll");
     line("for (int kk = 0; kk < " + str(kMmaK) + "; kk += " + str(step) + ") {");
     indent_++;
@@ -1134,12 +1220,12 @@ class Renderer {
     std::vector<std::string> fa, fb;
     for (int64_t i = 0; i < plan_.mma_m; i++) {
       fa.push_back(tmp("fa"));
-      fragment_loads(sa, "tiny_wm + " + str(i * 16), fa.back(), true, 1);
+      fragment_loads(a, "tiny_wm + " + str(i * 16), fa.back(), true, 1);
     }
     for (int64_t j = 0; j < plan_.mma_n;) {
       int64_t pieces = ldsm_b && j + 1 < plan_.mma_n ? 2 : 1;
       std::string name = tmp("fb");
-      fragment_loads(sb, "tiny_wn + " + str(j * 8), name, false, pieces);
+      fragment_loads(b, "tiny_wn + " + str(j * 8), name, false, pieces);
       fb.push_back(name);
       if (pieces == 2) fb.push_back(name + " + 2");
       j += pieces;
@@ -1149,9 +1235,27 @@ class Renderer {
         line("tiny_mma_" + plan_.mma_name() + "(" + acc[size_t(i * plan_.mma_n + j)] + ", " + fa[size_t(i)] + ", " + fb[size_t(j)] + ");");
     indent_--;
     line("}");
-    line("__syncthreads();");
-    indent_--;
-    line("}");
+    };
+    if (stages > 1) {
+      emit_mma_pipeline(sa, sb, base, stages, chunk_products);
+    } else {
+      // the next chunk's factors wait in registers while the block computes from this one
+      for (Staging* s : {&sa, &sb}) declare_staging_registers(*s, T);
+      for (Staging* s : {&sa, &sb}) stage_load(*s, base, T, k_begin_);
+      line("for (int k0 = " + k_begin_ + "; k0 < " + k_end_ + "; k0 += " + str(kMmaK) + ") {");
+      indent_++;
+      for (Staging* s : {&sa, &sb}) stage_store(*s, T);
+      line("__syncthreads();");
+      line("if (k0 + " + str(kMmaK) + " < " + k_end_ + ") {");
+      indent_++;
+      for (Staging* s : {&sa, &sb}) stage_load(*s, base, T, "k0 + " + str(kMmaK));
+      indent_--;
+      line("}");
+      chunk_products(sa, sb);
+      line("__syncthreads();");
+      indent_--;
+      line("}");
+    }
     if (plan_.split > 1) {
       std::vector<std::string> values;
       for (auto& a : acc)

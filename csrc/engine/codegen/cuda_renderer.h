@@ -56,7 +56,13 @@ struct CudaRenderOptions {
   bool vector_staging = true;
   bool ldmatrix = true;  // tensor-core fragments come from shared memory by ldmatrix (else 32 bits per load)
   bool balanced_splits = true;  // shared tiles with few blocks split their reduce to even out multiprocessors
+  // Tensor-core tiles of 16-bit data move their chunks by cp.async through a ring of shared-memory
+  // stages. Off until a GPU has measured it (TINY_CUDA_ON=async switches it on).
+  bool async_copies = false;
 };
+
+// Every option, as text: programs rendered with different options are different programs.
+std::string cuda_options_key(const CudaRenderOptions& o);
 
 struct CudaKernelSource {
   std::string name;     // the __global__ function

@@ -68,6 +68,7 @@ struct TinyEmuEnv {
   void* (*translate)(unsigned long long device_address);
   void (*run)(unsigned grid, unsigned block, int cooperative, void (*thread)(void*, unsigned, unsigned), void* arg);
   void (*barrier)();
+  void (*warp_barrier)();
 };
 static const TinyEmuEnv* tiny_emu_env;
 // Fibers of one block meet here; the resumed fiber gets its own indices back.
@@ -77,32 +78,39 @@ static inline void __syncthreads() {
   threadIdx = t;
   blockIdx = b;
 }
+// The fibers of one warp meet here; the other warps go on to their next meeting.
+static inline void tiny_warp_sync() {
+  const tiny_uint3 t = threadIdx, b = blockIdx;
+  tiny_emu_env->warp_barrier();
+  threadIdx = t;
+  blockIdx = b;
+}
 
-// A warp shuffle as every thread of the block meets it (the renderer has all warps shuffle):
-// each leaves its value, then reads its lane + delta within its warp (its own past the warp's end).
+// A warp shuffle as its warp meets it: each lane leaves its value, then reads lane + delta
+// (its own past the warp's end).
 template <class T> static inline T __shfl_down_sync(unsigned, T v, unsigned delta) {
   static thread_local unsigned long long lanes[1024];
   unsigned long long bits = 0, got;
   memcpy(&bits, &v, sizeof(T));
   lanes[threadIdx.x] = bits;
-  __syncthreads();
+  tiny_warp_sync();
   const unsigned from = threadIdx.x + delta;
   got = (threadIdx.x & 31u) + delta < 32u && from < blockDim.x ? lanes[from] : bits;
-  __syncthreads();
+  tiny_warp_sync();
   T r;
   memcpy(&r, &got, sizeof(T));
   return r;
 }
 
-// mma.sync as a warp meets it (every thread of the block, as with the shuffle): each lane leaves
-// its fragments of A (16 x k) and B (k x 8), then adds the products of its own 4 outputs to them.
+// mma.sync as a warp meets it: each lane leaves its fragments of A (16 x k) and B (k x 8), then
+// adds the products of its own 4 outputs to them.
 // Fragments as the PTX ISA lays them out: m16n8k16 (16-bit factors, k = 16), m16n8k8 (TF32, k = 8).
 static inline void tiny_warp_mma(float* d, const float* a, const float* b, unsigned k) {
   static thread_local float fa[1024][8], fb[1024][4];
   const unsigned t = threadIdx.x, lane = t & 31u, warp = t & ~31u;
   for (unsigned i = 0; i < k / 2; i++) fa[t][i] = a[i];
   for (unsigned i = 0; i < k / 4; i++) fb[t][i] = b[i];
-  __syncthreads();
+  tiny_warp_sync();
   for (unsigned i = 0; i < 4; i++) {
     const unsigned row = lane / 4 + 8 * (i / 2), col = 2 * (lane % 4) + i % 2;
     float acc = d[i];
@@ -115,16 +123,16 @@ static inline void tiny_warp_mma(float* d, const float* a, const float* b, unsig
     }
     d[i] = acc;
   }
-  __syncthreads();
+  tiny_warp_sync();
 }
 
-// ldmatrix as a warp meets it (every thread of the block): each lane leaves its row's address,
+// ldmatrix as a warp meets it: each lane leaves its row's address,
 // then takes 32 bits of each of `count` 8x8 matrices of 16-bit values, as the PTX ISA lays them out.
 static inline void tiny_warp_ldmatrix(unsigned* d, const void* row, unsigned count, bool trans) {
   static thread_local const unsigned char* rows[1024];
   const unsigned t = threadIdx.x, lane = t & 31u, warp = t & ~31u, g = lane / 4, q = lane % 4;
   rows[t] = (const unsigned char*)row;
-  __syncthreads();
+  tiny_warp_sync();
   for (unsigned j = 0; j < count; j++) {
     const unsigned char* const* m = rows + warp + 8 * j;
     if (trans) {  // column g of rows 2q and 2q + 1
@@ -136,7 +144,7 @@ static inline void tiny_warp_ldmatrix(unsigned* d, const void* row, unsigned cou
       memcpy(&d[j], m[g] + 4 * q, 4);
     }
   }
-  __syncthreads();
+  tiny_warp_sync();
 }
 
 template <unsigned...> struct tiny_seq {};
@@ -191,6 +199,7 @@ struct EmuEnv {  // the shim's TinyEmuEnv
   void* (*translate)(unsigned long long);
   void (*run)(unsigned, unsigned, int, void (*)(void*, unsigned, unsigned), void*);
   void (*barrier)();
+  void (*warp_barrier)();
 };
 using LaunchFn = void (*)(void**, unsigned, unsigned, const EmuEnv*);
 
@@ -237,6 +246,7 @@ struct Fibers {
   std::vector<void*> sp;         // each fiber's saved stack pointer
   std::vector<char*> stacks;
   std::vector<char> done;
+  std::vector<char> at_warp_meet;  // the fiber waits at a warp's meeting (else at the block's, or runs)
   unsigned current = 0, block = 0;
   void (*thread)(void*, unsigned, unsigned) = nullptr;
   void* arg = nullptr;
@@ -279,6 +289,13 @@ void barrier() {
   if (f.active) tiny_fiber_switch(&f.sp[f.current], f.main);
 }
 
+void warp_barrier() {
+  Fibers& f = fibers;
+  if (!f.active) return;
+  f.at_warp_meet[f.current] = 1;
+  tiny_fiber_switch(&f.sp[f.current], f.main);
+}
+
 void run_cooperative_block(unsigned b, unsigned block, void (*thread)(void*, unsigned, unsigned), void* arg) {
   Fibers& f = fibers;
   while (f.stacks.size() < block) {
@@ -288,19 +305,31 @@ void run_cooperative_block(unsigned b, unsigned block, void (*thread)(void*, uns
   }
   f.sp.resize(block);
   f.done.assign(block, 0);
+  f.at_warp_meet.assign(block, 0);
   f.block = b;
   f.thread = thread;
   f.arg = arg;
   for (unsigned t = 0; t < block; t++) f.sp[t] = fiber_stack(f.stacks[t]);
   f.active = true;
-  // Round robin: no thread passes barrier k before every thread has reached it.
+  // No thread passes block barrier k before every thread has reached it, nor a warp's meeting
+  // before its warp has. Each warp runs as far as it can (to the next block barrier) before the
+  // next one starts, so a warp that reads what another warp writes without a barrier between
+  // them reads it too early, as it could on a GPU, and the tests see wrong results.
   for (bool running = true; running;) {
     running = false;
-    for (unsigned t = 0; t < block; t++) {
-      if (f.done[t]) continue;
-      f.current = t;
-      tiny_fiber_switch(&f.main, f.sp[t]);
-      running = true;
+    for (unsigned w = 0; w < block; w += 32) {
+      const unsigned end = std::min(block, w + 32);
+      for (bool at_meet = true; at_meet;) {
+        at_meet = false;
+        for (unsigned t = w; t < end; t++) {
+          if (f.done[t]) continue;
+          f.current = t;
+          f.at_warp_meet[t] = 0;
+          tiny_fiber_switch(&f.main, f.sp[t]);
+          running = true;
+          at_meet |= f.at_warp_meet[t] != 0;
+        }
+      }
     }
   }
   f.active = false;
@@ -377,7 +406,7 @@ void* translate(unsigned long long addr) {
   return p;
 }
 
-const EmuEnv kEnv = {&translate, &run_grid, &barrier};
+const EmuEnv kEnv = {&translate, &run_grid, &barrier, &warp_barrier};
 
 // ---------------------------------------------------------------- modules, streams, graphs
 

@@ -1111,19 +1111,20 @@ class Renderer {
       line("tiny_cp_async_commit();");  // every thread commits a group per chunk, empty past the end
     };
     for (int64_t st = 0; st + 1 < stages; st++) issue(k_begin_ + " + " + str(st * kMmaK), str(st));
-    // tiny_rd: the stage multiplied now; tiny_wr: the one the chunk `stages - 1` ahead goes to
-    line("int tiny_rd = 0, tiny_wr = " + str(stages - 1) + ";");
-    line("for (int k0 = " + k_begin_ + "; k0 < " + k_end_ + "; k0 += " + str(kMmaK) + ") {");
+    // unrolled by the ring's size, so that every stage is a constant (addresses fold into offsets)
+    line("for (int k0 = " + k_begin_ + "; k0 < " + k_end_ + "; k0 += " + str(stages * kMmaK) + ") {");
     indent_++;
-    line("tiny_cp_async_wait(" + str(stages - 2) + ");  // this thread's copies of chunk k0 have landed");
-    line("__syncthreads();  // everyone's have, and every warp is done with the stage tiny_wr names");
-    issue("k0 + " + str((stages - 1) * kMmaK), "tiny_wr");
-    Staging ra = sa, rb = sb;
-    ra.array += "[tiny_rd]";
-    rb.array += "[tiny_rd]";
-    chunk_products(ra, rb);
-    line("tiny_rd = tiny_rd + 1 == " + str(stages) + " ? 0 : tiny_rd + 1;");
-    line("tiny_wr = tiny_wr + 1 == " + str(stages) + " ? 0 : tiny_wr + 1;");
+    for (int64_t st = 0; st < stages; st++) {
+      const std::string k = st ? "k0 + " + str(st * kMmaK) : "k0";
+      if (st) line("if (" + k + " >= " + k_end_ + ") break;");
+      line("tiny_cp_async_wait(" + str(stages - 2) + ");  // this thread's copies of chunk " + k + " have landed");
+      line("__syncthreads();  // everyone's have, and every warp is done with the stage the next copies overwrite");
+      issue(k + " + " + str((stages - 1) * kMmaK), str((st + stages - 1) % stages));
+      Staging ra = sa, rb = sb;
+      ra.array += "[" + str(st) + "]";
+      rb.array += "[" + str(st) + "]";
+      chunk_products(ra, rb);
+    }
     indent_--;
     line("}");
     line("__syncthreads();  // the next block's first copies overwrite stages still being read");

@@ -171,12 +171,37 @@ static inline void tiny_ldsm_x4(u32* d, const void* p) { tiny_warp_ldmatrix(d, p
 static inline void tiny_ldsm_x2(u32* d, const void* p) { tiny_warp_ldmatrix(d, p, 2, false); }
 static inline void tiny_ldsm_trans_x4(u32* d, const void* p) { tiny_warp_ldmatrix(d, p, 4, true); }
 static inline void tiny_ldsm_trans_x2(u32* d, const void* p) { tiny_warp_ldmatrix(d, p, 2, true); }
-// the emulated device copies at once: a copy has always landed when its group is waited for
+// The emulated device lands a thread's copies only when it waits for their group, so that
+// shared memory read before the wait holds what it held before the copy, as it may on a GPU.
+struct tiny_async_copy {
+  u32* to;
+  u32 bits[4];
+  unsigned group;
+};
+static thread_local tiny_async_copy tiny_async_pending[256][32];  // tensor-core blocks: 128 or 256 threads
+static thread_local unsigned tiny_async_count[256], tiny_async_groups[256];
 static inline void tiny_cp_async16(void* to, const void* from, bool ok) {
-  for (int i = 0; i < 4; i++) ((u32*)to)[i] = ok ? ((const u32*)from)[i] : 0u;
+  const unsigned t = threadIdx.x;
+  if (t >= 256 || tiny_async_count[t] == 32) __builtin_trap();  // more than the renderer's kernels issue
+  tiny_async_copy& c = tiny_async_pending[t][tiny_async_count[t]++];
+  c.to = (u32*)to;
+  for (int i = 0; i < 4; i++) c.bits[i] = ok ? ((const u32*)from)[i] : 0u;
+  c.group = tiny_async_groups[t];
 }
-#define tiny_cp_async_commit() ((void)0)
-#define tiny_cp_async_wait(n) ((void)0)
+static inline void tiny_cp_async_commit() { tiny_async_groups[threadIdx.x]++; }
+// lands every copy but those of the newest `n` committed groups (and any not committed)
+static inline void tiny_cp_async_wait(unsigned n) {
+  const unsigned t = threadIdx.x;
+  unsigned kept = 0;
+  for (unsigned i = 0; i < tiny_async_count[t]; i++) {
+    tiny_async_copy& c = tiny_async_pending[t][i];
+    if (c.group + n < tiny_async_groups[t])
+      for (int w = 0; w < 4; w++) c.to[w] = c.bits[w];
+    else
+      tiny_async_pending[t][kept++] = c;
+  }
+  tiny_async_count[t] = kept;
+}
 #endif
 
 // ---- index math: floor division and modulo by a positive constant
@@ -1127,6 +1152,7 @@ class Renderer {
     }
     indent_--;
     line("}");
+    line("tiny_cp_async_wait(0);  // only groups past the end are left: none copies anything");
     line("__syncthreads();  // the next block's first copies overwrite stages still being read");
   }
 

@@ -1046,13 +1046,13 @@ class Renderer {
           line("for (int l = 0; l < " + std::to_string(s.vec / 2) + "; l++) ((u32*)" + to + ")[l] = " + ok + " ? (u32)" + b +
                "[" + ix + " + 2 * l] | (u32)" + b + "[" + ix + " + 2 * l + 1] << 16 : 0u;");
       } else {
-      line("if (tiny_aligned) " + r + " = " + ok + " ? *(const " + vt + "*)(" + b + " + " + ix + ") : " + vt + "{};");
-      if (s.raw16)
-        line("else for (int l = 0; l < " + std::to_string(s.vec / 2) + "; l++) " + r + ".v[l] = " + ok + " ? (u32)" + b + "[" +
-             ix + " + 2 * l] | (u32)" + b + "[" + ix + " + 2 * l + 1] << 16 : 0u;");
-      else
-        line("else for (int l = 0; l < " + std::to_string(s.vec) + "; l++) " + r + ".v[l] = " + ok + " ? " + b + "[" + ix +
-             " + l] : (" + s.type + ")0;");
+        line("if (tiny_aligned) " + r + " = " + ok + " ? *(const " + vt + "*)(" + b + " + " + ix + ") : " + vt + "{};");
+        if (s.raw16)
+          line("else for (int l = 0; l < " + std::to_string(s.vec / 2) + "; l++) " + r + ".v[l] = " + ok + " ? (u32)" + b +
+               "[" + ix + " + 2 * l] | (u32)" + b + "[" + ix + " + 2 * l + 1] << 16 : 0u;");
+        else
+          line("else for (int l = 0; l < " + std::to_string(s.vec) + "; l++) " + r + ".v[l] = " + ok + " ? " + b + "[" + ix +
+               " + l] : (" + s.type + ")0;");
       }
     } else {
       std::string v = s.raw16 ? raw16(s.f.node, sub, valid) : eval(s.f.node, sub, valid);
@@ -1203,46 +1203,46 @@ class Renderer {
     declare_staging_alignment();
     // One chunk's products, from shared memory as `a` and `b` name it.
     auto chunk_products = [&](const Staging& a, const Staging& b) {
-    line("#pragma unroll");
-    line("for (int kk = 0; kk < " + str(kMmaK) + "; kk += " + str(step) + ") {");
-    indent_++;
-    // Fragments (the PTX ISA's layouts; g = lane / 4, t = lane % 4): A's piece i holds rows g and
-    // g + 8 at steps 2t, 2t + 1 and those + 8 (TF32: rows g, g + 8 at steps t, t + 4); B's piece
-    // j column g at the same steps. By ldmatrix: lane L names row L % 8 of matrix L / 8, 16
-    // bytes of a row of [m][k] memory (or, transposed, of a k-major factor's [k][m]).
-    const int64_t H = tf32 ? 4 : 8;  // a matrix's width in steps (16 bytes)
-    // B's pieces j and j + 1 come from one ldmatrix.x4 (its matrices 2 and 3: piece j + 1)
-    const bool ldsm_b = sb.k_major ? !tf32 : opt_.ldmatrix;
-    auto fragment_loads = [&](const Staging& s, const std::string& first, const std::string& name, bool a_side, int64_t pieces) {
-      // an element pair (16-bit) or element (TF32) at row or column `at`, step `k`, of [m][k] memory
-      auto held_at = [&](const std::string& at, const std::string& k) {
-        return tf32 ? s.array + "[" + at + "][kk + tiny_t" + k + "]" : "tiny_pair(&" + s.array + "[" + at + "][kk + 2 * tiny_t" + k + "])";
-      };
-      const std::string half_k = tf32 ? " + 4" : " + 8";
-      const int64_t count = a_side ? 4 : 2 * pieces;
-      if (s.k_major && tf32) {  // [k][m]: 32-bit loads, the steps t and t + 4 of rows (columns) g and g + 8
-        std::string g0 = first + " + tiny_g", g8 = first + " + 8 + tiny_g", lo = s.array + "[kk + tiny_t][",
-                    hi = s.array + "[kk + tiny_t + 4][";
-        line("const u32 " + name + "[" + str(count) + "] = {" +
-             (a_side ? lo + g0 + "], " + lo + g8 + "], " + hi + g0 + "], " + hi + g8 + "]" : lo + g0 + "], " + hi + g0 + "]") + "};");
-      } else if (s.k_major) {  // A: (m 0-7, k 0-7), (m 8-15, k 0-7), (m 0-7, k 8-15), (m 8-15, k 8-15); B: (k 0-7), (k 8-15)
-        line("u32 " + name + "[" + str(count) + "];");
-        std::string k_row = a_side ? "kk + tiny_lane / 16 * 8 + tiny_lane % 8" : "kk + tiny_lane / 8 % 2 * 8 + tiny_lane % 8";
-        std::string m_at = first + (a_side ? " + tiny_lane / 8 % 2 * 8" : pieces > 1 ? " + tiny_lane / 16 * 8" : "");
-        line("tiny_ldsm_trans_x" + str(count) + "(" + name + ", &" + s.array + "[" + k_row + "][" + m_at + "]);");
-      } else if (opt_.ldmatrix) {
-        line("u32 " + name + "[" + str(count) + "];");
-        std::string row = a_side ? first + " + tiny_lane % 16" : first + (pieces > 1 ? " + tiny_lane / 16 * 8" : "") + " + tiny_lane % 8";
-        std::string k_at = a_side ? "kk + tiny_lane / 16 * " + str(H) : "kk + tiny_lane / 8 % 2 * " + str(H);
-        line("tiny_ldsm_x" + str(count) + "(" + name + ", &" + s.array + "[" + row + "][" + k_at + "]);");
-      } else if (a_side) {
-        std::string r0 = first + " + tiny_g", r1 = first + " + 8 + tiny_g";
-        line("const u32 " + name + "[4] = {" + held_at(r0, "") + ", " + held_at(r1, "") + ", " + held_at(r0, half_k) + ", " +
-             held_at(r1, half_k) + "};");
-      } else {
-        std::string c = first + " + tiny_g";
-        line("const u32 " + name + "[2] = {" + held_at(c, "") + ", " + held_at(c, half_k) + "};");
-      }
+      line("#pragma unroll");
+      line("for (int kk = 0; kk < " + str(kMmaK) + "; kk += " + str(step) + ") {");
+      indent_++;
+      // Fragments (the PTX ISA's layouts; g = lane / 4, t = lane % 4): A's piece i holds rows g and
+      // g + 8 at steps 2t, 2t + 1 and those + 8 (TF32: rows g, g + 8 at steps t, t + 4); B's piece
+      // j column g at the same steps. By ldmatrix: lane L names row L % 8 of matrix L / 8, 16
+      // bytes of a row of [m][k] memory (or, transposed, of a k-major factor's [k][m]).
+      const int64_t H = tf32 ? 4 : 8;  // a matrix's width in steps (16 bytes)
+      // B's pieces j and j + 1 come from one ldmatrix.x4 (its matrices 2 and 3: piece j + 1)
+      const bool ldsm_b = sb.k_major ? !tf32 : opt_.ldmatrix;
+      auto fragment_loads = [&](const Staging& s, const std::string& first, const std::string& name, bool a_side, int64_t pieces) {
+        // an element pair (16-bit) or element (TF32) at row or column `at`, step `k`, of [m][k] memory
+        auto held_at = [&](const std::string& at, const std::string& k) {
+          return tf32 ? s.array + "[" + at + "][kk + tiny_t" + k + "]" : "tiny_pair(&" + s.array + "[" + at + "][kk + 2 * tiny_t" + k + "])";
+        };
+        const std::string half_k = tf32 ? " + 4" : " + 8";
+        const int64_t count = a_side ? 4 : 2 * pieces;
+        if (s.k_major && tf32) {  // [k][m]: 32-bit loads, the steps t and t + 4 of rows (columns) g and g + 8
+          std::string g0 = first + " + tiny_g", g8 = first + " + 8 + tiny_g", lo = s.array + "[kk + tiny_t][",
+                      hi = s.array + "[kk + tiny_t + 4][";
+          line("const u32 " + name + "[" + str(count) + "] = {" +
+               (a_side ? lo + g0 + "], " + lo + g8 + "], " + hi + g0 + "], " + hi + g8 + "]" : lo + g0 + "], " + hi + g0 + "]") + "};");
+        } else if (s.k_major) {  // A: (m 0-7, k 0-7), (m 8-15, k 0-7), (m 0-7, k 8-15), (m 8-15, k 8-15); B: (k 0-7), (k 8-15)
+          line("u32 " + name + "[" + str(count) + "];");
+          std::string k_row = a_side ? "kk + tiny_lane / 16 * 8 + tiny_lane % 8" : "kk + tiny_lane / 8 % 2 * 8 + tiny_lane % 8";
+          std::string m_at = first + (a_side ? " + tiny_lane / 8 % 2 * 8" : pieces > 1 ? " + tiny_lane / 16 * 8" : "");
+          line("tiny_ldsm_trans_x" + str(count) + "(" + name + ", &" + s.array + "[" + k_row + "][" + m_at + "]);");
+        } else if (opt_.ldmatrix) {
+          line("u32 " + name + "[" + str(count) + "];");
+          std::string row = a_side ? first + " + tiny_lane % 16" : first + (pieces > 1 ? " + tiny_lane / 16 * 8" : "") + " + tiny_lane % 8";
+          std::string k_at = a_side ? "kk + tiny_lane / 16 * " + str(H) : "kk + tiny_lane / 8 % 2 * " + str(H);
+          line("tiny_ldsm_x" + str(count) + "(" + name + ", &" + s.array + "[" + row + "][" + k_at + "]);");
+        } else if (a_side) {
+          std::string r0 = first + " + tiny_g", r1 = first + " + 8 + tiny_g";
+          line("const u32 " + name + "[4] = {" + held_at(r0, "") + ", " + held_at(r1, "") + ", " + held_at(r0, half_k) + ", " +
+               held_at(r1, half_k) + "};");
+        } else {
+          std::string c = first + " + tiny_g";
+          line("const u32 " + name + "[2] = {" + held_at(c, "") + ", " + held_at(c, half_k) + "};");
+        }
     };
     std::vector<std::string> fa, fb;
     for (int64_t i = 0; i < plan_.mma_m; i++) {

@@ -1109,9 +1109,9 @@ class Renderer {
   // barrier per chunk both publishes a landed chunk and frees the stage the next copy overwrites.
   // Returns the ring's stages that fit the 48 KiB of static shared memory (at most 4), or 1: the
   // register double buffering instead.
-  int64_t pipeline_stages(const Staging& a, const Staging& b, int64_t held_bytes) const {
+  int64_t pipeline_stages(const Staging& a, const Staging& b) const {
     if (!opt_.async_copies || opt_.arch < 80 || !a.copies_as_loaded() || !b.copies_as_loaded()) return 1;
-    auto bytes = [&](const Staging& s) { return (s.k_major ? kMmaK : s.extent) * s.pitch * held_bytes; };
+    auto bytes = [&](const Staging& s) { return (s.k_major ? kMmaK : s.extent) * s.pitch * 2; };  // 16-bit values
     return std::min<int64_t>(4, (48 << 10) / (bytes(a) + bytes(b)));
   }
   template <class Products>
@@ -1196,7 +1196,7 @@ class Renderer {
       // bytes (an ldmatrix row), or for TF32 k-major by 8 words (4 steps x 8 rows of 32-bit loads)
       s->pitch = s->k_major ? s->extent + 8 : kMmaK + (tf32 ? 4 : 8);
     }
-    const int64_t stages = pipeline_stages(sa, sb, held == "u32" ? 4 : 2);
+    const int64_t stages = pipeline_stages(sa, sb);
     for (Staging* s : {&sa, &sb})
       line("alignas(16) __shared__ " + held + " " + s->array + (stages > 1 ? "[" + str(stages) + "]" : "") + "[" +
            str(s->k_major ? kMmaK : s->extent) + "][" + str(s->pitch) + "];");

@@ -71,20 +71,17 @@ struct TinyEmuEnv {
   void (*warp_barrier)();
 };
 static const TinyEmuEnv* tiny_emu_env;
-// Fibers of one block meet here; the resumed fiber gets its own indices back.
-static inline void __syncthreads() {
+// A meeting of fibers; the resumed fiber gets its own indices back.
+static inline void tiny_meet(void (*wait)()) {
   const tiny_uint3 t = threadIdx, b = blockIdx;
-  tiny_emu_env->barrier();
+  wait();
   threadIdx = t;
   blockIdx = b;
 }
+// The fibers of one block meet here.
+static inline void __syncthreads() { tiny_meet(tiny_emu_env->barrier); }
 // The fibers of one warp meet here; the other warps go on to their next meeting.
-static inline void tiny_warp_sync() {
-  const tiny_uint3 t = threadIdx, b = blockIdx;
-  tiny_emu_env->warp_barrier();
-  threadIdx = t;
-  blockIdx = b;
-}
+static inline void tiny_warp_sync() { tiny_meet(tiny_emu_env->warp_barrier); }
 
 // A warp shuffle as its warp meets it: each lane leaves its value, then reads lane + delta
 // (its own past the warp's end).

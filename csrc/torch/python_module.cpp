@@ -18,6 +18,7 @@ pybind11::dict counters_dict() {
   d["kernels"] = c.kernels.load();
   d["copies_in"] = c.copies_in.load();
   d["copies_out"] = c.copies_out.load();
+  d["copies_out_early"] = c.copies_out_early.load();
   d["bytes_in"] = c.bytes_in.load();
   d["bytes_out"] = c.bytes_out.load();
   d["schedules"] = c.schedules.load();

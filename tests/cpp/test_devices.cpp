@@ -14,6 +14,8 @@
 #include "engine/runtime/buffer.h"
 #include "engine/runtime/counters.h"
 #include "engine/runtime/cuda_device.h"
+#include "engine/runtime/cuda_driver.h"
+#include "engine/runtime/cuda_emu.h"
 #include "engine/runtime/thread_pool.h"
 #include "engine/schedule/realize.h"
 #include "engine/tensor/tensor.h"
@@ -175,6 +177,79 @@ TEST(Devices, CachedScheduleReplaysAsACudaGraph) {
   EXPECT_EQ(s4.graph_launches, s3.graph_launches + 1);
   EXPECT_EQ(builds(), built + 1);  // one program for every learning rate
   EXPECT_EQ(counters().schedule_cache_hits, hits + 4);
+}
+
+// The emulated device runs queued work when the host waits for it, as a GPU runs it behind the
+// host's back: a read on the legacy stream that does not wait sees the memory as it was.
+TEST(Devices, EmulatedStreamsRunTheirWorkWhenWaitedFor) {
+  using namespace cu;
+  emu();
+  const cu::Api& api = cuda_emu_api();
+  CUstream stream = nullptr;
+  ASSERT_EQ(api.StreamCreate(&stream, 0), CUDA_SUCCESS);
+  CUdeviceptr p = 0;
+  ASSERT_EQ(api.MemAlloc(&p, 16), CUDA_SUCCESS);
+  const float before[4] = {1, 2, 3, 4}, after[4] = {5, 6, 7, 8};
+  float got[4] = {};
+  ASSERT_EQ(api.MemcpyHtoDAsync(p, before, sizeof before, stream), CUDA_SUCCESS);
+  ASSERT_EQ(api.StreamSynchronize(stream), CUDA_SUCCESS);
+  CUevent queued = nullptr;
+  ASSERT_EQ(api.EventCreate(&queued, 0), CUDA_SUCCESS);
+  ASSERT_EQ(api.MemcpyHtoDAsync(p, after, sizeof after, stream), CUDA_SUCCESS);
+  ASSERT_EQ(api.EventRecord(queued, stream), CUDA_SUCCESS);
+  EXPECT_EQ(api.EventQuery(queued), CUDA_ERROR_NOT_READY);
+  ASSERT_EQ(api.MemcpyDtoH(got, p, sizeof got), CUDA_SUCCESS);  // does not wait
+  EXPECT_EQ(std::vector<float>(got, got + 4), std::vector<float>(before, before + 4));
+  ASSERT_EQ(api.EventSynchronize(queued), CUDA_SUCCESS);
+  EXPECT_EQ(api.EventQuery(queued), CUDA_SUCCESS);
+  ASSERT_EQ(api.MemcpyDtoH(got, p, sizeof got), CUDA_SUCCESS);
+  EXPECT_EQ(std::vector<float>(got, got + 4), std::vector<float>(after, after + 4));
+  api.EventDestroy(queued);
+  api.MemFree(p);
+}
+
+// A replayed schedule whose first kernel's result the host reads (a training step's loss) is
+// captured again in two graphs, an event between them, and the read waits for the first only;
+// the values stay those of each step (a wait on a mark set too early reads the previous step's).
+TEST(Devices, AReadWaitsForItsWritersPartOfAReplay) {
+  Device& d = emu();
+  const int64_t n = 1000;
+  std::vector<float> w0 = values(n, 0.01f, 1.0f), g0 = values(n, 0.02f, 0.0f);
+  Tensor w = Tensor::from_host(w0.data(), {n}, DType::Float32, d);
+  Tensor g = Tensor::from_host(g0.data(), {n}, DType::Float32, d);
+  double w_sum = 0;
+  for (float v : w0) w_sum += v;
+  auto step = [&](double lr) {
+    // the loss, a sum every element of the update reads (its own kernel, first)
+    Tensor loss = w.binary(Op::Mul, Tensor::param({n}, Scalar::from_double(lr), DType::Float32))
+                      .reduce(ReduceOp::Sum, {0}, true);
+    Tensor update = w.binary(Op::Sub, g.binary(Op::Mul, loss.expand({n})));
+    realize_nodes({loss.node(), update.node()}, d);
+    float l = 0;
+    loss.node()->realized()->copy_out(&l, sizeof l);
+    EXPECT_NEAR(l, w_sum * lr, 1e-3 * std::abs(w_sum * lr)) << lr;
+    std::vector<float> v(static_cast<size_t>(n));
+    update.node()->realized()->copy_out(v.data(), v.size() * sizeof(float));
+    for (int64_t i = 0; i < n; i += 97) EXPECT_NEAR(v[size_t(i)], w0[size_t(i)] - g0[size_t(i)] * l, 1e-4) << lr;
+  };
+  step(0.5);   // scheduled: two kernels
+  step(0.25);  // replayed one by one
+  int64_t early = counters().copies_out_early;
+  CudaEmuStats s0 = cuda_emu_stats();
+  step(0.125);  // captured whole; the loss's read waits for all of it, and says where it read
+  CudaEmuStats s1 = cuda_emu_stats();
+  EXPECT_EQ(s1.graph_launches, s0.graph_launches + 1);
+  EXPECT_EQ(counters().copies_out_early, early);
+  step(0.0625);  // captured again in two segments: the read waits for the first
+  CudaEmuStats s2 = cuda_emu_stats();
+  EXPECT_EQ(s2.graph_launches, s1.graph_launches + 2);
+  EXPECT_EQ(s2.graph_instantiations, s1.graph_instantiations + 2);
+  EXPECT_EQ(counters().copies_out_early, early + 1);
+  step(0.03125);  // new words: both segments updated in place
+  CudaEmuStats s3 = cuda_emu_stats();
+  EXPECT_EQ(s3.graph_instantiations, s2.graph_instantiations);
+  EXPECT_EQ(s3.graph_updates, s2.graph_updates + 2);
+  EXPECT_EQ(counters().copies_out_early, early + 2);
 }
 
 TEST(Devices, MemoryStatisticsFollowTheBuffers) {

@@ -100,7 +100,10 @@ class CpuDevice final : public Device {
     std::memcpy(dst, src, nbytes);
   }
   void copy_out_after(uint64_t position, void* dst, const void* src, size_t nbytes) override {
-    if (LaunchQueue* q = queue_.load(std::memory_order_acquire)) q->wait_for(position);
+    if (LaunchQueue* q = queue_.load(std::memory_order_acquire)) {
+      if (position < q->queued()) counters().copies_out_early++;
+      q->wait_for(position);
+    }
     std::memcpy(dst, src, nbytes);
   }
   bool counts_kernel_time() const override { return true; }

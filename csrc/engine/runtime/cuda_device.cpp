@@ -3,11 +3,15 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
+#include <deque>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <vector>
 
+#include "engine/runtime/counters.h"
 #include "engine/runtime/cuda_driver.h"
 
 namespace tiny {
@@ -158,13 +162,22 @@ struct CudaEvent final : DeviceEvent {
   }
 };
 
-// A captured launch sequence, and what it was captured with.
+// A captured launch sequence, in segments, and what it was captured with.
 struct CudaGraph final : ReplayState {
   const Driver* driver = nullptr;
-  CUgraphExec exec = nullptr;
-  std::vector<uint64_t> signature;  // buffer addresses and launch words of every step
+  std::vector<CUgraphExec> segments;  // executable graphs, launched in order
+  std::vector<size_t> cuts;           // the kernels the segments but the last end with
+  std::vector<uint64_t> signature;    // buffer addresses and launch words of every step
+  // Kernels whose results the host read while later kernels of the sequence were still queued
+  // (ascending; learned by CudaDevice::copy_out_after). The next capture ends a segment with
+  // each, and an event after it lets such a read wait for that segment only: a training step's
+  // loss.item() then returns once the forward pass is done, while the backward pass and the
+  // optimizer run on behind the host building the next step (as eager CUDA's queued kernels do).
+  std::shared_ptr<std::vector<size_t>> read_points = std::make_shared<std::vector<size_t>>();
   ~CudaGraph() override {
-    if (exec && driver->api.CtxSetCurrent(driver->ctx) == CUDA_SUCCESS) driver->api.GraphExecDestroy(exec);
+    if (driver->api.CtxSetCurrent(driver->ctx) != CUDA_SUCCESS) return;
+    for (CUgraphExec e : segments)
+      if (e) driver->api.GraphExecDestroy(e);
   }
 };
 
@@ -205,15 +218,38 @@ class CudaDevice final : public Device {
     // may reuse it. From pinned memory the copy is a DMA that runs on: wait
     // for it, since the caller may free or refill the source next.
     d_.check(d_.api.MemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(dst), src, nbytes, stream_), "cuMemcpyHtoDAsync");
-    if (host_pinned(src)) d_.check(d_.api.StreamSynchronize(stream_), "cuStreamSynchronize");
+    queued_++;
+    if (host_pinned(src)) synchronize();
   }
   void copy_out(void* dst, const void* src, size_t nbytes) override {
     if (!nbytes) return;
     d_.bind();
     d_.check(d_.api.MemcpyDtoHAsync(dst, reinterpret_cast<CUdeviceptr>(src), nbytes, stream_), "cuMemcpyDtoHAsync");
-    d_.check(d_.api.StreamSynchronize(stream_), "cuStreamSynchronize");
+    synchronize();
   }
-  void launch(LaunchStep&& step) override { step.program->run(step.args.data(), 0, step.program->parallel_size); }
+  // Waits for the first mark at or after `position` where there is one short of the queue's
+  // end; then copies on the legacy stream, which does not wait for the work queued after it.
+  void copy_out_after(uint64_t position, void* dst, const void* src, size_t nbytes) override {
+    if (!nbytes) return;
+    d_.bind();
+    std::unique_lock<std::mutex> g(marks_mu_);
+    auto mark = std::find_if(marks_.begin(), marks_.end(), [&](const Mark& m) { return m.position >= position; });
+    if (position == 0 || mark == marks_.end()) {
+      learn_read_point(position);
+      g.unlock();
+      copy_out(dst, src, nbytes);
+      return;
+    }
+    d_.check(d_.api.EventSynchronize(mark->event), "cuEventSynchronize");
+    d_.check(d_.api.MemcpyDtoH(dst, reinterpret_cast<CUdeviceptr>(src), nbytes), "cuMemcpyDtoH");
+    release_marks(size_t(mark - marks_.begin()) + 1);
+    counters().copies_out_early++;
+  }
+  uint64_t queued_position() const override { return queued_.load(std::memory_order_acquire); }
+  void launch(LaunchStep&& step) override {
+    step.program->run(step.args.data(), 0, step.program->parallel_size);
+    queued_++;
+  }
 
   void launch_all(std::vector<LaunchStep>& steps, std::unique_ptr<ReplayState>* state) override {
     if (!state) {
@@ -227,41 +263,27 @@ class CudaDevice final : public Device {
     }
     auto* graph = dynamic_cast<CudaGraph*>(state->get());
     d_.bind();
-    if (graph && graph->signature == signature) {
-      d_.check(d_.api.GraphLaunch(graph->exec, stream_), "cuGraphLaunch");
-      return;
-    }
-    // Capture the launches (nothing runs), then update the executable graph in
-    // place, or instantiate one when there is none or the update is refused.
-    d_.check(d_.api.StreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_RELAXED), "cuStreamBeginCapture");
-    CUgraph captured = nullptr;
-    try {
-      for (auto& s : steps) launch(std::move(s));
-    } catch (...) {
-      if (d_.api.StreamEndCapture(stream_, &captured) == CUDA_SUCCESS && captured) d_.api.GraphDestroy(captured);
-      throw;
-    }
-    d_.check(d_.api.StreamEndCapture(stream_, &captured), "cuStreamEndCapture");
     if (!graph) {
       state->reset(graph = new CudaGraph());
       graph->driver = &d_;
     }
-    GraphUpdateInfo info{};
-    if (graph->exec && d_.api.GraphExecUpdate(graph->exec, captured, &info) != CUDA_SUCCESS) {
-      d_.api.GraphExecDestroy(graph->exec);
-      graph->exec = nullptr;
+    if (graph->segments.empty() || graph->signature != signature || graph->cuts != *graph->read_points)
+      capture(*graph, steps, std::move(signature));
+    std::lock_guard<std::mutex> g(marks_mu_);
+    const uint64_t first = queued_ + 1;  // kernel k's position: first + k
+    for (size_t s = 0; s < graph->segments.size(); s++) {
+      d_.check(d_.api.GraphLaunch(graph->segments[s], stream_), "cuGraphLaunch");
+      if (s < graph->cuts.size()) add_mark(first + graph->cuts[s]);
     }
-    CUresult r = CUDA_SUCCESS;
-    if (!graph->exec) r = d_.api.GraphInstantiate(&graph->exec, captured, 0);
-    d_.api.GraphDestroy(captured);
-    d_.check(r, "cuGraphInstantiate");
-    graph->signature = std::move(signature);
-    d_.check(d_.api.GraphLaunch(graph->exec, stream_), "cuGraphLaunch");
+    queued_ += steps.size();
+    last_replay_ = {graph->read_points, first, steps.size()};
   }
 
   void synchronize() override {
     d_.bind();
     d_.check(d_.api.StreamSynchronize(stream_), "cuStreamSynchronize");
+    std::lock_guard<std::mutex> g(marks_mu_);
+    release_marks(marks_.size());
   }
 
   std::unique_ptr<DeviceEvent> record_event() override {
@@ -301,8 +323,95 @@ class CudaDevice final : public Device {
   size_t max_cached_bytes() const override { return size_t(8) << 30; }
 
  private:
+  // Captures the sequence again, a segment per cut: each executable graph is updated in place
+  // where it can be, else instantiated.
+  void capture(CudaGraph& graph, std::vector<LaunchStep>& steps, std::vector<uint64_t> signature) {
+    std::vector<size_t> cuts;
+    for (size_t k : *graph.read_points)
+      if (k + 1 < steps.size()) cuts.push_back(k);
+    if (graph.segments.size() != cuts.size() + 1) {
+      for (CUgraphExec e : graph.segments)
+        if (e) d_.api.GraphExecDestroy(e);
+      graph.segments.assign(cuts.size() + 1, nullptr);
+    }
+    graph.signature.clear();  // (until every segment is captured)
+    size_t begin = 0;
+    for (size_t s = 0; s < graph.segments.size(); s++) {
+      const size_t end = s < cuts.size() ? cuts[s] + 1 : steps.size();
+      // Capture the launches (nothing runs), then update the executable graph in
+      // place, or instantiate one when there is none or the update is refused.
+      d_.check(d_.api.StreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_RELAXED), "cuStreamBeginCapture");
+      CUgraph captured = nullptr;
+      try {
+        for (size_t k = begin; k < end; k++) steps[k].program->run(steps[k].args.data(), 0, steps[k].program->parallel_size);
+      } catch (...) {
+        if (d_.api.StreamEndCapture(stream_, &captured) == CUDA_SUCCESS && captured) d_.api.GraphDestroy(captured);
+        throw;
+      }
+      d_.check(d_.api.StreamEndCapture(stream_, &captured), "cuStreamEndCapture");
+      CUgraphExec& exec = graph.segments[s];
+      GraphUpdateInfo info{};
+      if (exec && d_.api.GraphExecUpdate(exec, captured, &info) != CUDA_SUCCESS) {
+        d_.api.GraphExecDestroy(exec);
+        exec = nullptr;
+      }
+      CUresult r = CUDA_SUCCESS;
+      if (!exec) r = d_.api.GraphInstantiate(&exec, captured, 0);
+      d_.api.GraphDestroy(captured);
+      d_.check(r, "cuGraphInstantiate");
+      begin = end;
+    }
+    graph.cuts = std::move(cuts);
+    graph.signature = std::move(signature);
+  }
+
+  // A point in the stream the host can wait for short of its end (under marks_mu_).
+  struct Mark {
+    uint64_t position;  // of the last kernel before it
+    CUevent event;
+  };
+  void add_mark(uint64_t position) {
+    CUevent e = nullptr;
+    if (!spare_events_.empty()) {
+      e = spare_events_.back();
+      spare_events_.pop_back();
+    } else {
+      d_.check(d_.api.EventCreate(&e, 0), "cuEventCreate");
+    }
+    d_.check(d_.api.EventRecord(e, stream_), "cuEventRecord");
+    marks_.push_back({position, e});
+    if (marks_.size() > kMaxMarks) {  // (the host never read so far back: long passed)
+      d_.check(d_.api.EventSynchronize(marks_.front().event), "cuEventSynchronize");
+      release_marks(1);
+    }
+  }
+  // The first `n` marks have passed.
+  void release_marks(size_t n) {
+    for (size_t i = 0; i < n; i++) spare_events_.push_back(marks_[i].event);
+    marks_.erase(marks_.begin(), marks_.begin() + long(n));
+  }
+  // A read of what kernel `position` wrote waited for the whole queue: where that kernel is in
+  // the latest replay and others follow it there, the replay's next capture ends a segment there.
+  void learn_read_point(uint64_t position) {
+    std::shared_ptr<std::vector<size_t>> points = last_replay_.read_points.lock();
+    if (!points || position < last_replay_.first || position + 1 >= last_replay_.first + last_replay_.count) return;
+    const size_t k = size_t(position - last_replay_.first);
+    auto at = std::lower_bound(points->begin(), points->end(), k);
+    if ((at == points->end() || *at != k) && points->size() < kMaxReadPoints) points->insert(at, k);
+  }
+
+  static constexpr size_t kMaxMarks = 64, kMaxReadPoints = 4;
   Driver& d_;
   CUstream stream_ = nullptr;
+  std::atomic<uint64_t> queued_{0};  // launches and copies queued on stream_, numbered from 1
+  std::mutex marks_mu_;
+  std::deque<Mark> marks_;  // ascending positions
+  std::vector<CUevent> spare_events_;
+  struct {
+    std::weak_ptr<std::vector<size_t>> read_points;
+    uint64_t first = 0;  // its kernel 0's position
+    size_t count = 0;
+  } last_replay_;
 };
 
 // A module loaded on a device; its functions' Programs share it.

@@ -55,6 +55,8 @@ struct Api {
   CUresult (*MemGetInfo)(size_t*, size_t*);
   CUresult (*MemcpyHtoDAsync)(CUdeviceptr, const void*, size_t, CUstream);
   CUresult (*MemcpyDtoHAsync)(void*, CUdeviceptr, size_t, CUstream);
+  // (synchronous, on the legacy stream: it does not wait for work on a non-blocking stream)
+  CUresult (*MemcpyDtoH)(void*, CUdeviceptr, size_t);
   CUresult (*StreamCreate)(CUstream*, unsigned);
   CUresult (*StreamSynchronize)(CUstream);
   CUresult (*StreamBeginCapture)(CUstream, int);
@@ -87,7 +89,7 @@ struct Api {
   X(DeviceTotalMem, cuDeviceTotalMem_v2) X(DevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain)                         \
   X(CtxSetCurrent, cuCtxSetCurrent) X(CtxSynchronize, cuCtxSynchronize) X(MemAlloc, cuMemAlloc_v2)                  \
   X(MemFree, cuMemFree_v2) X(MemGetInfo, cuMemGetInfo_v2) X(MemcpyHtoDAsync, cuMemcpyHtoDAsync_v2)                  \
-  X(MemcpyDtoHAsync, cuMemcpyDtoHAsync_v2) X(StreamCreate, cuStreamCreate)                                          \
+  X(MemcpyDtoHAsync, cuMemcpyDtoHAsync_v2) X(MemcpyDtoH, cuMemcpyDtoH_v2) X(StreamCreate, cuStreamCreate)            \
   X(StreamSynchronize, cuStreamSynchronize) X(StreamBeginCapture, cuStreamBeginCapture_v2)                          \
   X(StreamEndCapture, cuStreamEndCapture) X(GraphInstantiate, cuGraphInstantiateWithFlags)                          \
   X(GraphExecUpdate, cuGraphExecUpdate_v2) X(GraphLaunch, cuGraphLaunch) X(GraphDestroy, cuGraphDestroy)            \

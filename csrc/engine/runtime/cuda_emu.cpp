@@ -13,9 +13,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
+#include <utility>
+#include <vector>
 
 #include "engine/runtime/counters.h"
 #include "engine/runtime/disk_cache.h"
@@ -423,9 +428,49 @@ struct Launch {
 struct Graph {
   std::vector<Launch> launches;
 };
+// Work queued on a stream runs when the host waits for it (the stream's or the context's
+// synchronization, an event's, a free of device memory), not when it is queued: on a GPU it runs
+// behind the host's back, so a host that reads memory before waiting for its writer reads what
+// was there before, and here it does too (a wait too short fails the tests). Its operations are
+// numbered from 1 in order; the first failure of one is answered by the next wait.
 struct Stream {
   Graph* capture = nullptr;
+  std::deque<std::function<CUresult()>> pending;
+  uint64_t queued = 0, done = 0;
+  CUresult failed = CUDA_SUCCESS;
 };
+std::recursive_mutex queue_mu;  // streams' queues (a kernel run holds it: work runs in order)
+std::vector<Stream*>& streams() {
+  static auto* all = new std::vector<Stream*>();  // streams are never destroyed (no cuStreamDestroy)
+  return *all;
+}
+CUresult enqueue(CUstream st, std::function<CUresult()> op) {
+  auto* s = static_cast<Stream*>(st);
+  if (!s) return op();  // the legacy stream: nothing of ours runs on it, so at once
+  std::lock_guard<std::recursive_mutex> g(queue_mu);
+  s->pending.push_back(std::move(op));
+  s->queued++;
+  return CUDA_SUCCESS;
+}
+// Runs `s`'s work up to operation `position`.
+CUresult run_until(Stream* s, uint64_t position) {
+  std::lock_guard<std::recursive_mutex> g(queue_mu);
+  while (s->done < position && !s->pending.empty()) {
+    std::function<CUresult()> op = std::move(s->pending.front());
+    s->pending.pop_front();
+    s->done++;
+    CUresult r = op();
+    if (r != CUDA_SUCCESS && s->failed == CUDA_SUCCESS) s->failed = r;
+  }
+  return std::exchange(s->failed, CUDA_SUCCESS);
+}
+CUresult run_all_streams() {
+  std::lock_guard<std::recursive_mutex> g(queue_mu);
+  CUresult first = CUDA_SUCCESS;
+  for (Stream* s : streams())
+    if (CUresult r = run_until(s, s->queued); first == CUDA_SUCCESS) first = r;
+  return first;
+}
 
 CUresult run_launch(const Launch& l) {
   std::vector<void*> slots;
@@ -479,7 +524,7 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice) {
   return CUDA_SUCCESS;
 }
 CUresult cuCtxSetCurrent(CUcontext ctx) { return ctx ? CUDA_SUCCESS : 201; }
-CUresult cuCtxSynchronize() { return CUDA_SUCCESS; }  // launches run to completion
+CUresult cuCtxSynchronize() { return run_all_streams(); }
 
 CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t n) {
   Memory& m = memory();
@@ -507,6 +552,7 @@ CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t n) {
   return CUDA_SUCCESS;
 }
 CUresult cuMemFree_v2(CUdeviceptr p) {
+  run_all_streams();  // (as cudaFree waits for the device: queued work may still use the memory)
   Memory& m = memory();
   std::lock_guard<std::mutex> g(m.mu);
   auto it = m.live.find(p);
@@ -523,6 +569,7 @@ CUresult cuMemHostAlloc(void** p, size_t n, unsigned) {
   return *p ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 CUresult cuMemFreeHost(void* p) {
+  run_all_streams();
   std::free(p);
   return CUDA_SUCCESS;
 }
@@ -533,24 +580,38 @@ CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total) {
   *total = m.capacity;
   return CUDA_SUCCESS;
 }
-CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t n, CUstream) {
+// (the source is staged now, as a GPU's driver stages pageable memory: the caller may reuse it)
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t n, CUstream stream) {
   char* d = memory().host(dst, n);
   if (!d) return 1;
-  std::memcpy(d, src, n);
-  return CUDA_SUCCESS;
+  auto bytes = std::make_shared<std::vector<char>>(static_cast<const char*>(src), static_cast<const char*>(src) + n);
+  return enqueue(stream, [d, bytes] {
+    std::memcpy(d, bytes->data(), bytes->size());
+    return CUDA_SUCCESS;
+  });
 }
-CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t n, CUstream) {
+CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t n, CUstream stream) {
   char* s = memory().host(src, n);
   if (!s) return 1;
-  std::memcpy(dst, s, n);
-  return CUDA_SUCCESS;
+  return enqueue(stream, [dst, s, n] {
+    std::memcpy(dst, s, n);
+    return CUDA_SUCCESS;
+  });
 }
+// (the legacy stream: it does not wait for the engine's non-blocking stream)
+CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t n) { return cuMemcpyDtoHAsync_v2(dst, src, n, nullptr); }
 
 CUresult cuStreamCreate(CUstream* s, unsigned) {
-  *s = new Stream();
+  auto* st = new Stream();
+  std::lock_guard<std::recursive_mutex> g(queue_mu);
+  streams().push_back(st);
+  *s = st;
   return CUDA_SUCCESS;
 }
-CUresult cuStreamSynchronize(CUstream) { return CUDA_SUCCESS; }
+CUresult cuStreamSynchronize(CUstream s) {
+  auto* st = static_cast<Stream*>(s);
+  return st ? run_until(st, st->queued) : run_all_streams();
+}
 CUresult cuStreamBeginCapture_v2(CUstream s, int) {
   auto* st = static_cast<Stream*>(s);
   if (!st || st->capture) return 900;  // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
@@ -580,11 +641,13 @@ CUresult cuGraphExecUpdate_v2(CUgraphExec e, CUgraph g, GraphUpdateInfo* info) {
   n_updates++;
   return CUDA_SUCCESS;
 }
-CUresult cuGraphLaunch(CUgraphExec e, CUstream) {
+CUresult cuGraphLaunch(CUgraphExec e, CUstream s) {
   n_graph_launches++;
-  for (auto& l : static_cast<Graph*>(e)->launches)
-    if (CUresult r = run_launch(l)) return r;
-  return CUDA_SUCCESS;
+  return enqueue(s, [launches = static_cast<Graph*>(e)->launches] {  // (the executable may change meanwhile)
+    for (auto& l : launches)
+      if (CUresult r = run_launch(l)) return r;
+    return CUDA_SUCCESS;
+  });
 }
 CUresult cuGraphDestroy(CUgraph g) {
   delete static_cast<Graph*>(g);
@@ -616,6 +679,7 @@ CUresult cuModuleLoadDataEx(CUmodule* m, const void* image, unsigned n, int* opt
   return CUDA_SUCCESS;
 }
 CUresult cuModuleUnload(CUmodule m) {
+  run_all_streams();  // queued launches may run its functions
   auto* mod = static_cast<Module*>(m);
   dlclose(mod->handle);
   delete mod;
@@ -642,13 +706,18 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
     n_captured++;
     return CUDA_SUCCESS;
   }
-  return run_launch(l);
+  return enqueue(s, [l = std::move(l)] { return run_launch(l); });
 }
-// Emulated launches run to completion before cuLaunchKernel returns, so an event is the host
-// clock when it is recorded.
-struct Event {
-  bool recorded = false;
+// An event is the host clock when the work queued before it has run; recording it again moves
+// it to the stream's end.
+struct EventMark {
+  bool reached = false;
   std::chrono::steady_clock::time_point at;
+};
+struct Event {
+  Stream* stream = nullptr;  // null: never recorded
+  uint64_t position = 0;     // its operation on the stream
+  std::shared_ptr<EventMark> mark;
 };
 CUresult cuEventCreate(CUevent* e, unsigned) {
   *e = new Event();
@@ -656,19 +725,43 @@ CUresult cuEventCreate(CUevent* e, unsigned) {
 }
 CUresult cuEventRecord(CUevent e, CUstream s) {
   auto* st = static_cast<Stream*>(s);
-  if (!e) return CUDA_ERROR_INVALID_HANDLE;
-  if (st && st->capture) return 900;
-  static_cast<Event*>(e)->recorded = true;
-  static_cast<Event*>(e)->at = std::chrono::steady_clock::now();
-  return CUDA_SUCCESS;
+  if (!e || !st) return CUDA_ERROR_INVALID_HANDLE;  // (the engine records on its own stream only)
+  if (st->capture) return 900;
+  auto* ev = static_cast<Event*>(e);
+  auto mark = std::make_shared<EventMark>();
+  std::lock_guard<std::recursive_mutex> g(queue_mu);
+  ev->stream = st;
+  ev->mark = mark;
+  if (st->pending.empty()) {  // an idle stream: passed at once
+    ev->position = st->queued;
+    mark->at = std::chrono::steady_clock::now();
+    mark->reached = true;
+    return CUDA_SUCCESS;
+  }
+  ev->position = st->queued + 1;
+  return enqueue(s, [mark] {
+    mark->at = std::chrono::steady_clock::now();
+    mark->reached = true;
+    return CUDA_SUCCESS;
+  });
 }
 CUresult cuEventQuery(CUevent e) {
-  return e && static_cast<Event*>(e)->recorded ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  auto* ev = static_cast<Event*>(e);
+  if (!ev || !ev->stream) return CUDA_ERROR_INVALID_HANDLE;
+  std::lock_guard<std::recursive_mutex> g(queue_mu);
+  return ev->mark->reached ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
-CUresult cuEventSynchronize(CUevent e) { return cuEventQuery(e); }
+CUresult cuEventSynchronize(CUevent e) {
+  auto* ev = static_cast<Event*>(e);
+  if (!ev || !ev->stream) return CUDA_ERROR_INVALID_HANDLE;
+  return run_until(ev->stream, ev->position);
+}
 CUresult cuEventElapsedTime(float* ms, CUevent start, CUevent end) {
-  if (cuEventQuery(start) != CUDA_SUCCESS || cuEventQuery(end) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_HANDLE;
-  *ms = std::chrono::duration<float, std::milli>(static_cast<Event*>(end)->at - static_cast<Event*>(start)->at).count();
+  for (CUevent e : {start, end})
+    if (CUresult r = cuEventQuery(e)) return r;
+  *ms = std::chrono::duration<float, std::milli>(static_cast<Event*>(end)->mark->at -
+                                                 static_cast<Event*>(start)->mark->at)
+            .count();
   return CUDA_SUCCESS;
 }
 CUresult cuEventDestroy_v2(CUevent e) {
@@ -679,7 +772,7 @@ CUresult cuGetErrorString(CUresult e, const char** s) {
   static const std::map<int, const char*> names = {
       {1, "invalid argument"}, {2, "out of memory"}, {100, "no CUDA-capable device is detected"},
       {101, "invalid device ordinal"}, {200, "device kernel image is invalid"}, {201, "invalid device context"}, {400, "invalid resource handle"},
-      {500, "named symbol not found"}, {700, "an illegal memory access was encountered"},
+      {500, "named symbol not found"}, {600, "device not ready"}, {700, "an illegal memory access was encountered"},
       {900, "operation not permitted when stream is capturing"}, {901, "operation failed due to a previous error during capture"},
       {910, "the graph update was not performed because it included changes which violated constraints specific to instantiated graph update"}};
   auto it = names.find(e);

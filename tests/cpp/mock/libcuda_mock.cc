@@ -120,6 +120,10 @@ int cuMemcpyDtoHAsync_v2(void* dst, unsigned long long src, size_t n, void*) {
   std::memcpy(dst, reinterpret_cast<void*>(src), n);
   return 0;
 }
+int cuMemcpyDtoH_v2(void* dst, unsigned long long src, size_t n) {
+  std::memcpy(dst, reinterpret_cast<void*>(src), n);
+  return 0;
+}
 int cuStreamCreate(void** s, unsigned) {
   static int stream;
   *s = &stream;

@@ -51,21 +51,29 @@ def sync(device: str) -> None:
     (torch.tiny if device == "tiny" else torch.cuda).synchronize()
 
 
-def per_call(fn, device: str, reps: int, inner: int) -> float:
+def per_call(fn, device: str, reps: int, inner: int, read_loss: bool = False) -> float:
     """Median seconds per call of `fn` over `reps` timed runs of `inner` calls each.
 
     Every call waits for its results: tiny builds the same lazy graph for the same call on the
     same inputs and computes it once (hash-consing), so unsynchronized repeats would share one
-    computation. Both contenders pay the same wait per call."""
+    computation. Both contenders pay the same wait per call. With `read_loss` a call waits for
+    its first result's value only (`.item()`, as a training loop that logs its loss does) and the
+    device is synchronized once after the run: what follows the loss may run on behind the host."""
+    def wait(out):
+        if read_loss:
+            out[0].item()
+        else:
+            sync(device)  # tiny: realizes `out`, then waits for the device
     for _ in range(2):
-        out = fn()
-        sync(device)
+        wait(fn())
+    sync(device)
     times = []
     for _ in range(reps):
         t0 = time.perf_counter()
         for _ in range(inner):
             out = fn()
-            sync(device)  # tiny: realizes `out`, then waits for the device
+            wait(out)
+        sync(device)
         times.append((time.perf_counter() - t0) / inner)
     del out
     return statistics.median(times)
@@ -119,18 +127,18 @@ class Bench:
         self.results = {}
         self.copy_bw = None
 
-    def row(self, name, make, *, bytes_moved=0, flops=0, inner=1, atol=1e-4, rtol=1e-4):
+    def row(self, name, make, *, bytes_moved=0, flops=0, inner=1, atol=1e-4, rtol=1e-4, read_loss=False):
         """`make(device)` returns a callable that runs the work on `device` and returns its tensors."""
         a = self.args
         if self.reference is None:
             r = {"t": {}, "k": {}}
             fn = make("cuda")
             r["out"] = [o.cpu() for o in fn()]
-            r["t"]["cuda"], r["k"]["cuda"] = per_call(fn, "cuda", a.reps, inner), cuda_kernels(fn)
+            r["t"]["cuda"], r["k"]["cuda"] = per_call(fn, "cuda", a.reps, inner, read_loss), cuda_kernels(fn)
             if not a.no_compile:
                 try:
                     fn = make("compile")
-                    r["t"]["compile"] = per_call(fn, "cuda", a.reps, inner)
+                    r["t"]["compile"] = per_call(fn, "cuda", a.reps, inner, read_loss)
                     r["k"]["compile"] = cuda_kernels(fn)
                 except Exception as e:  # say why, keep the other columns
                     print(f"  ({name}: torch.compile failed: {type(e).__name__}: {str(e).splitlines()[0][:100]})")
@@ -143,7 +151,7 @@ class Bench:
         fn = make("tiny")
         check(name, fn(), r["out"], atol, rtol)
         t, kernels = dict(r["t"]), dict(r["k"])
-        t["tiny"] = per_call(fn, "tiny", a.reps, inner)
+        t["tiny"] = per_call(fn, "tiny", a.reps, inner, read_loss)
         kernels["tiny"], tiny_kernel_s = tiny_kernels(fn)
         cols = []
         for d in ("cuda", "compile", "tiny"):
@@ -250,7 +258,7 @@ class Bench:
             return fwd
         self.row(f"resnet18 inference, batch {batch}", make, inner=3, atol=2e-3, rtol=2e-3)
 
-    def train_step(self, name, model, x_cpu, y_cpu, make_opt, inner):
+    def train_step(self, name, model, x_cpu, y_cpu, make_opt, inner, read_loss=False):
         def make(device):
             m = copy.deepcopy(model).to(self.on(device))
             opt = make_opt(m.parameters())
@@ -266,19 +274,22 @@ class Bench:
                 step = torch.compile(step)
             return lambda: [step(x, y)]
         # every call trains further, so the check compares the first step's losses
-        self.row(name, make, inner=inner, atol=5e-3, rtol=5e-3)
+        self.row(name + (", loss.item()" if read_loss else ""), make, inner=inner, atol=5e-3, rtol=5e-3,
+                 read_loss=read_loss)
 
-    def mnist_step(self):
+    def mnist_step(self, read_loss=False):
         torch.manual_seed(0)
         self.train_step("MNIST CNN Adam step, batch 512", beautiful_mnist(), torch.randn(512, 1, 28, 28),
-                        torch.randint(0, 10, (512,)), lambda p: torch.optim.Adam(p, lr=1e-3), inner=3)
+                        torch.randint(0, 10, (512,)), lambda p: torch.optim.Adam(p, lr=1e-3), inner=3,
+                        read_loss=read_loss)
 
-    def resnet18_step(self):
+    def resnet18_step(self, read_loss=False):
         import torchvision
         torch.manual_seed(0)
         self.train_step("resnet18 SGD step, batch 64", torchvision.models.resnet18(),
                         torch.randn(64, 3, 224, 224), torch.randint(0, 1000, (64,)),
-                        lambda p: torch.optim.SGD(p, lr=1e-2, momentum=0.9), inner=1)
+                        lambda p: torch.optim.SGD(p, lr=1e-2, momentum=0.9), inner=3 if read_loss else 1,
+                        read_loss=read_loss)
 
 
 # TINY_CUDA_OFF's names: fused multiply-adds, vector lanes, tensor cores, the 8 x 8 tiles' register
@@ -292,6 +303,8 @@ ROWS = {
     "mm4096": lambda b: b.matmul(4096), "mm4096h": lambda b: b.matmul(4096, torch.float16),
     "mm4096tf32": lambda b: b.matmul(4096, tf32=True), "conv": Bench.conv, "r18": lambda b: b.resnet18_infer(1),
     "r18b64": lambda b: b.resnet18_infer(64), "mnist": Bench.mnist_step, "r18train": Bench.resnet18_step,
+    # training loops that read each step's loss: the rest of a step may overlap the next one's host work
+    "mnistloop": lambda b: b.mnist_step(read_loss=True), "r18trainloop": lambda b: b.resnet18_step(read_loss=True),
 }
 
 

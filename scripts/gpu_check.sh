@@ -46,7 +46,7 @@ step bench 150 $PY bench/bench_gpu.py --rows chain,sum,mm1024,mm4096,mm4096h,mm4
 # optimizations still off by default (TINY_CUDA_ON): right on this GPU, then faster or not
 step mmcheck_async 60 env TINY_CUDA_ON=async $PY scripts/gpu_mmcheck.py
 step trial 90 $PY bench/bench_gpu.py --rows mm4096h --reps 3 --no-compile --try async
-step bench_models 150 $PY bench/bench_gpu.py --rows r18,r18b64,mnist,r18train --reps 5 --no-compile
+step bench_models 150 $PY bench/bench_gpu.py --rows r18,r18b64,mnist,r18train,mnistloop,r18trainloop --reps 5 --no-compile
 # where a resnet18 step's kernel time goes (the trace's summary: top kernels, by module) and the report
 step profile 60 $PY examples/resnet18.py --batch 64 --size 224 --steps 2 --report "$out/resnet18.html"
 # why a convolution runs at half the matmul's rate: ncu's stall reasons for layer2's 3x3 forward

@@ -53,9 +53,15 @@ Bwd bwd(const at::Tensor& grad, const at::Tensor& self, const char* kernel) {
 }
 
 // ---------------------------------------------------------------- relu / threshold / hardtanh
+// x < 0 ? 0 : x, which keeps NaN and -0.0 as clamp_min(x, 0) does; built directly rather than
+// through clamp_compute, whose bound is a CPU tensor and a type promotion (half of relu's time
+// building the graph)
 Computed relu(const at::Tensor& self) {
   TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != c10::kBool, "Boolean inputs not supported for relu");
-  return clamp_compute(self, at::native::wrapped_scalar_tensor(c10::Scalar(0)), std::nullopt, nullptr);
+  c10::ScalarType dt = self.scalar_type();
+  T x = operand(self, dt, to_shape(self.sizes()));
+  T zero = cnst(x, 0.0);
+  return {where(lt(x, zero), zero, x), dt};
 }
 
 // x <= threshold ? value : x

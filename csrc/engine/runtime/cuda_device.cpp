@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <deque>
 #include <memory>
@@ -217,8 +218,11 @@ class CudaDevice final : public Device {
     // From pageable memory this returns once the source is staged: the caller
     // may reuse it. From pinned memory the copy is a DMA that runs on: wait
     // for it, since the caller may free or refill the source next.
-    d_.check(d_.api.MemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(dst), src, nbytes, stream_), "cuMemcpyHtoDAsync");
-    queued_++;
+    {
+      std::lock_guard<std::mutex> g(queue_mu_);  // (numbered in the stream's order)
+      d_.check(d_.api.MemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(dst), src, nbytes, stream_), "cuMemcpyHtoDAsync");
+      queued_++;
+    }
     if (host_pinned(src)) synchronize();
   }
   void copy_out(void* dst, const void* src, size_t nbytes) override {
@@ -232,7 +236,7 @@ class CudaDevice final : public Device {
   void copy_out_after(uint64_t position, void* dst, const void* src, size_t nbytes) override {
     if (!nbytes) return;
     d_.bind();
-    std::unique_lock<std::mutex> g(marks_mu_);
+    std::unique_lock<std::mutex> g(queue_mu_);
     auto mark = std::find_if(marks_.begin(), marks_.end(), [&](const Mark& m) { return m.position >= position; });
     if (position == 0 || mark == marks_.end()) {
       learn_read_point(position);
@@ -240,13 +244,18 @@ class CudaDevice final : public Device {
       copy_out(dst, src, nbytes);
       return;
     }
-    d_.check(d_.api.EventSynchronize(mark->event), "cuEventSynchronize");
+    // (waited for unlocked: a mark released and recorded again meanwhile is later, still enough)
+    const Mark passed = *mark;
+    g.unlock();
+    d_.check(d_.api.EventSynchronize(passed.event), "cuEventSynchronize");
     d_.check(d_.api.MemcpyDtoH(dst, reinterpret_cast<CUdeviceptr>(src), nbytes), "cuMemcpyDtoH");
-    release_marks(size_t(mark - marks_.begin()) + 1);
+    g.lock();
+    release_marks_through(passed.position);
     counters().copies_out_early++;
   }
   uint64_t queued_position() const override { return queued_.load(std::memory_order_acquire); }
   void launch(LaunchStep&& step) override {
+    std::lock_guard<std::mutex> g(queue_mu_);
     step.program->run(step.args.data(), 0, step.program->parallel_size);
     queued_++;
   }
@@ -267,9 +276,9 @@ class CudaDevice final : public Device {
       state->reset(graph = new CudaGraph());
       graph->driver = &d_;
     }
+    std::lock_guard<std::mutex> g(queue_mu_);  // (a copy from another thread stays out of a capture)
     if (graph->segments.empty() || graph->signature != signature || graph->cuts != *graph->read_points)
       capture(*graph, steps, std::move(signature));
-    std::lock_guard<std::mutex> g(marks_mu_);
     const uint64_t first = queued_ + 1;  // kernel k's position: first + k
     for (size_t s = 0; s < graph->segments.size(); s++) {
       d_.check(d_.api.GraphLaunch(graph->segments[s], stream_), "cuGraphLaunch");
@@ -282,8 +291,8 @@ class CudaDevice final : public Device {
   void synchronize() override {
     d_.bind();
     d_.check(d_.api.StreamSynchronize(stream_), "cuStreamSynchronize");
-    std::lock_guard<std::mutex> g(marks_mu_);
-    release_marks(marks_.size());
+    std::lock_guard<std::mutex> g(queue_mu_);
+    release_marks_through(UINT64_MAX);
   }
 
   std::unique_ptr<DeviceEvent> record_event() override {
@@ -365,7 +374,7 @@ class CudaDevice final : public Device {
     graph.signature = std::move(signature);
   }
 
-  // A point in the stream the host can wait for short of its end (under marks_mu_).
+  // A point in the stream the host can wait for short of its end (under queue_mu_).
   struct Mark {
     uint64_t position;  // of the last kernel before it
     CUevent event;
@@ -382,13 +391,15 @@ class CudaDevice final : public Device {
     marks_.push_back({position, e});
     if (marks_.size() > kMaxMarks) {  // (the host never read so far back: long passed)
       d_.check(d_.api.EventSynchronize(marks_.front().event), "cuEventSynchronize");
-      release_marks(1);
+      release_marks_through(marks_.front().position);
     }
   }
-  // The first `n` marks have passed.
-  void release_marks(size_t n) {
-    for (size_t i = 0; i < n; i++) spare_events_.push_back(marks_[i].event);
-    marks_.erase(marks_.begin(), marks_.begin() + long(n));
+  // The marks up to `position` have passed.
+  void release_marks_through(uint64_t position) {
+    while (!marks_.empty() && marks_.front().position <= position) {
+      spare_events_.push_back(marks_.front().event);
+      marks_.pop_front();
+    }
   }
   // A read of what kernel `position` wrote waited for the whole queue: where that kernel is in
   // the latest replay and others follow it there, the replay's next capture ends a segment there.
@@ -403,8 +414,10 @@ class CudaDevice final : public Device {
   static constexpr size_t kMaxMarks = 64, kMaxReadPoints = 4;
   Driver& d_;
   CUstream stream_ = nullptr;
-  std::atomic<uint64_t> queued_{0};  // launches and copies queued on stream_, numbered from 1
-  std::mutex marks_mu_;
+  // Launches and copies queued on stream_, numbered from 1. queue_mu_ makes queueing and
+  // numbering one step (copies may come from other threads than realize's), and guards the rest.
+  std::atomic<uint64_t> queued_{0};
+  std::mutex queue_mu_;
   std::deque<Mark> marks_;  // ascending positions
   std::vector<CUevent> spare_events_;
   struct {

@@ -250,3 +250,50 @@ def test_streams_and_events_order_and_time_the_work():
         torch.tiny.Event().elapsed_time(end)
     s.synchronize()
     assert s.record_event().query()
+
+
+# ----------------------------------------------------------------------- loops that never read
+
+
+def _long_recurrence(x, steps, inplace):
+    for _ in range(steps):
+        if inplace:
+            x.mul_(0.999).add_(0.01)
+        else:
+            x = x * 0.999 + 0.01
+    return x
+
+
+@pytest.mark.parametrize("inplace", [False, True], ids=["new-values", "in-place"])
+def test_long_unread_loops_compute_as_on_the_cpu(inplace):
+    """A loop of thousands of steps that never reads its values (tiny's graph then is a chain
+    thousands of operations deep) computes what the CPU does, without overflowing a stack."""
+    x = torch.randn(3, 5)
+    expected = _long_recurrence(x.clone(), 4000, inplace)
+    got = _long_recurrence(to_dev(x), 4000, inplace)
+    assert_same(got.cpu(), expected, check_device=False, rtol=1e-4, atol=1e-5)
+
+
+def test_batch_norm_called_thousands_of_times_before_a_read():
+    """nn.BatchNorm2d in training mode updates its running statistics in place on every call:
+    3000 calls before anything is read leave them as on the CPU."""
+    torch.manual_seed(0)
+    x = torch.randn(4, 3, 5, 5)
+    cpu_bn, dev_bn = nn.BatchNorm2d(3), nn.BatchNorm2d(3).to(DEV)
+    xd = to_dev(x)
+    for _ in range(3000):
+        cpu_out, dev_out = cpu_bn(x), dev_bn(xd)
+    assert_same(dev_out, cpu_out)
+    for name in ("running_mean", "running_var", "num_batches_tracked"):
+        assert_same(getattr(dev_bn, name), getattr(cpu_bn, name), rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_long_unread_chain_is_freed_when_dropped():
+    """A chain of 300k unread operations is freed when its last tensor goes (one node after
+    another: freed inside each other, they overflowed the stack)."""
+    y = to_dev(torch.ones(4))
+    for _ in range(300_000):
+        y = y + 1
+    del y
+    z = to_dev(torch.ones(4)) * 2  # the device still works
+    assert_same(z, torch.full((4,), 2.0))

@@ -618,3 +618,21 @@ TEST(Fusion, RecurrenceStateIsStoredNotRecomputed) {
   }
   for (size_t i = 0; i < h.size(); i++) EXPECT_NEAR(got[i], h[i], 1e-5) << i;
 }
+
+// A loop that never reads its values (x = x + 1, 5000 times) builds a chain 5000 operations
+// deep: each kernel evaluates at most kMaxFusedDepth (512) levels of it, the code generators
+// and the scheduler's walks recursing per level.
+TEST(Fusion, DeepChainsAreStoredEveryFewHundredLevels) {
+  const Shape s{8};
+  const int steps = 5000;
+  on_small_stack([&] {
+    Tensor x = from(data(8), s);
+    Tensor y = x;
+    for (int i = 0; i < steps; i++) y = y.binary(Op::Add, cf(1, s));
+    const int64_t kernels = count({y});
+    EXPECT_GE(kernels, steps / 512);
+    EXPECT_LE(kernels, steps / 256);
+    auto got = to_vec<float>(y), xv = data(8);
+    for (size_t i = 0; i < got.size(); i++) EXPECT_FLOAT_EQ(got[i], xv[i] + float(steps)) << i;
+  });
+}

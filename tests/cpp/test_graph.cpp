@@ -199,3 +199,17 @@ TEST(Graph, KeysNameWhatTheSchedulesDependOn) {
   EXPECT_EQ(same, 0);
   EXPECT_EQ(key(x.binary(Op::Add, c(7))), key(x.binary(Op::Add, c(7))));
 }
+
+// A chain dropped unread (a loop that never reads its values): its nodes die one after
+// another, not inside each other's destructors (300k nested ones overflowed 8 MiB of stack).
+TEST(Graph, DeepChainsDieWithoutRecursing) {
+  const Shape s{4};
+  const size_t before = hash_cons_entries();
+  on_small_stack([&] {
+    Tensor y = from(std::vector<float>{1, 2, 3, 4}, s);
+    const Tensor factor = Tensor::full(s, Scalar::from_double(1.0001), DType::Float32);
+    for (int i = 0; i < 200000; i++) y = y.binary(Op::Mul, factor);
+    EXPECT_GE(hash_cons_entries(), before + 200000);
+  });
+  EXPECT_LE(hash_cons_entries(), before + 2);
+}

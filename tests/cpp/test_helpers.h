@@ -2,6 +2,7 @@
 // conversions, an interpreter for index expressions.
 #pragma once
 #include <gtest/gtest.h>
+#include <pthread.h>
 
 #include <cmath>
 #include <cstring>
@@ -138,6 +139,22 @@ int64_t ulp_distance(F a, F b) {
 }
 
 // Same value, NaN matching NaN, zeros of either sign equal.
+// Runs `fn` on a thread with a 1 MiB stack (threads may get less than the main thread's 8):
+// what recurses per level of a graph overflows it on a chain a few thousand nodes long.
+inline void on_small_stack(const std::function<void()>& fn) {
+  pthread_attr_t attr;
+  ASSERT_EQ(pthread_attr_init(&attr), 0);
+  ASSERT_EQ(pthread_attr_setstacksize(&attr, size_t(1) << 20), 0);
+  pthread_t thread;
+  auto run = [](void* f) -> void* {
+    (*static_cast<const std::function<void()>*>(f))();
+    return nullptr;
+  };
+  ASSERT_EQ(pthread_create(&thread, &attr, run, const_cast<std::function<void()>*>(&fn)), 0);
+  pthread_join(thread, nullptr);
+  pthread_attr_destroy(&attr);
+}
+
 inline bool same_value(double a, double b) { return (std::isnan(a) && std::isnan(b)) || a == b; }
 
 // ---- multi-index iteration

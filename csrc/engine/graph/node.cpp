@@ -218,12 +218,34 @@ NodeRef make_node(Op op, DType dtype, Shape shape, Sources src, NodeArgs args) {
   return n;
 }
 
+namespace {
+// Sources of dying nodes, released one at a time by the outermost dying node on this thread: a
+// chain's nodes would otherwise die inside each other's destructors, one stack frame per node
+// (an unread loop `x = x + 1` of 300k steps overflowed the stack).
+thread_local Sources* g_dying_sources = nullptr;
+}  // namespace
+
 Node::~Node() {
   if (op == Op::Call) forget_call(this);
-  if (!in_table_) return;
-  Table& t = table();
-  std::lock_guard<std::recursive_mutex> g(t.mutex);
-  t.erase(this, hash);
+  if (in_table_) {
+    Table& t = table();
+    std::lock_guard<std::recursive_mutex> g(t.mutex);
+    t.erase(this, hash);
+  }
+  if (src.empty()) return;
+  if (g_dying_sources) {  // an outer destructor releases them
+    for (auto& s : src) g_dying_sources->push_back(std::move(s));
+    src.clear();
+    return;
+  }
+  Sources dying(std::move(src));
+  g_dying_sources = &dying;
+  while (!dying.empty()) {
+    NodeRef last = std::move(dying.back());
+    dying.pop_back();
+    last.reset();  // may add its own sources
+  }
+  g_dying_sources = nullptr;
 }
 
 size_t hash_cons_entries() {

@@ -102,6 +102,14 @@ std::optional<ShapeTracker> permutation_store(const Node* t, const Node* v) {
   return ShapeTracker({View::make(v->shape, store, 0, std::nullopt)});
 }
 
+// The most levels of operations a kernel's expression may have, from its stored values down
+// to what it loads: deeper, a value on the way is stored. The code generators and the
+// scheduler's rewrites walk an expression recursively, a few stack frames per level, and a
+// loop that never reads its values (`x = x + 1` 6000 times, before printing x) overflowed an
+// 8 MiB stack; threads may have 2 MiB. Models' kernels stay far below (their longest chains
+// are stored by kLargeExpression's rule first).
+constexpr int kMaxFusedDepth = 512;
+
 struct Planner {
   std::unordered_map<const Node*, NodeRef> refs;  // keep nodes alive and find their refs
   std::unordered_map<const Node*, std::string> roots;  // realize point -> reason
@@ -187,6 +195,28 @@ struct Planner {
       }
     }
     permuted_reduces(order, readers);
+  }
+
+  // Stores a longer chain every kMaxFusedDepth levels or so (order: producers first), at the
+  // first node past the limit that is computed elementwise and is no reduce's operand: stored,
+  // a matmul's broadcast product (an LSTM step's h @ W_hh as (2, 32, 8)) would be materialized
+  // and its reduce untiled (a 50-step LSTM's backward went from seconds to over 10 minutes).
+  void bound_depth(const std::vector<const Node*>& order, int limit) {
+    std::unordered_set<const Node*> reduced;  // operands of reduces
+    for (const Node* n : order)
+      if (n->op == Op::Reduce) reduced.insert(n->src[0].get());
+    std::unordered_map<const Node*, int> depth;  // levels below a node, down to loads (0: loaded)
+    depth.reserve(order.size());
+    for (const Node* n : order) {
+      int d = 1;
+      for (auto& s : n->src)
+        if (auto it = depth.find(s.get()); it != depth.end()) d = std::max(d, it->second + 1);
+      if (!roots.count(n) && d >= limit && (is_elementwise(n->op) || n->op == Op::Reduce) &&
+          !reduced.count(n))
+        roots[n] = "expression " + std::to_string(d) + " operations deep (kernels stay within " +
+                   std::to_string(limit) + ")";
+      depth[n] = roots.count(n) ? 0 : d;
+    }
   }
 
   // A sizable reduce that every reader reads through one permutation of its dims (a strided
@@ -747,6 +777,33 @@ void each_computed(const Kernel& k, const std::function<bool(const Node*)>& visi
   }
 }
 
+// The most levels of operations kernel `k` evaluates between a stored value and a load.
+int expression_depth(const Kernel& k) {
+  std::unordered_map<const Node*, int> depth;  // of each node evaluated, once its sources' are known
+  std::vector<std::pair<const Node*, bool>> todo;  // (node, sources done)
+  for (auto& o : k.outputs) {
+    todo.push_back({o.value.get(), false});
+    if (o.scatter_index) todo.push_back({o.scatter_index.get(), false});
+  }
+  int deepest = 0;
+  while (!todo.empty()) {
+    auto [n, ready] = todo.back();
+    todo.pop_back();
+    if (k.loads.count(n) || depth.count(n)) continue;
+    if (!ready) {
+      todo.push_back({n, true});
+      for (auto& s : n->src)
+        if (!depth.count(s.get())) todo.push_back({s.get(), false});
+      continue;
+    }
+    int d = 1;
+    for (auto& s : n->src)
+      if (auto it = depth.find(s.get()); it != depth.end()) d = std::max(d, it->second + 1);
+    deepest = std::max(deepest, depth[n] = d);
+  }
+  return deepest;
+}
+
 // The reduces kernel `k` evaluates (not just loads), outermost only.
 std::set<const Node*> computed_reduces(const Kernel& k) {
   std::set<const Node*> reduces;
@@ -1024,7 +1081,11 @@ Schedule schedule_graph(const std::vector<NodeRef>& targets, Device& device) {
   for (auto* n : order)
     for (auto& s : n->src) p.refs.emplace(s.get(), s);
   p.forced_roots(targets, order);
+  // The walks of realize_repeated_reduces recurse per level too, but in smaller frames: a
+  // looser bound first, so that their own realize points (a recurrence's states) come first.
+  p.bound_depth(order, 4 * kMaxFusedDepth);
   realize_repeated_reduces(p, order);
+  p.bound_depth(order, kMaxFusedDepth);
 
   // Give every realize point a buffer; aliases share their source's memory.
   std::vector<const Node*> roots;  // producers first
@@ -1156,6 +1217,7 @@ Schedule schedule_graph(const std::vector<NodeRef>& targets, Device& device) {
     bool tiles;                                // one a register tile serves
     Shape dims;                                // its shape's dims other than 1
     int64_t elements;                          // its shape's element count
+    int depth;                                 // its expression's levels (expression_depth)
   };
   std::vector<Group> groups;
   // Scalars nothing here reads go last, so that every kernel they could ride
@@ -1186,6 +1248,7 @@ Schedule schedule_graph(const std::vector<NodeRef>& targets, Device& device) {
     const bool reduces = !pk_reduces.empty(), tiles = reduces && has_tileable_reduce(pk.k);
     const Shape pk_dims = non_unit(pk.k.shape);
     const int64_t pk_elements = numel(pk.k.shape);
+    const int pk_depth = expression_depth(pk.k);
     std::optional<bool> masked;
     auto pk_masked = [&] {
       if (!masked) masked = computes_masked_view(pk.k);
@@ -1222,7 +1285,8 @@ Schedule schedule_graph(const std::vector<NodeRef>& targets, Device& device) {
           // loading them; in the merged kernel they are the same expressions
           // at the same indices, so nothing is computed twice.
           if (newest_read > g.level) continue;
-          bool ok = true;
+          // (its expression then continues into the group's: kMaxFusedDepth holds for both)
+          bool ok = g.depth + pk_depth <= kMaxFusedDepth;
           for (auto& b : pk.k.buffers) {
             if (own.count(b.get())) continue;
             auto it = level_of.find(b->owner());
@@ -1248,7 +1312,8 @@ Schedule schedule_graph(const std::vector<NodeRef>& targets, Device& device) {
       }
     }
     if (!into) {
-      Group g{std::move(pk.k), pk.level, pk.mergeable, {}, std::move(pk_reduces), tiles, pk_dims, pk_elements};
+      Group g{std::move(pk.k), pk.level, pk.mergeable, {}, std::move(pk_reduces),
+              tiles, pk_dims, pk_elements, pk_depth};
       g.writes = own;
       groups.push_back(std::move(g));
       continue;
@@ -1263,6 +1328,7 @@ Schedule schedule_graph(const std::vector<NodeRef>& targets, Device& device) {
       for (const Buffer* b : own) level_of[b->owner()] = into->level;
     into->reduces.insert(pk_reduces.begin(), pk_reduces.end());
     into->tiles |= tiles;
+    into->depth = inline_loads ? into->depth + pk_depth : std::max(into->depth, pk_depth + (ride_along ? 2 : 0));
     Kernel& a = into->k;
     Kernel& b = pk.k;
     std::unordered_map<const Buffer*, int> index;

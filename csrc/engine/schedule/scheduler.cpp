@@ -197,10 +197,11 @@ struct Planner {
     permuted_reduces(order, readers);
   }
 
-  // Stores a longer chain every kMaxFusedDepth levels or so (order: producers first), at the
-  // first node past the limit that is computed elementwise and is no reduce's operand: stored,
-  // a matmul's broadcast product (an LSTM step's h @ W_hh as (2, 32, 8)) would be materialized
-  // and its reduce untiled (a 50-step LSTM's backward went from seconds to over 10 minutes).
+  // Stores a chain deeper than `limit` levels (order: producers first) at the first node past
+  // it that is computed elementwise and is no reduce's operand: stored, a matmul's broadcast
+  // product (an LSTM step's h @ W_hh as (2, 32, 8)) would be materialized and its reduce
+  // untiled (a 50-step LSTM's backward went from seconds to over 10 minutes). A chain without
+  // such nodes (x = x[idx], gathers only) is stored where it passes the limit by an eighth.
   void bound_depth(const std::vector<const Node*>& order, int limit) {
     std::unordered_set<const Node*> reduced;  // operands of reduces
     for (const Node* n : order)
@@ -211,8 +212,8 @@ struct Planner {
       int d = 1;
       for (auto& s : n->src)
         if (auto it = depth.find(s.get()); it != depth.end()) d = std::max(d, it->second + 1);
-      if (!roots.count(n) && d >= limit && (is_elementwise(n->op) || n->op == Op::Reduce) &&
-          !reduced.count(n))
+      const bool cut_here = (is_elementwise(n->op) || n->op == Op::Reduce) && !reduced.count(n);
+      if (!roots.count(n) && d >= limit && (cut_here || d >= limit + limit / 8))
         roots[n] = "expression " + std::to_string(d) + " operations deep (kernels stay within " +
                    std::to_string(limit) + ")";
       depth[n] = roots.count(n) ? 0 : d;
@@ -1286,7 +1287,7 @@ Schedule schedule_graph(const std::vector<NodeRef>& targets, Device& device) {
           // at the same indices, so nothing is computed twice.
           if (newest_read > g.level) continue;
           // (its expression then continues into the group's: kMaxFusedDepth holds for both)
-          bool ok = g.depth + pk_depth <= kMaxFusedDepth;
+          bool ok = g.depth + pk_depth <= kMaxFusedDepth + kMaxFusedDepth / 8;
           for (auto& b : pk.k.buffers) {
             if (own.count(b.get())) continue;
             auto it = level_of.find(b->owner());

@@ -158,7 +158,9 @@ def test_stride2_gradients_by_output_phase(k, pad, opad):
 
     def two_convs(x, w1, w2):  # conv2's input gradient is conv1's grad_output
         return F.conv2d(F.conv2d(x, w1, padding=1).relu(), w2, stride=2, padding=pad).square().sum()
-    check_fwd_bwd(two_convs, torch.randn(8, 8, 32, 32), w1, w2, rtol=1e-4, atol=1e-3)
+    # w1's gradient sums 8192 products into values up to ~3e4, some nearly cancelling: float32
+    # sums in another order differ by up to ~2e-6 of that scale (0.06 seen on the emulated GPU)
+    check_fwd_bwd(two_convs, torch.randn(8, 8, 32, 32), w1, w2, rtol=1e-4, atol=0.2)
     # 1-d and 3-d, and a stride of 1 along one dim
     check_fwd_bwd(F.conv_transpose1d, torch.randn(8, 4, 64), torch.randn(4, 3, k), None, stride=2, padding=pad,
                   output_padding=opad, rtol=1e-4, atol=1e-4)
